@@ -1,0 +1,567 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The batch engine: validation, grouping by CPU, and execution.
+//!
+//! A batch flows through three steps:
+//!
+//! 1. [`check_header`] and [`Plan::new`] validate everything that can be
+//!    validated without running anything, and group the op indices by CPU
+//!    (a stable counting sort, so each CPU keeps the array order).
+//! 2. [`execute`] takes the CPU hotplug read lock, checks that every target
+//!    CPU is online, and sends one cross-call to all of them at once with
+//!    `on_each_cpu_cond_mask()`; the local CPU, when targeted, runs its share
+//!    with interrupts off like the others.
+//! 3. On each CPU, [`run_on_this_cpu`] runs that CPU's ops in array order with
+//!    interrupts off. It does not allocate, lock, copy to user space or panic:
+//!    every lookup is a `get()`, every sum `wrapping_*`/`saturating_*`.
+
+use crate::insn;
+use crate::uapi::{self, opcode, Batch, Op};
+use core::ffi::c_void;
+use kernel::{
+    bindings,
+    cpu::{nr_cpu_ids, CpuId},
+    cpumask::{Cpumask, CpumaskVar},
+    prelude::*,
+};
+
+/// A validation failure, with the index of the op to blame (or
+/// [`uapi::NO_INDEX`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Rejected {
+    pub(crate) err: Error,
+    pub(crate) index: u32,
+}
+
+impl Rejected {
+    fn at(err: Error, index: usize) -> Self {
+        Rejected {
+            err,
+            index: u32::try_from(index).unwrap_or(uapi::NO_INDEX),
+        }
+    }
+
+    fn batch(err: Error) -> Self {
+        Rejected {
+            err,
+            index: uapi::NO_INDEX,
+        }
+    }
+}
+
+impl From<Error> for Rejected {
+    fn from(err: Error) -> Self {
+        Rejected::batch(err)
+    }
+}
+
+impl From<kernel::alloc::AllocError> for Rejected {
+    fn from(_: kernel::alloc::AllocError) -> Self {
+        Rejected::batch(ENOMEM)
+    }
+}
+
+/// Negative errno values stored in `Op::status`.
+pub(crate) mod status {
+    use kernel::bindings;
+
+    /// The instruction faulted.
+    pub(crate) const EIO: i32 = -(bindings::EIO as i32);
+    /// Not run: an earlier op on the same CPU failed and the batch asked to stop.
+    pub(crate) const ECANCELED: i32 = -(bindings::ECANCELED as i32);
+    /// Not run: the target CPU never ran its share (it cannot go offline while
+    /// the batch holds the hotplug lock, so this would be a bug).
+    pub(crate) const ENXIO: i32 = -(bindings::ENXIO as i32);
+}
+
+/// Checks the batch header.
+pub(crate) fn check_header(b: &Batch) -> Result<(), Rejected> {
+    if b.version != uapi::ABI_VERSION {
+        return Err(EPROTONOSUPPORT.into());
+    }
+    if b.flags & !uapi::F_ALL != 0 || b.reserved0 != 0 || b.reserved != [0, 0] {
+        return Err(EINVAL.into());
+    }
+    if b.nr_ops == 0 {
+        return Err(EINVAL.into());
+    }
+    if b.nr_ops > uapi::MAX_OPS {
+        return Err(E2BIG.into());
+    }
+    if b.ops == 0 {
+        return Err(EFAULT.into());
+    }
+    Ok(())
+}
+
+/// Whether `op` changes machine state (and so needs the write checks).
+pub(crate) fn is_write(op: &Op) -> bool {
+    matches!(op.op, opcode::WRMSR | opcode::RMWMSR)
+}
+
+/// Checks one op's code and operands; CPU existence is checked by the caller.
+pub(crate) fn check_op(op: &Op) -> Result {
+    if op.op == 0 || op.op > opcode::MAX {
+        return Err(EOPNOTSUPP);
+    }
+    if op.flags != 0 {
+        return Err(EINVAL);
+    }
+    // Which inputs each op reads: (reg, arg[0], arg[1]). Unused ones must be 0
+    // so that a later ABI revision can give them a meaning.
+    let (reg, arg0, arg1) = match op.op {
+        opcode::RDMSR | opcode::RDPMC => (true, false, false),
+        opcode::WRMSR => (true, true, false),
+        opcode::RMWMSR => (true, true, true),
+        opcode::CPUID => (true, true, false),
+        opcode::DELAY => (false, true, false),
+        _ => (false, false, false), // RDTSC, RDTSCP, RDCR4
+    };
+    if (!reg && op.reg != 0) || (!arg0 && op.arg[0] != 0) || (!arg1 && op.arg[1] != 0) {
+        return Err(EINVAL);
+    }
+    if op.op == opcode::CPUID && op.arg[0] > u64::from(u32::MAX) {
+        return Err(EINVAL);
+    }
+    if op.op == opcode::DELAY && op.arg[0] > uapi::MAX_DELAY_NS {
+        return Err(ERANGE);
+    }
+    Ok(())
+}
+
+/// The ops of one CPU: `Plan::order[start..start + len]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CpuRun {
+    pub(crate) cpu: u32,
+    pub(crate) start: u32,
+    pub(crate) len: u32,
+}
+
+/// A validated batch, grouped by CPU.
+pub(crate) struct Plan {
+    /// Op indices, grouped by CPU (ascending), array order within a CPU.
+    pub(crate) order: KVVec<u32>,
+    /// One entry per target CPU, sorted by CPU number.
+    pub(crate) runs: KVVec<CpuRun>,
+    /// The batch holds at least one WRMSR or RMWMSR.
+    pub(crate) has_writes: bool,
+}
+
+impl Plan {
+    /// Validates `ops` and groups them by CPU. `nr_cpus` is `nr_cpu_ids` and
+    /// `possible` tells whether a CPU number below it exists.
+    pub(crate) fn new(
+        ops: &[Op],
+        nr_cpus: u32,
+        possible: impl Fn(u32) -> bool,
+    ) -> Result<Plan, Rejected> {
+        let mut count = KVVec::from_elem(0u32, nr_cpus as usize, GFP_KERNEL)?;
+        let mut delay = KVVec::from_elem(0u64, nr_cpus as usize, GFP_KERNEL)?;
+        let mut has_writes = false;
+
+        for (i, op) in ops.iter().enumerate() {
+            check_op(op).map_err(|e| Rejected::at(e, i))?;
+            if op.cpu >= nr_cpus || !possible(op.cpu) {
+                return Err(Rejected::at(ENODEV, i));
+            }
+            let cpu = op.cpu as usize;
+            count[cpu] += 1;
+            if op.op == opcode::DELAY {
+                delay[cpu] += op.arg[0];
+                if delay[cpu] > uapi::MAX_CPU_DELAY_NS {
+                    return Err(Rejected::at(ERANGE, i));
+                }
+            }
+            has_writes |= is_write(op);
+        }
+
+        // Prefix sums: `count[cpu]` becomes the next free slot of that CPU.
+        let mut runs = KVVec::new();
+        let mut start = 0u32;
+        for (cpu, n) in count.iter_mut().enumerate() {
+            if *n == 0 {
+                continue;
+            }
+            runs.push(
+                CpuRun {
+                    cpu: cpu as u32,
+                    start,
+                    len: *n,
+                },
+                GFP_KERNEL,
+            )?;
+            let len = *n;
+            *n = start;
+            start += len;
+        }
+
+        let mut order = KVVec::from_elem(0u32, ops.len(), GFP_KERNEL)?;
+        for (i, op) in ops.iter().enumerate() {
+            let slot = &mut count[op.cpu as usize];
+            order[*slot as usize] = i as u32;
+            *slot += 1;
+        }
+
+        Ok(Plan {
+            order,
+            runs,
+            has_writes,
+        })
+    }
+}
+
+/// What every CPU of one batch reads: shared, read-only, except for the ops,
+/// which each CPU writes only at its own indices.
+struct Shared<'a> {
+    ops: *mut Op,
+    nr_ops: usize,
+    order: &'a [u32],
+    runs: &'a [CpuRun],
+    stop_on_error: bool,
+}
+
+/// Runs one op on the current CPU; returns its status.
+fn run_op(op: &mut Op) -> i32 {
+    let out: insn::InsnResult<[u64; 2]> = match op.op {
+        opcode::RDMSR => insn::rdmsr(op.reg).map(|v| [v, 0]),
+        opcode::WRMSR => insn::wrmsr(op.reg, op.arg[0]).map(|()| [0, 0]),
+        opcode::RMWMSR => insn::rdmsr(op.reg).and_then(|old| {
+            let new = (old & !op.arg[0]) | op.arg[1];
+            // A failed write still reports what was read and tried.
+            op.val = [old, new];
+            insn::wrmsr(op.reg, new).map(|()| [old, new])
+        }),
+        opcode::RDPMC => insn::rdpmc(op.reg).map(|v| [v, 0]),
+        opcode::RDTSC => insn::rdtsc().map(|v| [v, 0]),
+        opcode::RDTSCP => insn::rdtscp().map(|(tsc, aux)| [tsc, u64::from(aux)]),
+        opcode::CPUID => insn::cpuid(op.reg, op.arg[0] as u32).map(|[a, b, c, d]| {
+            [
+                u64::from(a) | (u64::from(b) << 32),
+                u64::from(c) | (u64::from(d) << 32),
+            ]
+        }),
+        opcode::DELAY => insn::rdtsc().and_then(|t0| {
+            // SAFETY: `__ndelay` busy-waits; it is callable with interrupts off.
+            // The argument was bounded by `MAX_DELAY_NS` in `check_op`.
+            unsafe { bindings::__ndelay(op.arg[0] as usize) };
+            insn::rdtsc().map(|t1| [t1.wrapping_sub(t0), 0])
+        }),
+        opcode::RDCR4 => insn::read_cr4().map(|v| [v, 0]),
+        // Unreachable after `check_op`, but never trust that in IRQ context.
+        _ => return -(bindings::EOPNOTSUPP as i32),
+    };
+    match out {
+        Ok(val) => {
+            op.val = val;
+            0
+        }
+        Err(insn::Fault) => {
+            if op.op != opcode::RMWMSR {
+                op.val = [0, 0];
+            }
+            status::EIO
+        }
+    }
+}
+
+/// Runs the ops of one CPU in order. `ops` yields each of them once.
+fn run_sequence<'a>(ops: impl Iterator<Item = &'a mut Op>, stop_on_error: bool) {
+    let mut failed = false;
+    for op in ops {
+        if failed && stop_on_error {
+            op.status = status::ECANCELED;
+            op.val = [0, 0];
+            continue;
+        }
+        op.status = run_op(op);
+        failed |= op.status != 0;
+    }
+}
+
+/// The cross-call: runs the current CPU's share of the batch.
+///
+/// # Safety
+///
+/// `info` points to a [`Shared`] that outlives the call, whose `order` entries
+/// for this CPU are valid, distinct indices below `nr_ops`, not used by any
+/// other CPU.
+unsafe extern "C" fn run_on_this_cpu(info: *mut c_void) {
+    // SAFETY: By the function's safety requirements.
+    let shared = unsafe { &*info.cast::<Shared<'_>>() };
+    let cpu = CpuId::current().as_u32();
+    let Ok(pos) = shared.runs.binary_search_by_key(&cpu, |r| r.cpu) else {
+        return;
+    };
+    let Some(run) = shared.runs.get(pos) else {
+        return;
+    };
+    let start = run.start as usize;
+    let end = start.wrapping_add(run.len as usize);
+    let Some(indices) = shared.order.get(start..end) else {
+        return;
+    };
+    let ops = indices.iter().filter_map(|&i| {
+        let i = i as usize;
+        // SAFETY: `i < nr_ops` is checked; the index belongs to this CPU only,
+        // so no other reference to this op exists while we hold this one.
+        (i < shared.nr_ops).then(|| unsafe { &mut *shared.ops.add(i) })
+    });
+    run_sequence(ops, shared.stop_on_error);
+}
+
+/// Holds the CPU hotplug read lock: no CPU goes on- or offline meanwhile.
+struct CpusReadGuard;
+
+impl CpusReadGuard {
+    fn new() -> Self {
+        // SAFETY: Called in process context; released in `drop`.
+        unsafe { bindings::cpus_read_lock() };
+        CpusReadGuard
+    }
+}
+
+impl Drop for CpusReadGuard {
+    fn drop(&mut self) {
+        // SAFETY: Paired with the lock taken in `new`.
+        unsafe { bindings::cpus_read_unlock() };
+    }
+}
+
+/// Whether `cpu` (below `nr_cpu_ids`) exists.
+pub(crate) fn cpu_possible(cpu: u32) -> bool {
+    // SAFETY: `__cpu_possible_mask` is a valid cpumask for the kernel's lifetime.
+    let mask = unsafe { Cpumask::from_raw(&raw const bindings::__cpu_possible_mask) };
+    CpuId::from_u32(cpu).is_some_and(|c| mask.test(c))
+}
+
+fn cpu_online(cpu: CpuId) -> bool {
+    // SAFETY: `__cpu_online_mask` is a valid cpumask for the kernel's lifetime.
+    let mask = unsafe { Cpumask::from_raw(&raw const bindings::__cpu_online_mask) };
+    mask.test(cpu)
+}
+
+/// Validates and groups `ops` for this machine.
+pub(crate) fn plan(ops: &[Op]) -> Result<Plan, Rejected> {
+    Plan::new(ops, nr_cpu_ids(), cpu_possible)
+}
+
+/// Runs a validated batch: one cross-call to all target CPUs at once, which run
+/// concurrently, each its own ops in array order with interrupts off. Every op
+/// gets a status. Returns the number of ops whose status is not 0.
+pub(crate) fn execute(ops: &mut [Op], plan: &Plan, stop_on_error: bool) -> Result<u32, Rejected> {
+    let mut mask = CpumaskVar::new_zero(GFP_KERNEL)?;
+    for run in plan.runs.iter() {
+        mask.set(CpuId::from_u32(run.cpu).ok_or(ENODEV)?);
+    }
+
+    let _hotplug = CpusReadGuard::new();
+    for run in plan.runs.iter() {
+        let cpu = CpuId::from_u32(run.cpu).ok_or(ENODEV)?;
+        if !cpu_online(cpu) {
+            let first = plan.order.get(run.start as usize).copied().unwrap_or(uapi::NO_INDEX);
+            return Err(Rejected { err: ENXIO, index: first });
+        }
+    }
+
+    for op in ops.iter_mut() {
+        op.status = status::ENXIO;
+        op.val = [0, 0];
+    }
+    let shared = Shared {
+        ops: ops.as_mut_ptr(),
+        nr_ops: ops.len(),
+        order: &plan.order,
+        runs: &plan.runs,
+        stop_on_error,
+    };
+    // SAFETY: `run_on_this_cpu` gets a `Shared` that lives until this call
+    // returns (`wait` is true). `Plan::new` put every index below `ops.len()`
+    // into exactly one CPU's run, so the CPUs write disjoint ops. We are in
+    // process context with interrupts on, as the function requires.
+    unsafe {
+        bindings::on_each_cpu_cond_mask(
+            None,
+            Some(run_on_this_cpu),
+            (&raw const shared).cast_mut().cast(),
+            true,
+            mask.as_raw(),
+        )
+    };
+    Ok(ops.iter().filter(|op| op.status != 0).count() as u32)
+}
+
+#[kunit_tests(msrbatch_batch)]
+mod tests {
+    use super::*;
+
+    fn op(code: u16, cpu: u32, reg: u32, arg: [u64; 2]) -> Op {
+        Op {
+            op: code,
+            cpu,
+            reg,
+            arg,
+            ..Op::default()
+        }
+    }
+
+    fn header(nr_ops: u32) -> Batch {
+        Batch {
+            version: uapi::ABI_VERSION,
+            nr_ops,
+            ops: 0x1000,
+            ..Batch::default()
+        }
+    }
+
+    #[test]
+    fn header_checks() -> Result {
+        assert_eq!(check_header(&header(1)), Ok(()));
+        assert_eq!(check_header(&header(uapi::MAX_OPS)), Ok(()));
+        let bad = [
+            (Batch { version: 0, ..header(1) }, EPROTONOSUPPORT),
+            (Batch { version: 2, ..header(1) }, EPROTONOSUPPORT),
+            (Batch { flags: 1 << 1, ..header(1) }, EINVAL),
+            (Batch { reserved0: 1, ..header(1) }, EINVAL),
+            (Batch { reserved: [0, 1], ..header(1) }, EINVAL),
+            (header(0), EINVAL),
+            (header(uapi::MAX_OPS + 1), E2BIG),
+            (Batch { ops: 0, ..header(1) }, EFAULT),
+        ];
+        for (b, err) in bad {
+            assert_eq!(check_header(&b), Err(Rejected::batch(err)));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn op_checks() -> Result {
+        let good = [
+            op(opcode::RDMSR, 0, 0x10, [0, 0]),
+            op(opcode::WRMSR, 0, 0x10, [u64::MAX, 0]),
+            op(opcode::RMWMSR, 0, 0x10, [0xff, 0x1]),
+            op(opcode::RDPMC, 0, 1 << 30, [0, 0]),
+            op(opcode::RDTSC, 0, 0, [0, 0]),
+            op(opcode::RDTSCP, 0, 0, [0, 0]),
+            op(opcode::CPUID, 0, 7, [u64::from(u32::MAX), 0]),
+            op(opcode::DELAY, 0, 0, [uapi::MAX_DELAY_NS, 0]),
+            op(opcode::RDCR4, 0, 0, [0, 0]),
+        ];
+        for o in &good {
+            assert_eq!(check_op(o), Ok(()));
+        }
+        let bad = [
+            (op(0, 0, 0, [0, 0]), EOPNOTSUPP),
+            (op(opcode::MAX + 1, 0, 0, [0, 0]), EOPNOTSUPP),
+            (op(u16::MAX, 0, 0, [0, 0]), EOPNOTSUPP),
+            (Op { flags: 1, ..good[0] }, EINVAL),
+            (op(opcode::RDMSR, 0, 0x10, [1, 0]), EINVAL),
+            (op(opcode::WRMSR, 0, 0x10, [1, 1]), EINVAL),
+            (op(opcode::RDTSC, 0, 1, [0, 0]), EINVAL),
+            (op(opcode::RDCR4, 0, 0, [0, 1]), EINVAL),
+            (op(opcode::CPUID, 0, 0, [1 << 32, 0]), EINVAL),
+            (op(opcode::DELAY, 0, 0, [uapi::MAX_DELAY_NS + 1, 0]), ERANGE),
+        ];
+        for (o, err) in &bad {
+            assert_eq!(check_op(o), Err(*err));
+        }
+        assert!(is_write(&good[1]) && is_write(&good[2]) && !is_write(&good[0]));
+        Ok(())
+    }
+
+    #[test]
+    fn grouping_keeps_array_order_per_cpu() -> Result {
+        let cpus = [2u32, 0, 2, 1, 0, 2];
+        let mut ops = KVVec::new();
+        for &c in &cpus {
+            ops.push(op(opcode::RDTSC, c, 0, [0, 0]), GFP_KERNEL)?;
+        }
+        let p = Plan::new(&ops, 4, |_| true).map_err(|r| r.err)?;
+        assert_eq!(&p.order[..], &[1, 4, 3, 0, 2, 5]);
+        assert_eq!(
+            &p.runs[..],
+            &[
+                CpuRun { cpu: 0, start: 0, len: 2 },
+                CpuRun { cpu: 1, start: 2, len: 1 },
+                CpuRun { cpu: 2, start: 3, len: 3 },
+            ]
+        );
+        assert!(!p.has_writes);
+        Ok(())
+    }
+
+    #[test]
+    fn plan_rejections_name_the_op() -> Result {
+        let ok = op(opcode::RDTSC, 0, 0, [0, 0]);
+        let cases = [
+            ([ok, op(opcode::RDTSC, 4, 0, [0, 0])], ENODEV, 1),
+            ([op(opcode::RDTSC, 3, 0, [0, 0]), ok], ENODEV, 0),
+            ([ok, op(99, 0, 0, [0, 0])], EOPNOTSUPP, 1),
+        ];
+        for (ops, err, index) in cases {
+            let r = Plan::new(&ops, 4, |cpu| cpu != 3).err();
+            assert_eq!(r, Some(Rejected { err, index }));
+        }
+        // The per-CPU delay budget counts each CPU separately.
+        let d = |cpu| op(opcode::DELAY, cpu, 0, [uapi::MAX_DELAY_NS, 0]);
+        let mut ops = KVVec::new();
+        for _ in 0..(uapi::MAX_CPU_DELAY_NS / uapi::MAX_DELAY_NS) {
+            ops.push(d(0), GFP_KERNEL)?;
+            ops.push(d(1), GFP_KERNEL)?;
+        }
+        assert!(Plan::new(&ops, 2, |_| true).is_ok());
+        ops.push(d(1), GFP_KERNEL)?;
+        let r = Plan::new(&ops, 2, |_| true).err();
+        assert_eq!(r, Some(Rejected { err: ERANGE, index: ops.len() as u32 - 1 }));
+        Ok(())
+    }
+
+    /// Runs `ops` on the current CPU through the real cross-call path.
+    fn run_here(ops: &mut [Op], stop: bool) -> Result<u32, Rejected> {
+        let p = plan(ops)?;
+        execute(ops, &p, stop)
+    }
+
+    #[test]
+    fn executes_every_op_locally() -> Result {
+        let cpu = CpuId::current().as_u32();
+        let mut ops = [
+            op(opcode::RDTSC, cpu, 0, [0, 0]),
+            op(opcode::CPUID, cpu, 0, [0, 0]),
+            op(opcode::DELAY, cpu, 0, [1000, 0]),
+            op(opcode::RDTSCP, cpu, 0, [0, 0]),
+            op(opcode::RDMSR, cpu, 0x10, [0, 0]), // IA32_TIME_STAMP_COUNTER
+            op(opcode::RDCR4, cpu, 0, [0, 0]),
+        ];
+        // The ops may run on another CPU than `cpu` if we migrate; that is
+        // fine: every op is still executed by the CPU it names.
+        assert_eq!(run_here(&mut ops, false), Ok(0));
+        for o in &ops {
+            assert_eq!(o.status, 0);
+        }
+        assert!(ops[3].val[0] > ops[0].val[0]);
+        assert!(ops[1].val[0] as u32 >= 1); // max basic leaf
+        assert!(ops[2].val[0] > 0); // TSC ticks across the delay
+        assert!(ops[4].val[0] > ops[0].val[0]);
+        assert!(ops[5].val[0] & (1 << 5) != 0); // CR4.PAE is set on x86-64
+        Ok(())
+    }
+
+    #[test]
+    fn faults_become_eio_and_stop_cancels() -> Result {
+        let cpu = CpuId::current().as_u32();
+        // ECX 0x7fff_0000 is no counter on any CPU: #GP with a PMU, #UD without.
+        let bad = op(opcode::RDPMC, cpu, 0x7fff_0000, [0, 0]);
+        let tsc = op(opcode::RDTSC, cpu, 0, [0, 0]);
+        let mut ops = [tsc, bad, tsc];
+        assert_eq!(run_here(&mut ops, false), Ok(1));
+        assert_eq!([ops[0].status, ops[1].status, ops[2].status], [0, status::EIO, 0]);
+        assert_eq!(ops[1].val, [0, 0]);
+        let mut ops = [tsc, bad, tsc];
+        assert_eq!(run_here(&mut ops, true), Ok(2));
+        assert_eq!(
+            [ops[0].status, ops[1].status, ops[2].status],
+            [0, status::EIO, status::ECANCELED]
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Fault-safe wrappers around the privileged x86 instructions msrbatch uses.
+//!
+//! This is the only file of the module with inline assembly. Every instruction
+//! that can fault carries its own `__ex_table` entry, so a #GP or #UD (an
+//! unknown MSR, a bad counter index, RDPMC on a CPU without a PMU) resumes at
+//! the instruction after it with an error register set, instead of an oops.
+//!
+//! The entry is three `.long`s: the faulting instruction and the fixup address,
+//! both relative to the entry, and `EX_TYPE_IMM_REG | r8 << 8 | -EIO << 16`:
+//! the kernel's fixup handler stores the immediate (-EIO) into r8 and jumps to
+//! the fixup label (`arch/x86/include/asm/extable_fixup_types.h`,
+//! `arch/x86/mm/extable.c`). Outputs of a faulted instruction are not
+//! meaningful and are discarded by the callers.
+
+use core::arch::asm;
+
+/// The instruction faulted (#GP or #UD) and was skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fault;
+
+/// Result of one instruction.
+pub(crate) type InsnResult<T> = core::result::Result<T, Fault>;
+
+/// `EX_TYPE_IMM_REG` from `extable_fixup_types.h`.
+const EX_TYPE_IMM_REG: u32 = 17;
+/// Register number of r8 in `pt_regs` order (ax=0, cx=1, dx=2, ... r8=8).
+const EX_REG_R8: u32 = 8;
+/// The value the fixup stores into r8: -EIO as a 16-bit immediate.
+const EX_IMM_EIO: u32 = (-(kernel::bindings::EIO as i32) as u32) & 0xffff;
+/// The `data` word of the exception table entry.
+const EX_DATA: u32 = EX_TYPE_IMM_REG | (EX_REG_R8 << 8) | (EX_IMM_EIO << 16);
+
+/// Runs `$insn` with an exception table entry; r8 is 0 afterwards, or -EIO
+/// when the instruction faulted.
+///
+/// With `@wrap`, `$pre` and `$post` run around it; the fixup resumes at `$post`.
+macro_rules! safe_insn {
+    ($insn:literal, $($operands:tt)*) => {
+        safe_insn!(@wrap "", $insn, "", $($operands)*)
+    };
+    (@wrap $pre:literal, $insn:literal, $post:literal, $($operands:tt)*) => {
+        asm!(
+            $pre,
+            "2:",
+            $insn,
+            "3:",
+            $post,
+            ".pushsection __ex_table, \"aM\", @progbits, 12",
+            ".balign 4",
+            ".long 2b - .",
+            ".long 3b - .",
+            ".long {data}",
+            ".popsection",
+            data = const EX_DATA,
+            $($operands)*
+        )
+    };
+}
+
+fn check(err: u64) -> InsnResult<()> {
+    if err == 0 {
+        Ok(())
+    } else {
+        Err(Fault)
+    }
+}
+
+/// Reads MSR `msr`.
+pub(crate) fn rdmsr(msr: u32) -> InsnResult<u64> {
+    let (lo, hi): (u32, u32);
+    let err: u64;
+    // SAFETY: RDMSR only reads; a fault on an unimplemented MSR is caught by the
+    // exception table entry. We run in ring 0 (module code).
+    unsafe {
+        safe_insn!("rdmsr", in("ecx") msr, out("eax") lo, out("edx") hi,
+                   inout("r8") 0u64 => err, options(nostack, nomem))
+    };
+    check(err).map(|()| u64::from(lo) | (u64::from(hi) << 32))
+}
+
+/// Writes `value` to MSR `msr`.
+pub(crate) fn wrmsr(msr: u32, value: u64) -> InsnResult<()> {
+    let err: u64;
+    // SAFETY: The caller decided this write is allowed (CAP_SYS_RAWIO, lockdown
+    // checked at the ioctl). A fault is caught by the exception table entry.
+    unsafe {
+        safe_insn!("wrmsr", in("ecx") msr, in("eax") value as u32,
+                   in("edx") (value >> 32) as u32, inout("r8") 0u64 => err,
+                   options(nostack))
+    };
+    check(err)
+}
+
+/// Reads performance counter `ecx` (bit 30 selects Intel fixed counters).
+pub(crate) fn rdpmc(ecx: u32) -> InsnResult<u64> {
+    let (lo, hi): (u32, u32);
+    let err: u64;
+    // SAFETY: RDPMC only reads; #GP (bad index) and #UD (no PMU) are caught by
+    // the exception table entry.
+    unsafe {
+        safe_insn!("rdpmc", in("ecx") ecx, out("eax") lo, out("edx") hi,
+                   inout("r8") 0u64 => err, options(nostack, nomem))
+    };
+    check(err).map(|()| u64::from(lo) | (u64::from(hi) << 32))
+}
+
+/// Reads the time-stamp counter.
+pub(crate) fn rdtsc() -> InsnResult<u64> {
+    let (lo, hi): (u32, u32);
+    let err: u64;
+    // SAFETY: RDTSC only reads; it cannot fault in ring 0, but carries an entry
+    // like every other op so the guarantee does not depend on that.
+    unsafe {
+        safe_insn!("rdtsc", out("eax") lo, out("edx") hi,
+                   inout("r8") 0u64 => err, options(nostack, nomem))
+    };
+    check(err).map(|()| u64::from(lo) | (u64::from(hi) << 32))
+}
+
+/// Reads the time-stamp counter and IA32_TSC_AUX.
+pub(crate) fn rdtscp() -> InsnResult<(u64, u32)> {
+    let (lo, hi, aux): (u32, u32, u32);
+    let err: u64;
+    // SAFETY: RDTSCP only reads; #UD on CPUs without it is caught by the
+    // exception table entry.
+    unsafe {
+        safe_insn!("rdtscp", out("eax") lo, out("edx") hi, out("ecx") aux,
+                   inout("r8") 0u64 => err, options(nostack, nomem))
+    };
+    check(err).map(|()| (u64::from(lo) | (u64::from(hi) << 32), aux))
+}
+
+/// Executes CPUID for `leaf`/`subleaf`; returns eax, ebx, ecx, edx.
+pub(crate) fn cpuid(leaf: u32, subleaf: u32) -> InsnResult<[u32; 4]> {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    let err: u64;
+    // SAFETY: CPUID only reads (and serializes). rbx is reserved by LLVM, so it
+    // is saved in rsi around the instruction. A fault (CPUID faulting) is caught.
+    unsafe {
+        safe_insn!(@wrap "xchg rsi, rbx", "cpuid", "xchg rsi, rbx",
+                   inout("eax") leaf => a, out("esi") b, inout("ecx") subleaf => c,
+                   out("edx") d, inout("r8") 0u64 => err, options(nostack, nomem))
+    };
+    check(err).map(|()| [a, b, c, d])
+}
+
+/// Reads CR4 of the current CPU (the hardware register, not the kernel's shadow).
+pub(crate) fn read_cr4() -> InsnResult<u64> {
+    let cr4: u64;
+    let err: u64;
+    // SAFETY: Reading CR4 has no side effects in ring 0.
+    unsafe {
+        safe_insn!("mov {cr4}, cr4", cr4 = out(reg) cr4, inout("r8") 0u64 => err,
+                   options(nostack, nomem))
+    };
+    check(err).map(|()| cr4)
+}

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The module's view of `include/uapi/linux/msrbatch.h`.
+//!
+//! The C header is the definition; these types mirror it field by field, and
+//! the `const` assertions below pin every size and offset. The userspace crate
+//! generates its types from the header with bindgen and a host test compares
+//! both against the C compiler's layout, so the three cannot drift apart.
+
+use core::mem::{offset_of, size_of};
+use kernel::transmute::{AsBytes, FromBytes};
+
+/// `MSRBATCH_ABI_VERSION`.
+pub(crate) const ABI_VERSION: u32 = 1;
+/// `MSRBATCH_MAX_OPS`.
+pub(crate) const MAX_OPS: u32 = 65536;
+/// `MSRBATCH_MAX_DELAY_NS`.
+pub(crate) const MAX_DELAY_NS: u64 = 1_000_000;
+/// `MSRBATCH_MAX_CPU_DELAY_NS`.
+pub(crate) const MAX_CPU_DELAY_NS: u64 = 10_000_000;
+
+/// `MSRBATCH_OP_*` codes.
+pub(crate) mod opcode {
+    pub(crate) const RDMSR: u16 = 1;
+    pub(crate) const WRMSR: u16 = 2;
+    pub(crate) const RMWMSR: u16 = 3;
+    pub(crate) const RDPMC: u16 = 4;
+    pub(crate) const RDTSC: u16 = 5;
+    pub(crate) const RDTSCP: u16 = 6;
+    pub(crate) const CPUID: u16 = 7;
+    pub(crate) const DELAY: u16 = 8;
+    pub(crate) const RDCR4: u16 = 9;
+    pub(crate) const MAX: u16 = RDCR4;
+}
+
+/// `MSRBATCH_F_STOP_ON_ERROR`.
+pub(crate) const F_STOP_ON_ERROR: u32 = 1 << 0;
+/// `MSRBATCH_F_ALL`.
+pub(crate) const F_ALL: u32 = F_STOP_ON_ERROR;
+/// `MSRBATCH_NO_INDEX`.
+pub(crate) const NO_INDEX: u32 = u32::MAX;
+
+/// `struct msrbatch_op`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub(crate) struct Op {
+    pub(crate) op: u16,
+    pub(crate) flags: u16,
+    pub(crate) cpu: u32,
+    pub(crate) reg: u32,
+    pub(crate) status: i32,
+    pub(crate) arg: [u64; 2],
+    pub(crate) val: [u64; 2],
+}
+
+/// `struct msrbatch_batch`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct Batch {
+    pub(crate) version: u32,
+    pub(crate) flags: u32,
+    pub(crate) nr_ops: u32,
+    pub(crate) nr_failed: u32,
+    pub(crate) ops: u64,
+    pub(crate) err_index: u32,
+    pub(crate) reserved0: u32,
+    pub(crate) reserved: [u64; 2],
+}
+
+/// `struct msrbatch_info`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct Info {
+    pub(crate) version: u32,
+    pub(crate) max_ops: u32,
+    pub(crate) max_delay_ns: u32,
+    pub(crate) max_cpu_delay_ns: u32,
+    pub(crate) ops_supported: u64,
+    pub(crate) flags_supported: u32,
+    pub(crate) reserved0: u32,
+    pub(crate) reserved: [u64; 4],
+}
+
+// SAFETY: `Op` is `repr(C)`, made of integers only, with no padding (checked
+// below); every bit pattern is a valid value.
+unsafe impl FromBytes for Op {}
+// SAFETY: As above: no padding, no interior mutability.
+unsafe impl AsBytes for Op {}
+// SAFETY: `Batch` is `repr(C)`, integers only, no padding (checked below).
+unsafe impl FromBytes for Batch {}
+// SAFETY: As above.
+unsafe impl AsBytes for Batch {}
+// SAFETY: `Info` is `repr(C)`, integers only, no padding (checked below).
+unsafe impl AsBytes for Info {}
+
+/// Asserts the C layout: total size, then `(field, offset)` pairs in order.
+macro_rules! assert_layout {
+    ($t:ty, $size:expr, $(($f:ident, $off:expr)),* $(,)?) => {
+        const _: () = assert!(size_of::<$t>() == $size);
+        $(const _: () = assert!(offset_of!($t, $f) == $off);)*
+    };
+}
+
+assert_layout!(Op, 48, (op, 0), (flags, 2), (cpu, 4), (reg, 8), (status, 12),
+               (arg, 16), (val, 32));
+assert_layout!(Batch, 48, (version, 0), (flags, 4), (nr_ops, 8), (nr_failed, 12),
+               (ops, 16), (err_index, 24), (reserved0, 28), (reserved, 32));
+assert_layout!(Info, 64, (version, 0), (max_ops, 4), (max_delay_ns, 8),
+               (max_cpu_delay_ns, 12), (ops_supported, 16), (flags_supported, 24),
+               (reserved0, 28), (reserved, 32));

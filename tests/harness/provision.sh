@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Provision everything the kernel build and the QEMU harness need.
+# Idempotent: a warm run checks and returns in about a second.
+#
+#  - Debian 12 packages (rustc-web, clang-22, qemu, busybox, kernel build deps)
+#  - bindgen-cli $MSRB_BINDGEN_VERSION from crates.io into the cache
+#  - the linux-source-7.3 package from trixie-backports, fetched with a
+#    *private* apt configuration (own sources list, lists and cache dirs);
+#    the system's apt sources are never touched.
+#
+# On success it writes $MSRB_CACHE/toolchain.env, which the other scripts source.
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+
+PKGS=(rustc-web rust-web-src "clang$MSRB_LLVM_SUFFIX" "lld$MSRB_LLVM_SUFFIX"
+      "llvm$MSRB_LLVM_SUFFIX" "libclang$MSRB_LLVM_SUFFIX-dev" qemu-system-x86
+      busybox-static flex bison bc libelf-dev libssl-dev cpio kmod python3 xz-utils
+      dkms)
+
+mkdir -p "$MSRB_CACHE"
+
+install_packages() {
+	local missing=() p
+	for p in "${PKGS[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
+			missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	[ "$(id -u)" -eq 0 ] || msrb_die "missing packages: ${missing[*]}; run as root or: sudo apt-get install ${missing[*]}"
+	msrb_log "installing: ${missing[*]}"
+	apt-get update -qq
+	for p in "${missing[@]}"; do
+		apt-cache show "$p" >/dev/null 2>&1 ||
+			msrb_die "Debian package '$p' is not available from the configured apt sources (the pinned series may have been removed); update PKGS in $0"
+	done
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+install_bindgen() {
+	local root="$MSRB_CACHE/bindgen-$MSRB_BINDGEN_VERSION"
+	[ -x "$root/bin/bindgen" ] && return 0
+	command -v cargo >/dev/null || msrb_die "cargo is needed to install bindgen-cli"
+	msrb_log "installing bindgen-cli $MSRB_BINDGEN_VERSION into $root"
+	LIBCLANG_PATH="/usr/lib/llvm$MSRB_LLVM_SUFFIX/lib" \
+		cargo install --quiet --locked --version "=$MSRB_BINDGEN_VERSION" \
+		--root "$root.tmp" bindgen-cli
+	rm -rf "$root"
+	mv "$root.tmp" "$root"
+}
+
+# The Debian mirror the system already uses (so no host name lives in this repo).
+debian_mirror() {
+	if [ -n "${MSRBATCH_DEBIAN_MIRROR:-}" ]; then
+		echo "$MSRBATCH_DEBIAN_MIRROR"
+		return
+	fi
+	local uri
+	uri=$(cat /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null |
+		grep -Eo '(https?)://[^ ]+/debian/?( |$)' | head -n1 | tr -d ' ')
+	[ -n "$uri" ] || uri=$(apt-get indextargets --format '$(REPO_URI)' 2>/dev/null |
+		grep -E '/debian/?$' | head -n1)
+	[ -n "$uri" ] || msrb_die "cannot find the system's Debian mirror; set MSRBATCH_DEBIAN_MIRROR"
+	echo "$uri"
+}
+
+fetch_linux_source() {
+	local apt="$MSRB_CACHE/apt" srcroot="$MSRB_CACHE/src" deb ver
+	# A previous run may have left the extracted tree: reuse it.
+	if [ -f "$srcroot/current" ] && [ -f "$(cat "$srcroot/current")/Makefile" ]; then
+		return 0
+	fi
+	mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$srcroot"
+	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(debian_mirror) $MSRB_LINUX_SUITE main" \
+		>"$apt/sources.list"
+	local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
+		-o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache"
+		-o APT::Get::List-Cleanup=0 -o Debug::NoLocking=1 -o APT::Sandbox::User=root)
+	msrb_log "fetching $MSRB_LINUX_SERIES from $MSRB_LINUX_SUITE (private apt config in $apt)"
+	apt-get "${opts[@]}" update -qq ||
+		msrb_die "apt update of $MSRB_LINUX_SUITE failed (see above)"
+	ver=$(apt-cache "${opts[@]}" show "$MSRB_LINUX_SERIES" 2>/dev/null |
+		sed -n 's/^Version: //p' | head -n1)
+	[ -n "$ver" ] || msrb_die "$MSRB_LINUX_SERIES is no longer in Debian $MSRB_LINUX_SUITE: the pinned kernel series is gone; pick a new series in tests/harness/common.sh"
+	(cd "$apt" && apt-get "${opts[@]}" download -qq "$MSRB_LINUX_SERIES=$ver")
+	deb=$(ls "$apt"/"$MSRB_LINUX_SERIES"_*.deb | head -n1)
+	local dest="$srcroot/$MSRB_LINUX_SERIES-$ver"
+	rm -rf "$dest.tmp"
+	mkdir -p "$dest.tmp"
+	dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$dest.tmp" --wildcards './usr/src/*.tar.xz'
+	tar -xJf "$dest.tmp"/usr/src/*.tar.xz -C "$dest.tmp"
+	rm -rf "$dest.tmp/usr" "$dest"
+	mv "$dest.tmp"/linux-source-* "$dest"
+	rmdir "$dest.tmp"
+	echo "$ver" >"$dest/.msrbatch-debian-version"
+	echo "$dest" >"$srcroot/current"
+	rm -f "$deb"
+}
+
+install_packages
+install_bindgen
+fetch_linux_source
+
+KSRC=$(cat "$MSRB_CACHE/src/current")
+RUSTC=/usr/bin/rustc
+[ -x "$RUSTC" ] || msrb_die "$RUSTC missing: rustc-web did not install"
+cat >"$MSRB_CACHE/toolchain.env" <<ENV
+KSRC=$KSRC
+KSRC_VERSION=$(cat "$KSRC/.msrbatch-debian-version")
+RUSTC=$RUSTC
+RUSTC_VERSION="$($RUSTC --version)"
+BINDGEN=$MSRB_CACHE/bindgen-$MSRB_BINDGEN_VERSION/bin/bindgen
+BINDGEN_VERSION="$("$MSRB_CACHE/bindgen-$MSRB_BINDGEN_VERSION/bin/bindgen" --version)"
+LLVM=$MSRB_LLVM_SUFFIX
+CLANG_VERSION="$(clang$MSRB_LLVM_SUFFIX --version | head -n1)"
+ENV
+msrb_log "toolchain: $(tr '\n' ' ' <"$MSRB_CACHE/toolchain.env")"
