@@ -148,12 +148,18 @@ fn run_checked(hdr: &Batch) -> Result<u32, batch::Rejected> {
     batch::check_header(hdr)?;
     let len = hdr.nr_ops as usize * size_of::<Op>();
     let ptr = UserPtr::from_addr(usize::try_from(hdr.ops).map_err(|_| EFAULT)?);
-    let (mut reader, mut writer) = UserSlice::new(ptr, len).reader_writer();
-
     let mut ops = KVVec::from_elem(Op::default(), hdr.nr_ops as usize, GFP_KERNEL)?;
-    reader.read_slice(AsBytes::as_bytes_mut(ops.as_mut_slice()))?;
+    UserSlice::new(ptr, len)
+        .reader()
+        .read_slice(AsBytes::as_bytes_mut(ops.as_mut_slice()))?;
 
     let plan = batch::plan(&ops)?;
+    // Make sure the results can be copied back before anything runs: a batch
+    // whose array is not writable fails with EFAULT and changes nothing.
+    // Writing back the bytes just read leaves the array as it was.
+    UserSlice::new(ptr, len)
+        .writer()
+        .write_slice(AsBytes::as_bytes(ops.as_slice()))?;
     if plan.has_writes {
         if msr_writes_locked_down() {
             return Err(EPERM.into());
@@ -164,7 +170,9 @@ fn run_checked(hdr: &Batch) -> Result<u32, batch::Rejected> {
     }
     let stop = hdr.flags & uapi::F_STOP_ON_ERROR != 0;
     let nr_failed = batch::execute(&mut ops, &plan, stop)?;
-    writer.write_slice(AsBytes::as_bytes(ops.as_slice()))?;
+    UserSlice::new(ptr, len)
+        .writer()
+        .write_slice(AsBytes::as_bytes(ops.as_slice()))?;
     Ok(nr_failed)
 }
 

@@ -29,10 +29,12 @@ guest_userspace() {
 			--target-dir "$MSRB_TOP/target/guest-cargo") >&2 || return
 	local c
 	mkdir -p "$GUEST_OUT/cbin"
+	# Each C test is built 64-bit and, as NAME-32, 32-bit (compat ioctl path).
 	for c in "$MSRB_TOP"/tests/guest/*.c; do
 		[ -e "$c" ] || continue
-		gcc -static -O2 -Wall -Wextra -Werror -I"$MSRB_TOP/include/uapi" \
-			-o "$GUEST_OUT/cbin/$(basename "$c" .c)" "$c" || return
+		local bin="$GUEST_OUT/cbin/$(basename "$c" .c)"
+		gcc -static -O2 -Wall -Wextra -Werror -I"$MSRB_TOP/include/uapi" -o "$bin" "$c" || return
+		gcc -m32 -static -O2 -Wall -Wextra -Werror -I"$MSRB_TOP/include/uapi" -o "$bin-32" "$c" || return
 	done
 }
 

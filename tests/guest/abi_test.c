@@ -1,0 +1,466 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Guest integration test of /dev/msrbatch through the raw uapi header only:
+ * every op, every errno class, multi-CPU targeting, stop vs continue, an
+ * atomic write/read/restore per CPU, and "bad input changes nothing".
+ * Built 64-bit and 32-bit (compat) from this one file.
+ *
+ * Prints one "ok"/"not ok" line per check and a closing "N passed, N failed".
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <linux/msrbatch.h>
+
+#define MSR_IA32_TSC_AUX	0xc0000103u
+#define MSR_IA32_PAT		0x277u
+#define MSR_IA32_EFER		0xc0000080u
+#define BAD_PMC			0x7fff0000u	/* no counter anywhere */
+
+static int passed, failed, fd, ncpus;
+
+static void check(int cond, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#include <stdarg.h>
+static void check(int cond, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%s - ", cond ? "ok" : "not ok");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	if (cond)
+		passed++;
+	else
+		failed++;
+}
+
+static struct msrbatch_op mkop(__u16 code, __u32 cpu, __u32 reg, __u64 a0, __u64 a1)
+{
+	struct msrbatch_op op;
+
+	memset(&op, 0, sizeof(op));
+	op.op = code;
+	op.cpu = cpu;
+	op.reg = reg;
+	op.arg[0] = a0;
+	op.arg[1] = a1;
+	return op;
+}
+
+/* Runs a batch; returns 0 or -errno. */
+static int run(struct msrbatch_op *ops, __u32 n, __u32 flags, struct msrbatch_batch *out)
+{
+	struct msrbatch_batch b;
+
+	memset(&b, 0, sizeof(b));
+	b.version = MSRBATCH_ABI_VERSION;
+	b.flags = flags;
+	b.nr_ops = n;
+	b.ops = (__u64)(uintptr_t)ops;
+	if (ioctl(fd, MSRBATCH_IOC_BATCH, &b) < 0) {
+		if (out)
+			*out = b;
+		return -errno;
+	}
+	if (out)
+		*out = b;
+	return 0;
+}
+
+static int run_hdr(struct msrbatch_batch *b)
+{
+	return ioctl(fd, MSRBATCH_IOC_BATCH, b) < 0 ? -errno : 0;
+}
+
+static __u64 read_msr(__u32 cpu, __u32 msr)
+{
+	struct msrbatch_op op = mkop(MSRBATCH_OP_RDMSR, cpu, msr, 0, 0);
+
+	if (run(&op, 1, 0, NULL) || op.status) {
+		printf("# cannot read MSR %#x on CPU %u\n", msr, cpu);
+		return ~0ull;
+	}
+	return op.val[0];
+}
+
+static void test_info(void)
+{
+	struct msrbatch_info info;
+
+	memset(&info, 0xff, sizeof(info));
+	check(ioctl(fd, MSRBATCH_IOC_INFO, &info) == 0, "INFO ioctl");
+	check(info.version == MSRBATCH_ABI_VERSION && info.max_ops == MSRBATCH_MAX_OPS &&
+	      info.max_delay_ns == MSRBATCH_MAX_DELAY_NS &&
+	      info.max_cpu_delay_ns == MSRBATCH_MAX_CPU_DELAY_NS &&
+	      info.flags_supported == MSRBATCH_F_ALL && info.reserved0 == 0,
+	      "INFO reports version %u, max_ops %u", info.version, info.max_ops);
+	check(info.ops_supported == (((1ull << (MSRBATCH_OP_MAX + 1)) - 1) & ~1ull),
+	      "INFO lists op codes 1..%d", MSRBATCH_OP_MAX);
+}
+
+/* Linux keeps the CPU number in TSC_AUX bits 11:0: proof of where an op ran. */
+static void test_every_op_on_every_cpu(void)
+{
+	struct msrbatch_op ops[64];
+	int n = 0, cpu, i, good;
+
+	for (cpu = 0; cpu < ncpus; cpu++) {
+		ops[n++] = mkop(MSRBATCH_OP_RDMSR, cpu, MSR_IA32_TSC_AUX, 0, 0);
+		ops[n++] = mkop(MSRBATCH_OP_RDTSC, cpu, 0, 0, 0);
+		ops[n++] = mkop(MSRBATCH_OP_RDTSCP, cpu, 0, 0, 0);
+		ops[n++] = mkop(MSRBATCH_OP_CPUID, cpu, 0, 0, 0);
+		ops[n++] = mkop(MSRBATCH_OP_DELAY, cpu, 0, 2000, 0);
+		ops[n++] = mkop(MSRBATCH_OP_RDTSC, cpu, 0, 0, 0);
+		ops[n++] = mkop(MSRBATCH_OP_RDCR4, cpu, 0, 0, 0);
+		ops[n++] = mkop(MSRBATCH_OP_RMWMSR, cpu, MSR_IA32_TSC_AUX, 0, 0);
+	}
+	for (i = 0; i < n; i++)
+		ops[i].status = 12345, ops[i].val[0] = ops[i].val[1] = 0xdead;
+	check(run(ops, n, 0, NULL) == 0, "one batch, %d ops, all %d CPUs", n, ncpus);
+	for (cpu = 0; cpu < ncpus; cpu++) {
+		struct msrbatch_op *o = &ops[cpu * 8];
+
+		good = 1;
+		for (i = 0; i < 8; i++)
+			good &= o[i].status == 0;
+		check(good, "cpu %d: every op has status 0", cpu);
+		check((o[0].val[0] & 0xfff) == (__u64)cpu && o[0].val[1] == 0,
+		      "cpu %d: RDMSR TSC_AUX ran on that CPU (%#llx)", cpu,
+		      (unsigned long long)o[0].val[0]);
+		check(o[2].val[0] >= o[1].val[0] && o[2].val[1] == o[0].val[0],
+		      "cpu %d: RDTSCP after RDTSC, aux == TSC_AUX", cpu);
+		check((__u32)o[3].val[0] >= 1 && o[3].val[1] != 0,
+		      "cpu %d: CPUID 0 gives max leaf %u and a vendor", cpu, (__u32)o[3].val[0]);
+		check(o[4].val[0] > 0 && o[5].val[0] > o[2].val[0],
+		      "cpu %d: DELAY 2us took %llu TSC ticks", cpu, (unsigned long long)o[4].val[0]);
+		check(o[6].val[0] & (1u << 5), "cpu %d: CR4 %#llx has PAE", cpu,
+		      (unsigned long long)o[6].val[0]);
+		check(o[7].val[0] == o[0].val[0] && o[7].val[1] == o[0].val[0],
+		      "cpu %d: RMW with empty masks writes back what it read", cpu);
+	}
+}
+
+static void test_atomic_write_read_restore(void)
+{
+	struct msrbatch_op ops[4 * 16];
+	__u64 orig[16];
+	int cpu, n = 0;
+
+	for (cpu = 0; cpu < ncpus; cpu++)
+		orig[cpu] = read_msr(cpu, MSR_IA32_TSC_AUX);
+	for (cpu = 0; cpu < ncpus; cpu++) {
+		ops[n++] = mkop(MSRBATCH_OP_RDMSR, cpu, MSR_IA32_TSC_AUX, 0, 0);
+		ops[n++] = mkop(MSRBATCH_OP_WRMSR, cpu, MSR_IA32_TSC_AUX, 0xabc00 + cpu, 0);
+		ops[n++] = mkop(MSRBATCH_OP_RDMSR, cpu, MSR_IA32_TSC_AUX, 0, 0);
+		ops[n++] = mkop(MSRBATCH_OP_WRMSR, cpu, MSR_IA32_TSC_AUX, orig[cpu], 0);
+	}
+	check(run(ops, n, MSRBATCH_F_STOP_ON_ERROR, NULL) == 0,
+	      "write/read/restore batch on all CPUs");
+	for (cpu = 0; cpu < ncpus; cpu++) {
+		struct msrbatch_op *o = &ops[cpu * 4];
+
+		check(o[0].status == 0 && o[1].status == 0 && o[2].status == 0 &&
+		      o[3].status == 0 && o[0].val[0] == orig[cpu] &&
+		      o[2].val[0] == 0xabc00u + cpu,
+		      "cpu %d: read %#llx, wrote and read back %#llx", cpu,
+		      (unsigned long long)o[0].val[0], (unsigned long long)o[2].val[0]);
+		check(read_msr(cpu, MSR_IA32_TSC_AUX) == orig[cpu], "cpu %d: TSC_AUX restored", cpu);
+	}
+}
+
+static void test_rmw(void)
+{
+	__u64 orig = read_msr(0, MSR_IA32_TSC_AUX);
+	struct msrbatch_op ops[2] = {
+		mkop(MSRBATCH_OP_RMWMSR, 0, MSR_IA32_TSC_AUX, 0xff, 0x5a),
+		mkop(MSRBATCH_OP_WRMSR, 0, MSR_IA32_TSC_AUX, orig, 0),
+	};
+
+	check(run(ops, 2, 0, NULL) == 0 && ops[0].status == 0 && ops[0].val[0] == orig &&
+	      ops[0].val[1] == ((orig & ~0xffull) | 0x5a),
+	      "RMW clear 0xff set 0x5a: %#llx -> %#llx", (unsigned long long)ops[0].val[0],
+	      (unsigned long long)ops[0].val[1]);
+	check(read_msr(0, MSR_IA32_TSC_AUX) == orig, "RMW test restored TSC_AUX");
+}
+
+static void test_faults_and_stop(void)
+{
+	struct msrbatch_op ops[3];
+	struct msrbatch_batch b;
+	int cpu = ncpus - 1;
+
+	ops[0] = mkop(MSRBATCH_OP_RDTSC, cpu, 0, 0, 0);
+	ops[1] = mkop(MSRBATCH_OP_RDPMC, cpu, BAD_PMC, 0, 0);
+	ops[2] = mkop(MSRBATCH_OP_RDTSC, cpu, 0, 0, 0);
+	check(run(ops, 3, 0, &b) == 0 && b.nr_failed == 1, "faulting RDPMC: batch still runs");
+	check(ops[0].status == 0 && ops[1].status == -EIO && ops[2].status == 0 &&
+	      ops[1].val[0] == 0, "continue: RDPMC gets -EIO, the next op runs");
+
+	ops[0] = mkop(MSRBATCH_OP_RDTSC, cpu, 0, 0, 0);
+	ops[1] = mkop(MSRBATCH_OP_RDPMC, cpu, BAD_PMC, 0, 0);
+	ops[2] = mkop(MSRBATCH_OP_RDTSC, cpu, 0, 0, 0);
+	check(run(ops, 3, MSRBATCH_F_STOP_ON_ERROR, &b) == 0 && b.nr_failed == 2,
+	      "stop-on-error: nr_failed counts the cancelled op");
+	check(ops[0].status == 0 && ops[1].status == -EIO && ops[2].status == -ECANCELED &&
+	      ops[2].val[0] == 0, "stop-on-error: the op after the fault gets -ECANCELED");
+
+	/* Stopping is per CPU: the other CPU's sequence still runs. */
+	if (ncpus > 1) {
+		ops[0] = mkop(MSRBATCH_OP_RDPMC, 0, BAD_PMC, 0, 0);
+		ops[1] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
+		ops[2] = mkop(MSRBATCH_OP_RDTSC, 1, 0, 0, 0);
+		check(run(ops, 3, MSRBATCH_F_STOP_ON_ERROR, NULL) == 0 &&
+		      ops[1].status == -ECANCELED && ops[2].status == 0,
+		      "stop-on-error stops only the failing CPU's sequence");
+	}
+}
+
+/* A rejected batch runs nothing: the TSC_AUX write before the bad op must not happen. */
+static void expect_rejected(struct msrbatch_op *bad, int err, const char *what)
+{
+	__u64 orig = read_msr(0, MSR_IA32_TSC_AUX);
+	struct msrbatch_op ops[2];
+	struct msrbatch_batch b;
+	int r;
+
+	ops[0] = mkop(MSRBATCH_OP_WRMSR, 0, MSR_IA32_TSC_AUX, 0x777, 0);
+	ops[1] = *bad;
+	ops[0].status = ops[1].status = 4242;
+	r = run(ops, 2, 0, &b);
+	check(r == -err && b.err_index == 1, "%s -> %s (got %s), err_index %u", what,
+	      strerror(err), strerror(-r), b.err_index);
+	check(read_msr(0, MSR_IA32_TSC_AUX) == orig && ops[0].status == 4242,
+	      "%s: nothing ran, ops untouched", what);
+}
+
+static void test_op_validation(void)
+{
+	struct msrbatch_op op;
+
+	op = mkop(0, 0, 0, 0, 0);
+	expect_rejected(&op, EOPNOTSUPP, "op code 0");
+	op = mkop(MSRBATCH_OP_MAX + 1, 0, 0, 0, 0);
+	expect_rejected(&op, EOPNOTSUPP, "unknown op code");
+	op = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
+	op.flags = 1;
+	expect_rejected(&op, EINVAL, "non-zero op flags");
+	op = mkop(MSRBATCH_OP_RDMSR, 0, MSR_IA32_PAT, 1, 0);
+	expect_rejected(&op, EINVAL, "non-zero unused arg");
+	op = mkop(MSRBATCH_OP_RDTSC, 0, 5, 0, 0);
+	expect_rejected(&op, EINVAL, "non-zero unused reg");
+	op = mkop(MSRBATCH_OP_RDTSC, 4096, 0, 0, 0);
+	expect_rejected(&op, ENODEV, "nonexistent CPU 4096");
+	op = mkop(MSRBATCH_OP_RDTSC, ~0u, 0, 0, 0);
+	expect_rejected(&op, ENODEV, "nonexistent CPU 0xffffffff");
+	op = mkop(MSRBATCH_OP_DELAY, 0, 0, MSRBATCH_MAX_DELAY_NS + 1, 0);
+	expect_rejected(&op, ERANGE, "DELAY over the per-op limit");
+}
+
+static void test_delay_budget(void)
+{
+	int per = MSRBATCH_MAX_CPU_DELAY_NS / MSRBATCH_MAX_DELAY_NS, i;
+	struct msrbatch_op ops[64];
+	struct msrbatch_batch b;
+
+	for (i = 0; i <= per; i++)
+		ops[i] = mkop(MSRBATCH_OP_DELAY, 0, 0, MSRBATCH_MAX_DELAY_NS, 0);
+	check(run(ops, per + 1, 0, &b) == -ERANGE && b.err_index == (__u32)per,
+	      "DELAY total over %d ns on one CPU -> ERANGE at op %d", MSRBATCH_MAX_CPU_DELAY_NS, per);
+}
+
+static void test_header_validation(void)
+{
+	struct msrbatch_op op = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
+	struct msrbatch_batch b, good;
+	int r;
+
+	memset(&good, 0, sizeof(good));
+	good.version = MSRBATCH_ABI_VERSION;
+	good.nr_ops = 1;
+	good.ops = (__u64)(uintptr_t)&op;
+
+	b = good, b.version = 0;
+	check(run_hdr(&b) == -EPROTONOSUPPORT, "version 0 -> EPROTONOSUPPORT");
+	b = good, b.version = MSRBATCH_ABI_VERSION + 1;
+	check(run_hdr(&b) == -EPROTONOSUPPORT, "version 2 -> EPROTONOSUPPORT");
+	b = good, b.flags = 1u << 31;
+	check(run_hdr(&b) == -EINVAL, "unknown batch flag -> EINVAL");
+	b = good, b.reserved0 = 1;
+	check(run_hdr(&b) == -EINVAL, "reserved0 -> EINVAL");
+	b = good, b.reserved[1] = 1;
+	check(run_hdr(&b) == -EINVAL, "reserved[1] -> EINVAL");
+	b = good, b.nr_ops = 0;
+	check(run_hdr(&b) == -EINVAL, "nr_ops 0 -> EINVAL");
+	b = good, b.nr_ops = MSRBATCH_MAX_OPS + 1;
+	check(run_hdr(&b) == -E2BIG, "nr_ops %d -> E2BIG", MSRBATCH_MAX_OPS + 1);
+	b = good, b.nr_ops = ~0u;
+	check(run_hdr(&b) == -E2BIG, "nr_ops 0xffffffff -> E2BIG");
+	b = good, b.ops = 0;
+	check(run_hdr(&b) == -EFAULT, "NULL ops -> EFAULT");
+	b = good, b.ops = 0xffff888000000000ull;
+	check(run_hdr(&b) == -EFAULT, "kernel address as ops -> EFAULT");
+	b = good;
+	r = ioctl(fd, MSRBATCH_IOC_BATCH, NULL) < 0 ? -errno : 0;
+	check(r == -EFAULT, "NULL header -> EFAULT");
+	r = ioctl(fd, _IOWR(MSRBATCH_IOC_MAGIC, 0x7f, struct msrbatch_batch), &b) < 0 ? -errno : 0;
+	check(r == -ENOTTY, "unknown ioctl -> ENOTTY");
+	r = ioctl(fd, _IOWR(MSRBATCH_IOC_MAGIC, 0x01, __u32), &b) < 0 ? -errno : 0;
+	check(r == -ENOTTY, "BATCH number with a wrong size -> ENOTTY");
+}
+
+static void test_bad_memory(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	char *map = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct msrbatch_op *ops;
+	struct msrbatch_batch b;
+	int r;
+
+	if (map == MAP_FAILED) {
+		check(0, "mmap");
+		return;
+	}
+	munmap(map + page, page);
+	/* Two ops: the first fits the mapped page's end, the second does not. */
+	ops = (struct msrbatch_op *)(map + page - sizeof(*ops));
+	ops[0] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
+	memset(&b, 0, sizeof(b));
+	b.version = MSRBATCH_ABI_VERSION;
+	b.nr_ops = 2;
+	b.ops = (__u64)(uintptr_t)ops;
+	check(run_hdr(&b) == -EFAULT, "ops ending in an unmapped page -> EFAULT");
+	b.nr_ops = 1;
+	check(run_hdr(&b) == 0 && ops[0].status == 0 && ops[0].val[0] != 0,
+	      "the same single op, fully mapped, runs");
+	b.ops = (__u64)(uintptr_t)(map + page);
+	check(run_hdr(&b) == -EFAULT, "unmapped ops -> EFAULT");
+	/* Read-only ops: readable but results cannot be written back. */
+	mprotect(map, page, PROT_READ);
+	b.ops = (__u64)(uintptr_t)ops;
+	ops[0].status = 4242;
+	r = run_hdr(&b);
+	check(r == -EFAULT && ops[0].status == 4242,
+	      "read-only ops array -> EFAULT before anything runs");
+	munmap(map, page);
+}
+
+static void test_max_ops(void)
+{
+	struct msrbatch_op *ops = calloc(MSRBATCH_MAX_OPS, sizeof(*ops));
+	struct msrbatch_batch b;
+	int i, good = 1;
+
+	for (i = 0; i < MSRBATCH_MAX_OPS; i++)
+		ops[i] = mkop(MSRBATCH_OP_RDMSR, i % ncpus, MSR_IA32_TSC_AUX, 0, 0);
+	check(run(ops, MSRBATCH_MAX_OPS, 0, &b) == 0 && b.nr_failed == 0,
+	      "%d ops spread over %d CPUs", MSRBATCH_MAX_OPS, ncpus);
+	for (i = 0; i < MSRBATCH_MAX_OPS; i++)
+		good &= ops[i].status == 0 && (ops[i].val[0] & 0xfff) == (__u64)(i % ncpus);
+	check(good, "every one of them ran on its CPU");
+	free(ops);
+}
+
+static int cpu_online_write(int cpu, int on)
+{
+	char path[64];
+	FILE *f;
+	int r;
+
+	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/online", cpu);
+	f = fopen(path, "w");
+	if (!f)
+		return -1;
+	r = fprintf(f, "%d\n", on) < 0;
+	return fclose(f) || r ? -1 : 0;
+}
+
+static void test_offline_cpu(void)
+{
+	struct msrbatch_op op;
+	int cpu = ncpus - 1;
+
+	if (ncpus < 2 || cpu_online_write(cpu, 0)) {
+		printf("ok - # SKIP offline CPU: cannot take CPU %d offline\n", cpu);
+		return;
+	}
+	op = mkop(MSRBATCH_OP_RDTSC, cpu, 0, 0, 0);
+	expect_rejected(&op, ENXIO, "offline CPU");
+	check(cpu_online_write(cpu, 1) == 0, "CPU %d back online", cpu);
+	op = mkop(MSRBATCH_OP_RDMSR, cpu, MSR_IA32_TSC_AUX, 0, 0);
+	check(run(&op, 1, 0, NULL) == 0 && (op.val[0] & 0xfff) == (__u64)cpu,
+	      "CPU %d runs ops again after onlining", cpu);
+}
+
+static void test_unprivileged_open(void)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid == 0) {
+		int f;
+
+		if (setgid(65534) || setuid(65534))
+			_exit(3);
+		f = open("/dev/msrbatch", O_RDWR);
+		_exit(f >= 0 ? 0 : errno == EPERM || errno == EACCES ? 1 : 2);
+	}
+	waitpid(pid, &status, 0);
+	check(WIFEXITED(status) && WEXITSTATUS(status) == 1,
+	      "uid 65534 without CAP_SYS_RAWIO cannot open the device");
+}
+
+static void test_taint(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/tainted", "r");
+	unsigned long t = 0;
+
+	if (!f || fscanf(f, "%lu", &t) != 1) {
+		printf("ok - # SKIP taint: /proc/sys/kernel/tainted unreadable\n");
+		if (f)
+			fclose(f);
+		return;
+	}
+	fclose(f);
+	check(t & (1ul << 2), "a write batch set TAINT_CPU_OUT_OF_SPEC (tainted=%lu)", t);
+}
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+	if (ncpus > 16)
+		ncpus = 16;
+	printf("# msrbatch ABI test (%zu-bit), %d CPUs\n", sizeof(void *) * 8, ncpus);
+	fd = open("/dev/msrbatch", O_RDWR);
+	if (fd < 0) {
+		perror("open /dev/msrbatch");
+		return 1;
+	}
+	test_info();
+	test_every_op_on_every_cpu();
+	test_atomic_write_read_restore();
+	test_rmw();
+	test_faults_and_stop();
+	test_op_validation();
+	test_delay_budget();
+	test_header_validation();
+	test_bad_memory();
+	test_max_ops();
+	test_offline_cpu();
+	test_unprivileged_open();
+	test_taint();
+	close(fd);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}

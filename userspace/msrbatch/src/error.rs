@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Errors: the errno is always preserved.
+
+use std::fmt;
+use std::io;
+
+/// An errno value with its symbolic name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Errno(pub i32);
+
+impl Errno {
+    /// The symbolic name (`"EIO"`), or `"E<number>"` for unlisted values.
+    pub fn name(self) -> String {
+        let known = [
+            (libc::EPERM, "EPERM"),
+            (libc::ENOENT, "ENOENT"),
+            (libc::EIO, "EIO"),
+            (libc::ENXIO, "ENXIO"),
+            (libc::E2BIG, "E2BIG"),
+            (libc::EBADF, "EBADF"),
+            (libc::EAGAIN, "EAGAIN"),
+            (libc::ENOMEM, "ENOMEM"),
+            (libc::EACCES, "EACCES"),
+            (libc::EFAULT, "EFAULT"),
+            (libc::EBUSY, "EBUSY"),
+            (libc::ENODEV, "ENODEV"),
+            (libc::EINVAL, "EINVAL"),
+            (libc::ENOTTY, "ENOTTY"),
+            (libc::ERANGE, "ERANGE"),
+            (libc::EOPNOTSUPP, "EOPNOTSUPP"),
+            (libc::EPROTONOSUPPORT, "EPROTONOSUPPORT"),
+            (libc::ECANCELED, "ECANCELED"),
+        ];
+        known
+            .iter()
+            .find(|(n, _)| *n == self.0)
+            .map_or_else(|| format!("E{}", self.0), |(_, s)| (*s).to_string())
+    }
+
+    /// The C library's description of the error.
+    pub fn description(self) -> String {
+        io::Error::from_raw_os_error(self.0).to_string()
+    }
+}
+
+impl fmt::Display for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.name())
+    }
+}
+
+/// An error of a whole call (opening the device, or an ioctl the kernel
+/// refused before running anything).
+#[derive(Debug)]
+pub struct Error {
+    errno: Errno,
+    what: String,
+    op_index: Option<u32>,
+}
+
+impl Error {
+    pub(crate) fn from_io(what: impl Into<String>, e: &io::Error) -> Self {
+        Error {
+            errno: Errno(e.raw_os_error().unwrap_or(libc::EIO)),
+            what: what.into(),
+            op_index: None,
+        }
+    }
+
+    pub(crate) fn with_index(mut self, index: Option<u32>) -> Self {
+        self.op_index = index;
+        self
+    }
+
+    /// The errno the kernel (or the C library) returned.
+    pub fn errno(&self) -> Errno {
+        self.errno
+    }
+
+    /// For a batch the kernel rejected while validating, the index of the op it
+    /// blamed.
+    pub fn op_index(&self) -> Option<u32> {
+        self.op_index
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} ({})",
+            self.what,
+            self.errno.name(),
+            self.errno.description()
+        )?;
+        if let Some(i) = self.op_index {
+            write!(f, " at op {i}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<Error> for io::Error {
+    fn from(e: Error) -> Self {
+        io::Error::new(
+            io::Error::from_raw_os_error(e.errno.0).kind(),
+            e.to_string(),
+        )
+    }
+}
+
+/// Result type of this crate.
+pub type Result<T> = std::result::Result<T, Error>;

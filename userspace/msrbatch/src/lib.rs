@@ -1,0 +1,527 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Safe Rust API for `/dev/msrbatch`.
+//!
+//! Build a [`Batch`] of [`Op`]s, each naming the CPU it runs on; run it with
+//! [`Device::run`]. Each CPU runs its ops in the order they were pushed, with
+//! interrupts off, in one cross-call; the CPUs of a batch run concurrently.
+//! Every op gets its own result: a faulting instruction is an `EIO` for that
+//! op, not an error of the whole call.
+//!
+//! ```no_run
+//! use msrbatch::{Batch, Device, Op};
+//!
+//! let dev = Device::open()?;
+//! let mut batch = Batch::new();
+//! for cpu in 0..2 {
+//!     batch.push(cpu, Op::RdMsr { msr: 0x277 }); // IA32_PAT
+//! }
+//! dev.run(&mut batch)?;
+//! for r in batch.results() {
+//!     println!("cpu {}: {:?}", r.cpu, r.value);
+//! }
+//! # Ok::<(), msrbatch::Error>(())
+//! ```
+//!
+//! A batch can be run again without rebuilding it; the results are replaced.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod error;
+mod names;
+pub mod sys;
+#[allow(missing_docs)]
+pub mod uapi;
+
+pub use error::{Errno, Error, Result};
+pub use names::{msr_by_name, msr_name};
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsFd;
+use std::path::Path;
+use uapi::*;
+
+/// The device node.
+pub const DEVICE_PATH: &str = "/dev/msrbatch";
+
+/// One operation. Each runs on the CPU it is pushed for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Read an MSR.
+    RdMsr {
+        /// MSR index.
+        msr: u32,
+    },
+    /// Write an MSR.
+    WrMsr {
+        /// MSR index.
+        msr: u32,
+        /// Value to write.
+        value: u64,
+    },
+    /// Read-modify-write: `new = (old & !clear) | set`, back to back.
+    RmwMsr {
+        /// MSR index.
+        msr: u32,
+        /// Bits to clear.
+        clear: u64,
+        /// Bits to set (after clearing).
+        set: u64,
+    },
+    /// Read a performance counter (`ecx` bit 30 selects Intel fixed counters).
+    RdPmc {
+        /// The RDPMC selector.
+        ecx: u32,
+    },
+    /// Read the time-stamp counter.
+    RdTsc,
+    /// Read the time-stamp counter and IA32_TSC_AUX.
+    RdTscp,
+    /// Execute CPUID (also a serializing fence).
+    Cpuid {
+        /// EAX input.
+        leaf: u32,
+        /// ECX input.
+        subleaf: u32,
+    },
+    /// Busy-wait with interrupts off (at most `MSRBATCH_MAX_DELAY_NS`).
+    Delay {
+        /// Nanoseconds.
+        ns: u64,
+    },
+    /// Read CR4 of the CPU.
+    RdCr4,
+}
+
+impl Op {
+    /// The op's mnemonic, as used by scripts and tables.
+    pub fn mnemonic(&self) -> &'static str {
+        match self {
+            Op::RdMsr { .. } => "rdmsr",
+            Op::WrMsr { .. } => "wrmsr",
+            Op::RmwMsr { .. } => "rmw",
+            Op::RdPmc { .. } => "rdpmc",
+            Op::RdTsc => "rdtsc",
+            Op::RdTscp => "rdtscp",
+            Op::Cpuid { .. } => "cpuid",
+            Op::Delay { .. } => "delay",
+            Op::RdCr4 => "rdcr4",
+        }
+    }
+
+    /// Whether the op changes machine state.
+    pub fn is_write(&self) -> bool {
+        matches!(self, Op::WrMsr { .. } | Op::RmwMsr { .. })
+    }
+
+    /// Encodes the op for `cpu` in the ABI's layout.
+    pub fn encode(&self, cpu: u32) -> msrbatch_op {
+        let (op, reg, arg) = match *self {
+            Op::RdMsr { msr } => (MSRBATCH_OP_RDMSR, msr, [0, 0]),
+            Op::WrMsr { msr, value } => (MSRBATCH_OP_WRMSR, msr, [value, 0]),
+            Op::RmwMsr { msr, clear, set } => (MSRBATCH_OP_RMWMSR, msr, [clear, set]),
+            Op::RdPmc { ecx } => (MSRBATCH_OP_RDPMC, ecx, [0, 0]),
+            Op::RdTsc => (MSRBATCH_OP_RDTSC, 0, [0, 0]),
+            Op::RdTscp => (MSRBATCH_OP_RDTSCP, 0, [0, 0]),
+            Op::Cpuid { leaf, subleaf } => (MSRBATCH_OP_CPUID, leaf, [u64::from(subleaf), 0]),
+            Op::Delay { ns } => (MSRBATCH_OP_DELAY, 0, [ns, 0]),
+            Op::RdCr4 => (MSRBATCH_OP_RDCR4, 0, [0, 0]),
+        };
+        msrbatch_op {
+            op: op as u16,
+            cpu,
+            reg,
+            arg,
+            ..Default::default()
+        }
+    }
+}
+
+/// What a successful op returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Value {
+    /// WRMSR: nothing.
+    None,
+    /// RDMSR, RDPMC, RDTSC, RDCR4: one value.
+    U64(u64),
+    /// Read-modify-write: the value read and the value written.
+    Rmw {
+        /// Value before.
+        old: u64,
+        /// Value written.
+        new: u64,
+    },
+    /// RDTSCP.
+    Tscp {
+        /// Time-stamp counter.
+        tsc: u64,
+        /// IA32_TSC_AUX.
+        aux: u32,
+    },
+    /// CPUID registers.
+    Cpuid {
+        /// EAX.
+        eax: u32,
+        /// EBX.
+        ebx: u32,
+        /// ECX.
+        ecx: u32,
+        /// EDX.
+        edx: u32,
+    },
+    /// DELAY: TSC ticks that elapsed.
+    Ticks(u64),
+}
+
+impl Value {
+    /// The main 64-bit value (the new value of a read-modify-write, the TSC
+    /// of RDTSCP, EAX of CPUID), if any.
+    pub fn as_u64(&self) -> Option<u64> {
+        match *self {
+            Value::None => None,
+            Value::U64(v) | Value::Ticks(v) => Some(v),
+            Value::Rmw { new, .. } => Some(new),
+            Value::Tscp { tsc, .. } => Some(tsc),
+            Value::Cpuid { eax, .. } => Some(u64::from(eax)),
+        }
+    }
+}
+
+/// The result of one op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpResult {
+    /// Index in the batch.
+    pub index: usize,
+    /// The CPU it ran on.
+    pub cpu: u32,
+    /// The op.
+    pub op: Op,
+    /// Its value, or its error (`EIO`: the instruction faulted; `ECANCELED`:
+    /// not run because an earlier op of this CPU failed with stop-on-error).
+    pub value: std::result::Result<Value, Errno>,
+}
+
+fn decode(op: &Op, raw: &msrbatch_op) -> std::result::Result<Value, Errno> {
+    if raw.status != 0 {
+        return Err(Errno(-raw.status));
+    }
+    let [v0, v1] = raw.val;
+    Ok(match op {
+        Op::WrMsr { .. } => Value::None,
+        Op::RmwMsr { .. } => Value::Rmw { old: v0, new: v1 },
+        Op::RdTscp => Value::Tscp {
+            tsc: v0,
+            aux: v1 as u32,
+        },
+        Op::Cpuid { .. } => Value::Cpuid {
+            eax: v0 as u32,
+            ebx: (v0 >> 32) as u32,
+            ecx: v1 as u32,
+            edx: (v1 >> 32) as u32,
+        },
+        Op::Delay { .. } => Value::Ticks(v0),
+        _ => Value::U64(v0),
+    })
+}
+
+/// A batch of ops, reusable across runs.
+#[derive(Clone, Debug, Default)]
+pub struct Batch {
+    ops: Vec<Op>,
+    raw: Vec<msrbatch_op>,
+    stop_on_error: bool,
+    nr_failed: u32,
+}
+
+impl Batch {
+    /// An empty batch (continue after a failed op).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Stop each CPU's sequence at its first failing op (the rest get
+    /// `ECANCELED`) instead of continuing.
+    pub fn stop_on_error(&mut self, stop: bool) -> &mut Self {
+        self.stop_on_error = stop;
+        self
+    }
+
+    /// Appends `op` for `cpu`; returns its index.
+    pub fn push(&mut self, cpu: u32, op: Op) -> usize {
+        self.ops.push(op);
+        self.raw.push(op.encode(cpu));
+        self.ops.len() - 1
+    }
+
+    /// Number of ops.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether the batch has no ops.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Whether any op writes.
+    pub fn has_writes(&self) -> bool {
+        self.ops.iter().any(Op::is_write)
+    }
+
+    /// Number of failed ops of the last run.
+    pub fn nr_failed(&self) -> u32 {
+        self.nr_failed
+    }
+
+    /// The result of op `index` from the last run.
+    pub fn result(&self, index: usize) -> Option<OpResult> {
+        let (op, raw) = (self.ops.get(index)?, self.raw.get(index)?);
+        Some(OpResult {
+            index,
+            cpu: raw.cpu,
+            op: *op,
+            value: decode(op, raw),
+        })
+    }
+
+    /// All results of the last run, in batch order.
+    pub fn results(&self) -> impl Iterator<Item = OpResult> + '_ {
+        (0..self.len()).filter_map(|i| self.result(i))
+    }
+
+    /// The ops in the ABI's layout (for callers that want the raw view).
+    pub fn raw_ops(&self) -> &[msrbatch_op] {
+        &self.raw
+    }
+
+    fn header(&self) -> msrbatch_batch {
+        msrbatch_batch {
+            version: MSRBATCH_ABI_VERSION,
+            flags: if self.stop_on_error {
+                MSRBATCH_F_STOP_ON_ERROR
+            } else {
+                0
+            },
+            ..Default::default()
+        }
+    }
+}
+
+/// What the loaded module supports (`MSRBATCH_IOC_INFO`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Info {
+    /// ABI version of the module.
+    pub version: u32,
+    /// Maximum ops per batch.
+    pub max_ops: u32,
+    /// Maximum nanoseconds of one DELAY op.
+    pub max_delay_ns: u32,
+    /// Maximum nanoseconds of all DELAY ops of one CPU in one batch.
+    pub max_cpu_delay_ns: u32,
+    /// Bit N set when op code N is supported.
+    pub ops_supported: u64,
+    /// Batch flags the module accepts.
+    pub flags_supported: u32,
+}
+
+/// An open `/dev/msrbatch`.
+#[derive(Debug)]
+pub struct Device {
+    file: File,
+}
+
+impl Device {
+    /// Opens [`DEVICE_PATH`] (needs `CAP_SYS_RAWIO`).
+    pub fn open() -> Result<Self> {
+        Self::open_path(DEVICE_PATH)
+    }
+
+    /// Opens the device at `path`.
+    pub fn open_path(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map(|file| Device { file })
+            .map_err(|e| Error::from_io(format!("open {}", path.display()), &e))
+    }
+
+    /// Asks the module what it supports.
+    pub fn info(&self) -> Result<Info> {
+        let i =
+            sys::info(self.file.as_fd()).map_err(|e| Error::from_io("MSRBATCH_IOC_INFO", &e))?;
+        Ok(Info {
+            version: i.version,
+            max_ops: i.max_ops,
+            max_delay_ns: i.max_delay_ns,
+            max_cpu_delay_ns: i.max_cpu_delay_ns,
+            ops_supported: i.ops_supported,
+            flags_supported: i.flags_supported,
+        })
+    }
+
+    /// Runs `batch`. `Ok` means it ran: per-op failures are in its results
+    /// (see [`Batch::nr_failed`]). `Err` means nothing ran.
+    pub fn run(&self, batch: &mut Batch) -> Result<()> {
+        let mut hdr = batch.header();
+        let r = sys::batch(self.file.as_fd(), &mut hdr, &mut batch.raw);
+        match r {
+            Ok(()) => {
+                batch.nr_failed = hdr.nr_failed;
+                Ok(())
+            }
+            Err(e) => {
+                let index = (hdr.err_index != MSRBATCH_NO_INDEX && hdr.err_index < hdr.nr_ops)
+                    .then_some(hdr.err_index);
+                Err(Error::from_io("MSRBATCH_IOC_BATCH", &e).with_index(index))
+            }
+        }
+    }
+
+    /// The underlying file, for raw ioctls.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encode_every_op() {
+        let cases = [
+            (Op::RdMsr { msr: 0x10 }, 1, 0x10, [0, 0]),
+            (
+                Op::WrMsr {
+                    msr: 0x10,
+                    value: 7,
+                },
+                2,
+                0x10,
+                [7, 0],
+            ),
+            (
+                Op::RmwMsr {
+                    msr: 0x10,
+                    clear: 3,
+                    set: 4,
+                },
+                3,
+                0x10,
+                [3, 4],
+            ),
+            (Op::RdPmc { ecx: 1 << 30 }, 4, 1 << 30, [0, 0]),
+            (Op::RdTsc, 5, 0, [0, 0]),
+            (Op::RdTscp, 6, 0, [0, 0]),
+            (
+                Op::Cpuid {
+                    leaf: 0xa,
+                    subleaf: 2,
+                },
+                7,
+                0xa,
+                [2, 0],
+            ),
+            (Op::Delay { ns: 500 }, 8, 0, [500, 0]),
+            (Op::RdCr4, 9, 0, [0, 0]),
+        ];
+        for (op, code, reg, arg) in cases {
+            let raw = op.encode(3);
+            assert_eq!(
+                (raw.op, raw.cpu, raw.reg, raw.arg),
+                (code, 3, reg, arg),
+                "{op:?}"
+            );
+            assert_eq!((raw.flags, raw.status, raw.val), (0, 0, [0, 0]));
+        }
+    }
+
+    #[test]
+    fn decode_results() {
+        let mut raw = Op::Cpuid {
+            leaf: 0,
+            subleaf: 0,
+        }
+        .encode(0);
+        raw.val = [0x1111_2222_0000_000d, 0x4444_5555_6666_7777];
+        assert_eq!(
+            decode(
+                &Op::Cpuid {
+                    leaf: 0,
+                    subleaf: 0
+                },
+                &raw
+            ),
+            Ok(Value::Cpuid {
+                eax: 0xd,
+                ebx: 0x1111_2222,
+                ecx: 0x6666_7777,
+                edx: 0x4444_5555
+            })
+        );
+        raw.val = [5, 0xc0de];
+        assert_eq!(
+            decode(&Op::RdTscp, &raw),
+            Ok(Value::Tscp {
+                tsc: 5,
+                aux: 0xc0de
+            })
+        );
+        let rmw = Op::RmwMsr {
+            msr: 1,
+            clear: 0,
+            set: 0,
+        };
+        assert_eq!(
+            decode(&rmw, &raw),
+            Ok(Value::Rmw {
+                old: 5,
+                new: 0xc0de
+            })
+        );
+        assert_eq!(
+            decode(&Op::WrMsr { msr: 1, value: 2 }, &raw),
+            Ok(Value::None)
+        );
+        raw.status = -libc::EIO;
+        assert_eq!(decode(&Op::RdTsc, &raw), Err(Errno(libc::EIO)));
+        assert_eq!(Errno(libc::ECANCELED).name(), "ECANCELED");
+        assert_eq!(Errno(4095).name(), "E4095");
+    }
+
+    #[test]
+    fn batch_reuse_and_header() {
+        let mut b = Batch::new();
+        assert!(b.is_empty());
+        assert_eq!(b.push(1, Op::RdTsc), 0);
+        assert_eq!(
+            b.push(
+                0,
+                Op::WrMsr {
+                    msr: 0x10,
+                    value: 1
+                }
+            ),
+            1
+        );
+        assert!(b.has_writes());
+        assert_eq!(b.header().flags, 0);
+        b.stop_on_error(true);
+        let h = b.header();
+        assert_eq!(
+            (h.version, h.flags),
+            (MSRBATCH_ABI_VERSION, MSRBATCH_F_STOP_ON_ERROR)
+        );
+        let r: Vec<_> = b.results().map(|r| (r.index, r.cpu)).collect();
+        assert_eq!(r, [(0, 1), (1, 0)]);
+    }
+
+    #[test]
+    fn ioctl_numbers_match_the_c_macros() {
+        // _IOR(0xB9, 0, 64 bytes) and _IOWR(0xB9, 1, 48 bytes).
+        assert_eq!(sys::IOC_INFO, 0x8040_b900);
+        assert_eq!(sys::IOC_BATCH, 0xc030_b901);
+    }
+}
