@@ -541,7 +541,7 @@ mod tests {
         assert!(ops[3].val[0] > ops[0].val[0]);
         assert!(ops[1].val[0] as u32 >= 1); // max basic leaf
         assert!(ops[2].val[0] > 0); // TSC ticks across the delay
-        assert!(ops[4].val[0] > ops[0].val[0]);
+        assert!(ops[4].val[0] != 0); // IA32_TSC
         assert!(ops[5].val[0] & (1 << 5) != 0); // CR4.PAE is set on x86-64
         Ok(())
     }

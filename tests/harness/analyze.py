@@ -69,8 +69,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("console")
     ap.add_argument("--timed-out", action="store_true")
-    ap.add_argument("--expect-kunit", type=int, default=0,
-                    help="minimum number of KUnit suites that must have run")
+    ap.add_argument("--expect-suite", action="append", default=[],
+                    help="a KUnit suite that must have run (repeatable)")
     ap.add_argument("--allow-unload-failure", action="store_true")
     args = ap.parse_args()
 
@@ -99,7 +99,7 @@ def main():
         problems.append("rmmod msrbatch failed after the command")
 
     suites = parse_ktap(lines)
-    if suites or args.expect_kunit:
+    if suites or args.expect_suite:
         p = sum(s[1] for s in suites)
         fl = sum(s[2] for s in suites)
         sk = sum(s[3] for s in suites)
@@ -108,8 +108,9 @@ def main():
             print(f"kunit:   {'ok    ' if ok else 'FAILED'} {name}: {sp} passed, {sf} failed, {ss} skipped")
             if not ok:
                 problems.append(f"KUnit suite {name} failed")
-        if len(suites) < args.expect_kunit:
-            problems.append(f"expected at least {args.expect_kunit} KUnit suites, saw {len(suites)}")
+        for name in args.expect_suite:
+            if name not in [s[0] for s in suites]:
+                problems.append(f"KUnit suite {name} did not run")
 
     for p in problems:
         print("harness: FAIL: " + p)

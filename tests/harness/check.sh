@@ -49,7 +49,7 @@ module_checks() {
 
 guest_tests() {
 	guest_boot tests 'grep "^msrbatch " /proc/modules && run-all.sh abi_test abi_test-32 msrbatch-guest-tests /tests/tool_test.sh' \
-		600 '' --expect-kunit 1
+		600 '' --expect-suite msrbatch_batch
 }
 
 lockdown_tests() {

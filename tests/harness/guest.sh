@@ -13,6 +13,11 @@ guest_kernel() {
 	local out
 	out=$("$MSRB_TOP/tests/harness/build-kernel.sh") || return
 	KBUILD=${out##*KBUILD=}
+	# Keep only the current key's build of this flavour (each is about 400 MB).
+	local old
+	for old in "${KBUILD%-*}"-*; do
+		[ "$old" = "$KBUILD" ] || rm -rf "$old"
+	done
 	. "$MSRB_CACHE/toolchain.env"
 	echo "msrbatch: toolchain: $MSRB_LINUX_SERIES $KSRC_VERSION; $RUSTC_VERSION; $BINDGEN_VERSION; $CLANG_VERSION" >&2
 }
@@ -44,6 +49,7 @@ guest_rootfs() {
 	rm -rf "$root"
 	mkdir -p "$root"/{bin,usr/bin,lib/modules,tests,proc,sys,dev,tmp,extra,root}
 	cp /bin/busybox "$root/bin/"
+	ln -s busybox "$root/bin/sh"
 	cp "$MSRB_TOP/tests/harness/init" "$root/init"
 	cp "$MSRB_TOP/rust/msrbatch.ko" "$root/lib/modules/"
 	for f in "$rel"/*; do
@@ -90,7 +96,7 @@ guest_boot() {
 	timeout --kill-after=10 "$timeout" qemu-system-x86_64 "${accel[@]}" \
 		-smp "$GUEST_CPUS" -m 1024 -display none -monitor none -no-reboot \
 		-kernel "$KBUILD/arch/x86/boot/bzImage" -initrd "$dir/initrd.gz" \
-		-append "console=ttyS0 panic=-1 rdinit=/init printk.time=1 $append" \
+		-append "console=ttyS0 panic=-1 rdinit=/init printk.time=1 kunit.filter_glob=msrbatch* $append" \
 		-serial "file:$dir/console.log" -serial "file:$dir/output.log" </dev/null &
 	local qemu=$!
 	tail -n +1 -f --pid="$qemu" "$dir/output.log" 2>/dev/null
