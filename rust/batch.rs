@@ -529,7 +529,7 @@ mod tests {
             op(opcode::CPUID, cpu, 0, [0, 0]),
             op(opcode::DELAY, cpu, 0, [1000, 0]),
             op(opcode::RDTSCP, cpu, 0, [0, 0]),
-            op(opcode::RDMSR, cpu, 0x10, [0, 0]), // IA32_TIME_STAMP_COUNTER
+            op(opcode::RDMSR, cpu, 0x277, [0, 0]), // IA32_PAT
             op(opcode::RDCR4, cpu, 0, [0, 0]),
         ];
         // The ops may run on another CPU than `cpu` if we migrate; that is
@@ -541,7 +541,7 @@ mod tests {
         assert!(ops[3].val[0] > ops[0].val[0]);
         assert!(ops[1].val[0] as u32 >= 1); // max basic leaf
         assert!(ops[2].val[0] > 0); // TSC ticks across the delay
-        assert!(ops[4].val[0] != 0); // IA32_TSC
+        assert!(ops[4].val[0] != 0); // PAT is never all-UC
         assert!(ops[5].val[0] & (1 << 5) != 0); // CR4.PAE is set on x86-64
         Ok(())
     }

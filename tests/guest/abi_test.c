@@ -346,9 +346,9 @@ static void test_bad_memory(void)
 	b.ops = (__u64)(uintptr_t)(map + page);
 	check(run_hdr(&b) == -EFAULT, "unmapped ops -> EFAULT");
 	/* Read-only ops: readable but results cannot be written back. */
+	ops[0].status = 4242;
 	mprotect(map, page, PROT_READ);
 	b.ops = (__u64)(uintptr_t)ops;
-	ops[0].status = 4242;
 	r = run_hdr(&b);
 	check(r == -EFAULT && ops[0].status == 4242,
 	      "read-only ops array -> EFAULT before anything runs");
