@@ -157,3 +157,52 @@ pub(crate) fn read_cr4() -> InsnResult<u64> {
     };
     check(err).map(|()| cr4)
 }
+
+/// CR4.PCE: RDPMC allowed in ring 3.
+pub(crate) const CR4_PCE: u64 = 1 << 8;
+
+/// Sets CR4.PCE on the current CPU unless it is set; returns whether it
+/// changed it. The read-modify-write runs with interrupts off, so an interrupt
+/// that updates CR4 cannot be lost; only the PCE bit is touched.
+pub(crate) fn cr4_set_pce() -> bool {
+    let changed: u64;
+    // SAFETY: Ring 0. Only CR4.PCE changes; interrupts are disabled around the
+    // read-modify-write and the previous flags are restored.
+    unsafe {
+        asm!(
+            "pushfq",
+            "cli",
+            "mov {cr4}, cr4",
+            "mov {changed}, {cr4}",
+            "not {changed}",
+            "and {changed}, {pce}",
+            "or {cr4}, {pce}",
+            "mov cr4, {cr4}",
+            "popfq",
+            cr4 = out(reg) _,
+            changed = out(reg) changed,
+            pce = in(reg) CR4_PCE,
+            options(nomem),
+        )
+    };
+    changed != 0
+}
+
+/// Clears CR4.PCE on the current CPU (interrupts off around the
+/// read-modify-write, like [`cr4_set_pce`]).
+pub(crate) fn cr4_clear_pce() {
+    // SAFETY: As for `cr4_set_pce`.
+    unsafe {
+        asm!(
+            "pushfq",
+            "cli",
+            "mov {cr4}, cr4",
+            "and {cr4}, {mask}",
+            "mov cr4, {cr4}",
+            "popfq",
+            cr4 = out(reg) _,
+            mask = in(reg) !CR4_PCE,
+            options(nomem),
+        )
+    };
+}

@@ -16,15 +16,19 @@
 use kernel::{
     bindings,
     fs::File,
-    ioctl::{_IOC_NR, _IOC_SIZE, _IOC_TYPE, _IOR, _IOWR},
+    ioctl::{_IOC_NR, _IOC_SIZE, _IOC_TYPE, _IO, _IOR, _IOWR},
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
+    new_mutex,
     prelude::*,
+    sync::Mutex,
     transmute::AsBytes,
     uaccess::{UserPtr, UserSlice},
 };
 
 mod batch;
 mod insn;
+#[cfg(CONFIG_PREEMPT_NOTIFIERS)]
+mod pce;
 mod uapi;
 
 use uapi::{Batch, Info, Op};
@@ -32,6 +36,8 @@ use uapi::{Batch, Info, Op};
 const MAGIC: u32 = 0xB9;
 const IOC_INFO: u32 = _IOR::<Info>(MAGIC, 0x00);
 const IOC_BATCH: u32 = _IOWR::<Batch>(MAGIC, 0x01);
+const IOC_PCE_GRANT: u32 = _IO(MAGIC, 0x10);
+const IOC_PCE_REVOKE: u32 = _IO(MAGIC, 0x11);
 
 module! {
     type: MsrBatchModule,
@@ -67,26 +73,91 @@ impl kernel::InPlaceModule for MsrBatchModule {
     }
 }
 
-/// Per-open state (none yet).
-struct MsrBatchFile;
+/// Per-open state: the PCE grants made through this file.
+#[pin_data]
+struct MsrBatchFile {
+    #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
+    #[pin]
+    grants: Mutex<KVec<kernel::sync::Arc<pce::Grant>>>,
+}
 
 #[vtable]
 impl MiscDevice for MsrBatchFile {
-    type Ptr = KBox<Self>;
+    type Ptr = Pin<KBox<Self>>;
 
-    fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<KBox<Self>> {
+    fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
         if !has_rawio() {
             return Err(EPERM);
         }
-        Ok(KBox::new(MsrBatchFile, GFP_KERNEL)?)
+        KBox::try_pin_init(
+            try_pin_init!(MsrBatchFile {
+                #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
+                grants <- new_mutex!(KVec::new()),
+            }),
+            GFP_KERNEL,
+        )
     }
 
-    fn ioctl(_this: &MsrBatchFile, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+    fn release(this: Pin<KBox<Self>>, _file: &File) {
+        #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
+        {
+            let grants = core::mem::take(&mut *this.grants.lock());
+            for g in grants {
+                if g.is_current() {
+                    g.end_on_current();
+                } else {
+                    g.end_from_other_thread();
+                }
+            }
+        }
+        drop(this);
+    }
+
+    fn ioctl(this: Pin<&MsrBatchFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
         match cmd {
             IOC_INFO => info(arg),
             IOC_BATCH => run_batch(arg),
+            IOC_PCE_GRANT if arg == 0 => this.pce_grant().map(|()| 0),
+            IOC_PCE_REVOKE if arg == 0 => this.pce_revoke().map(|()| 0),
+            IOC_PCE_GRANT | IOC_PCE_REVOKE => Err(EINVAL),
             _ => Err(ENOTTY),
         }
+    }
+}
+
+impl MsrBatchFile {
+    #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
+    fn pce_grant(&self) -> Result {
+        let mut grants = self.grants.lock();
+        // Grants of threads that have exited are over: free them now.
+        grants.retain(|g| !g.is_dead());
+        if grants.iter().any(|g| g.is_current()) {
+            return Err(EBUSY);
+        }
+        grants.reserve(1, GFP_KERNEL)?;
+        let g = pce::Grant::new(<MsrBatchModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr())?;
+        grants.push_within_capacity(g).map_err(|_| ENOMEM)
+    }
+
+    #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
+    fn pce_revoke(&self) -> Result {
+        let mut grants = self.grants.lock();
+        let i = grants.iter().position(|g| g.is_current()).ok_or(ENOENT)?;
+        let g = grants.remove(i).map_err(|_| ENOENT)?;
+        g.end_on_current();
+        Ok(())
+    }
+
+    /// Without preempt notifiers a grant could not follow the thread.
+    #[cfg(not(CONFIG_PREEMPT_NOTIFIERS))]
+    fn pce_grant(&self) -> Result {
+        pr_info_once!("PCE grants need a kernel with CONFIG_PREEMPT_NOTIFIERS\n");
+        Err(EOPNOTSUPP)
+    }
+
+    #[cfg(not(CONFIG_PREEMPT_NOTIFIERS))]
+    fn pce_revoke(&self) -> Result {
+        Err(EOPNOTSUPP)
     }
 }
 

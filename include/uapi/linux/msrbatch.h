@@ -126,4 +126,13 @@ struct msrbatch_info {
 #define MSRBATCH_IOC_INFO	_IOR(MSRBATCH_IOC_MAGIC, 0x00, struct msrbatch_info)
 #define MSRBATCH_IOC_BATCH	_IOWR(MSRBATCH_IOC_MAGIC, 0x01, struct msrbatch_batch)
 
+/*
+ * User-mode RDPMC (CR4.PCE) for the calling thread, while it runs, on every
+ * CPU; the argument must be 0. The grant ends on revoke, on close of the file
+ * that made it, and on exit of the thread; it survives execve() while the
+ * file stays open. See Documentation/pce.md.
+ */
+#define MSRBATCH_IOC_PCE_GRANT	_IO(MSRBATCH_IOC_MAGIC, 0x10)
+#define MSRBATCH_IOC_PCE_REVOKE	_IO(MSRBATCH_IOC_MAGIC, 0x11)
+
 #endif /* _UAPI_LINUX_MSRBATCH_H */

@@ -31,6 +31,59 @@ enum Cmd {
         /// Script file, or - for standard input.
         file: String,
     },
+    /// Show CR4 and its PCE bit (user-mode RDPMC) on every online CPU.
+    Cr4,
+    /// Run CMD with user-mode RDPMC granted to it (like taskset).
+    Exec {
+        /// Grant user-mode RDPMC (CR4.PCE) to CMD's thread.
+        #[arg(long, required = true)]
+        rdpmc: bool,
+        /// The command and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        cmd: Vec<String>,
+    },
+}
+
+/// Why a grant was refused, in words.
+fn grant_hint(e: &msrbatch::Error) -> &'static str {
+    match e.errno().0 {
+        libc::EACCES => "perf's rdpmc setting (/sys/bus/event_source/devices/cpu/rdpmc) is 0; write 1 or 2 there to allow user RDPMC",
+        libc::EOPNOTSUPP => "the kernel lacks CONFIG_PREEMPT_NOTIFIERS (it comes with CONFIG_KVM), so a grant could not follow the thread",
+        libc::EBUSY => "this thread already holds a grant",
+        _ => "",
+    }
+}
+
+fn exec_rdpmc(dev: &Device, cmd: &[String]) -> Result<bool, String> {
+    use std::os::unix::process::CommandExt;
+    dev.grant_rdpmc()
+        .map_err(|e| format!("{e}: {}", grant_hint(&e)))?;
+    dev.keep_across_exec().map_err(|e| e.to_string())?;
+    // execve() keeps this thread, so the grant (tied to the thread and to the
+    // open device, which CMD inherits) follows CMD.
+    let err = std::process::Command::new(&cmd[0]).args(&cmd[1..]).exec();
+    Err(format!("{}: {err}", cmd[0]))
+}
+
+fn show_cr4(dev: &Device) -> Result<bool, String> {
+    let mut batch = msrbatch::Batch::new();
+    for cpu in online_cpus() {
+        batch.push(cpu, Op::RdCr4);
+    }
+    dev.run(&mut batch).map_err(|e| e.to_string())?;
+    let rows: Vec<[String; 3]> = batch
+        .results()
+        .map(|r| match r.value {
+            Ok(Value::U64(cr4)) => [
+                r.cpu.to_string(),
+                format!("{cr4:#010x}"),
+                u8::from(cr4 & (1 << 8) != 0).to_string(),
+            ],
+            Ok(_) | Err(_) => [r.cpu.to_string(), "?".into(), format!("{:?}", r.value)],
+        })
+        .collect();
+    print_table(&["cpu", "cr4", "pce"], &rows);
+    Ok(batch.nr_failed() == 0)
 }
 
 /// CPUs the kernel lists as online.
@@ -158,6 +211,8 @@ fn main() -> ExitCode {
             true
         }),
         Cmd::Run { file } => run_script(&dev, &file),
+        Cmd::Cr4 => show_cr4(&dev),
+        Cmd::Exec { rdpmc: _, cmd } => exec_rdpmc(&dev, &cmd),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

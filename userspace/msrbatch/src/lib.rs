@@ -379,6 +379,28 @@ impl Device {
         }
     }
 
+    /// Grants user-mode RDPMC (CR4.PCE) to the calling thread until
+    /// [`Device::revoke_rdpmc`], until this device is closed, or until the
+    /// thread exits. Errors: `EBUSY` (already granted to this thread through
+    /// this device), `EACCES` (perf's `rdpmc` setting is 0), `EOPNOTSUPP`
+    /// (kernel without `CONFIG_PREEMPT_NOTIFIERS`).
+    pub fn grant_rdpmc(&self) -> Result<()> {
+        sys::ioctl_none(self.file.as_fd(), sys::IOC_PCE_GRANT)
+            .map_err(|e| Error::from_io("MSRBATCH_IOC_PCE_GRANT", &e))
+    }
+
+    /// Ends the calling thread's grant (`ENOENT` if it has none).
+    pub fn revoke_rdpmc(&self) -> Result<()> {
+        sys::ioctl_none(self.file.as_fd(), sys::IOC_PCE_REVOKE)
+            .map_err(|e| Error::from_io("MSRBATCH_IOC_PCE_REVOKE", &e))
+    }
+
+    /// Keeps the device open across `execve` (a grant lasts as long as the
+    /// device stays open, so this is how a grant reaches an exec'd program).
+    pub fn keep_across_exec(&self) -> Result<()> {
+        sys::keep_across_exec(self.file.as_fd()).map_err(|e| Error::from_io("fcntl(F_SETFD)", &e))
+    }
+
     /// The underlying file, for raw ioctls.
     pub fn file(&self) -> &File {
         &self.file
@@ -523,5 +545,7 @@ mod tests {
         // _IOR(0xB9, 0, 64 bytes) and _IOWR(0xB9, 1, 48 bytes).
         assert_eq!(sys::IOC_INFO, 0x8040_b900);
         assert_eq!(sys::IOC_BATCH, 0xc030_b901);
+        // _IO(0xB9, 0x10) and _IO(0xB9, 0x11).
+        assert_eq!((sys::IOC_PCE_GRANT, sys::IOC_PCE_REVOKE), (0xb910, 0xb911));
     }
 }

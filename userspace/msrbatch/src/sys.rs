@@ -16,6 +16,10 @@ const fn ioc(dir: u32, nr: u32, size: usize) -> u32 {
 
 /// `MSRBATCH_IOC_INFO`.
 pub const IOC_INFO: u32 = ioc(IOC_READ, 0x00, size_of::<msrbatch_info>());
+/// `MSRBATCH_IOC_PCE_GRANT`.
+pub const IOC_PCE_GRANT: u32 = ioc(0, 0x10, 0);
+/// `MSRBATCH_IOC_PCE_REVOKE`.
+pub const IOC_PCE_REVOKE: u32 = ioc(0, 0x11, 0);
 /// `MSRBATCH_IOC_BATCH`.
 pub const IOC_BATCH: u32 = ioc(IOC_READ | IOC_WRITE, 0x01, size_of::<msrbatch_batch>());
 
@@ -34,6 +38,23 @@ pub fn info(fd: BorrowedFd<'_>) -> io::Result<msrbatch_info> {
     // ioctl number announces.
     check(unsafe { libc::ioctl(fd.as_raw_fd(), IOC_INFO as _, &raw mut info) })?;
     Ok(info)
+}
+
+/// Issues an ioctl without argument (`MSRBATCH_IOC_PCE_*`).
+pub fn ioctl_none(fd: BorrowedFd<'_>, cmd: u32) -> io::Result<()> {
+    // SAFETY: The argument is 0: these commands take none.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), cmd as _, 0usize) })
+}
+
+/// Clears `FD_CLOEXEC` so that the descriptor stays open across `execve`.
+pub fn keep_across_exec(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: F_GETFD/F_SETFD on a valid descriptor have no memory effects.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFD) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: As above.
+    check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, flags & !libc::FD_CLOEXEC) })
 }
 
 /// Issues `MSRBATCH_IOC_BATCH` on `ops`; `hdr.ops` and `hdr.nr_ops` are set

@@ -1,0 +1,393 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Guest test of the CR4.PCE grant (MSRBATCH_IOC_PCE_GRANT/REVOKE).
+ *
+ * A user-mode RDPMC probe tells PCE apart: with PCE clear it raises #GP
+ * (SIGSEGV); with PCE set it runs, or under QEMU TCG (no PMU) raises #UD
+ * (SIGILL). The MSRBATCH_OP_RDCR4 op shows each CPU's CR4.
+ *
+ * "pce_test --probe" prints "pce=on" or "pce=off" for the calling process
+ * (used through "msrbatch exec --rdpmc").
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/msrbatch.h>
+
+#define CR4_PCE (1ull << 8)
+
+static int passed, failed, ncpus;
+
+static void check(int cond, const char *what)
+{
+	printf("%s - %s\n", cond ? "ok" : "not ok", what);
+	if (cond)
+		passed++;
+	else
+		failed++;
+}
+
+static __thread sigjmp_buf probe_jb;
+
+static void on_fault(int sig)
+{
+	siglongjmp(probe_jb, sig);
+}
+
+/* 1 when this thread may execute RDPMC in user mode (CR4.PCE set). */
+static int pce_on(void)
+{
+	unsigned int lo, hi;
+	int sig = sigsetjmp(probe_jb, 1);
+
+	if (sig)
+		return sig != SIGSEGV;
+	asm volatile("rdpmc" : "=a"(lo), "=d"(hi) : "c"(0));
+	return 1;
+}
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+static void unpin(void)
+{
+	cpu_set_t set;
+	int i;
+
+	CPU_ZERO(&set);
+	for (i = 0; i < ncpus; i++)
+		CPU_SET(i, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+static int dev_open(void)
+{
+	int fd = open("/dev/msrbatch", O_RDWR | O_CLOEXEC);
+
+	if (fd < 0)
+		perror("open /dev/msrbatch");
+	return fd;
+}
+
+/* Bit mask of the CPUs whose CR4 has PCE set, or -1. */
+static long pce_cpus(int fd)
+{
+	struct msrbatch_op ops[64];
+	struct msrbatch_batch b;
+	long mask = 0;
+	int i;
+
+	memset(ops, 0, sizeof(ops));
+	for (i = 0; i < ncpus; i++) {
+		ops[i].op = MSRBATCH_OP_RDCR4;
+		ops[i].cpu = i;
+	}
+	memset(&b, 0, sizeof(b));
+	b.version = MSRBATCH_ABI_VERSION;
+	b.nr_ops = ncpus;
+	b.ops = (__u64)(uintptr_t)ops;
+	if (ioctl(fd, MSRBATCH_IOC_BATCH, &b))
+		return -1;
+	for (i = 0; i < ncpus; i++)
+		if (ops[i].status == 0 && (ops[i].val[0] & CR4_PCE))
+			mask |= 1l << i;
+	return mask;
+}
+
+static int pce_grant(int fd)
+{
+	return ioctl(fd, MSRBATCH_IOC_PCE_GRANT, 0) ? -errno : 0;
+}
+
+static int pce_revoke(int fd)
+{
+	return ioctl(fd, MSRBATCH_IOC_PCE_REVOKE, 0) ? -errno : 0;
+}
+
+static void test_grant_revoke(int fd)
+{
+	char msg[160];
+	long m;
+	int i, off = 0;
+
+	check(!pce_on(), "no grant: user RDPMC faults with #GP (PCE clear)");
+	check(pce_grant(fd) == 0, "grant");
+	check(pce_on(), "granted: user RDPMC allowed (PCE set)");
+	check(pce_grant(fd) == -EBUSY, "second grant on the same thread -> EBUSY");
+	check(ioctl(fd, MSRBATCH_IOC_PCE_GRANT, 1) == -1 && errno == EINVAL,
+	      "grant with a non-zero argument -> EINVAL");
+
+	for (i = 0; i < 300; i++) {
+		pin(i % ncpus);
+		if (i % 4 == 0)
+			usleep(200);
+		else if (i % 4 == 1)
+			sched_yield();
+		off += !pce_on();
+	}
+	snprintf(msg, sizeof(msg), "granted thread sees PCE in all 300 probes over %d CPUs, migrating and sleeping (%d misses)",
+		 ncpus, off);
+	check(off == 0, msg);
+
+	pin(ncpus - 1);
+	m = pce_cpus(fd);
+	snprintf(msg, sizeof(msg), "while granted, pinned to CPU %d: PCE set on exactly that CPU (mask %#lx)",
+		 ncpus - 1, m);
+	check(m == 1l << (ncpus - 1), msg);
+
+	check(pce_revoke(fd) == 0, "revoke");
+	check(!pce_on(), "revoked: user RDPMC faults again");
+	m = pce_cpus(fd);
+	snprintf(msg, sizeof(msg), "after revoke: PCE clear on every CPU (mask %#lx)", m);
+	check(m == 0, msg);
+	check(pce_revoke(fd) == -ENOENT, "revoke without a grant -> ENOENT");
+	unpin();
+}
+
+/* An ungranted process shares the CPUs with a granted thread and never sees PCE. */
+static void test_bystander(int fd)
+{
+	int pipefd[2], status, i, cpu, seen = 0, off = 0;
+	char msg[160];
+	pid_t pid;
+
+	if (pipe(pipefd))
+		return;
+	pid = fork();
+	if (pid == 0) {
+		int leaks = 0;
+
+		close(pipefd[0]);
+		for (i = 0; i < 4000; i++) {
+			pin((i / 200) % ncpus);
+			leaks += pce_on();
+			sched_yield();
+		}
+		if (write(pipefd[1], &leaks, sizeof(leaks)) != sizeof(leaks))
+			_exit(2);
+		_exit(0);
+	}
+	close(pipefd[1]);
+	check(pce_grant(fd) == 0, "grant (bystander test)");
+	for (i = 0; i < 4000; i++) {
+		cpu = (i / 200) % ncpus;
+		pin(cpu);
+		off += !pce_on();
+		sched_yield();
+	}
+	if (read(pipefd[0], &seen, sizeof(seen)) != sizeof(seen))
+		seen = -1;
+	waitpid(pid, &status, 0);
+	close(pipefd[0]);
+	snprintf(msg, sizeof(msg), "bystander process on the same CPUs saw PCE %d times in 4000 probes", seen);
+	check(seen == 0, msg);
+	snprintf(msg, sizeof(msg), "granted thread kept PCE through 4000 switches with it (%d misses)", off);
+	check(off == 0, msg);
+	check(pce_revoke(fd) == 0, "revoke (bystander test)");
+	unpin();
+}
+
+static void *thread_grant_and_exit(void *arg)
+{
+	int fd = *(int *)arg;
+
+	return (void *)(long)(pce_grant(fd) == 0 && pce_on());
+}
+
+static volatile int stop_flag, granted_flag;
+static volatile long long saw_off_after_ns;
+
+static long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static void *thread_spin_until_revoked(void *arg)
+{
+	int fd = *(int *)arg;
+	long long start;
+
+	if (pce_grant(fd) || !pce_on())
+		return NULL;
+	granted_flag = 1;
+	while (!stop_flag)
+		;
+	start = now_ns();
+	while (pce_on() && now_ns() - start < 5000000000ll)
+		;
+	saw_off_after_ns = pce_on() ? -1 : now_ns() - start;
+	return NULL;
+}
+
+static void test_lifetimes(void)
+{
+	char msg[160];
+	pthread_t t;
+	void *ret;
+	int fd, fd2;
+	long m;
+
+	/* close ends the grant (same thread) */
+	fd = dev_open();
+	check(pce_grant(fd) == 0 && pce_on(), "grant, then close the file");
+	close(fd);
+	check(!pce_on(), "close by the granted thread ends the grant");
+
+	/* thread exit ends the grant; the file reaps it */
+	fd = dev_open();
+	fd2 = dev_open();
+	pthread_create(&t, NULL, thread_grant_and_exit, &fd);
+	pthread_join(t, &ret);
+	check(ret == (void *)1, "a thread granted itself and saw PCE");
+	m = pce_cpus(fd2);
+	snprintf(msg, sizeof(msg), "after that thread exited: PCE clear on every CPU (mask %#lx)", m);
+	check(m == 0, msg);
+	check(pce_grant(fd) == 0 && pce_revoke(fd) == 0, "the file still works after its granted thread died");
+	close(fd);
+
+	/* close by another thread while the granted one spins in user mode */
+	fd = dev_open();
+	stop_flag = granted_flag = 0;
+	pthread_create(&t, NULL, thread_spin_until_revoked, &fd);
+	while (!granted_flag)
+		usleep(1000);
+	close(fd);
+	stop_flag = 1;
+	pthread_join(t, NULL);
+	snprintf(msg, sizeof(msg), "close by another thread ends a running thread's grant (PCE off after %lld ns)",
+		 saw_off_after_ns);
+	check(saw_off_after_ns >= 0, msg);
+	m = pce_cpus(fd2);
+	snprintf(msg, sizeof(msg), "afterwards PCE clear on every CPU (mask %#lx)", m);
+	check(m == 0, msg);
+	close(fd2);
+}
+
+static void test_exec(void)
+{
+	FILE *p = popen("msrbatch exec --rdpmc -- pce_test --probe", "r");
+	char line[64] = "";
+	int fd, rc;
+	char msg[160];
+	long m;
+
+	if (!p || !fgets(line, sizeof(line), p))
+		line[0] = 0;
+	rc = p ? pclose(p) : -1;
+	line[strcspn(line, "\n")] = 0;
+	snprintf(msg, sizeof(msg), "msrbatch exec --rdpmc runs CMD with PCE (%s, exit %d)", line, rc);
+	check(strcmp(line, "pce=on") == 0 && rc == 0, msg);
+	p = popen("pce_test --probe", "r");
+	if (!p || !fgets(line, sizeof(line), p))
+		line[0] = 0;
+	if (p)
+		pclose(p);
+	line[strcspn(line, "\n")] = 0;
+	check(strcmp(line, "pce=off") == 0, "the same CMD without exec --rdpmc has no PCE");
+	fd = dev_open();
+	m = pce_cpus(fd);
+	snprintf(msg, sizeof(msg), "after exec --rdpmc ended: PCE clear on every CPU (mask %#lx)", m);
+	check(m == 0, msg);
+	close(fd);
+}
+
+static int sleeper_pipe[2];
+
+static void *thread_grant_then_block(void *arg)
+{
+	int fd = *(int *)arg;
+	char c;
+
+	if (pce_grant(fd))
+		return NULL;
+	granted_flag = 1;
+	/* Blocks in the kernel: the grant's teardown waits for our return. */
+	if (read(sleeper_pipe[0], &c, 1) != 1)
+		return NULL;
+	return NULL;
+}
+
+/* A grant keeps the module loaded even after its file is closed. */
+static void test_unload(void)
+{
+	char msg[160];
+	pthread_t t;
+	int fd, rc;
+	long m;
+
+	if (pipe(sleeper_pipe))
+		return;
+	fd = dev_open();
+	granted_flag = 0;
+	pthread_create(&t, NULL, thread_grant_then_block, &fd);
+	while (!granted_flag)
+		usleep(1000);
+	close(fd);
+	rc = system("rmmod msrbatch 2>/dev/null");
+	check(rc != 0, "rmmod refused while a grant (of a blocked thread) outlives its file");
+	if (write(sleeper_pipe[1], "x", 1) != 1)
+		return;
+	pthread_join(t, NULL);
+	rc = system("rmmod msrbatch");
+	check(rc == 0, "rmmod succeeds once that thread has returned and the grant is gone");
+	rc = system("insmod /lib/modules/msrbatch.ko");
+	check(rc == 0, "module loads again");
+	fd = dev_open();
+	m = fd < 0 ? -1 : pce_cpus(fd);
+	snprintf(msg, sizeof(msg), "after unload and reload: PCE clear on every CPU (mask %#lx)", m);
+	check(m == 0, msg);
+	if (fd >= 0)
+		close(fd);
+}
+
+int main(int argc, char **argv)
+{
+	struct sigaction sa;
+	int fd;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_fault;
+	sigaction(SIGSEGV, &sa, NULL);
+	sigaction(SIGILL, &sa, NULL);
+	if (argc > 1 && strcmp(argv[1], "--probe") == 0) {
+		printf("pce=%s\n", pce_on() ? "on" : "off");
+		return 0;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+	if (ncpus > 64)
+		ncpus = 64;
+	printf("# msrbatch PCE grant test, %d CPUs\n", ncpus);
+	fd = dev_open();
+	if (fd < 0)
+		return 1;
+	test_grant_revoke(fd);
+	test_bystander(fd);
+	close(fd);
+	test_lifetimes();
+	test_exec();
+	test_unload();
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
