@@ -28,6 +28,8 @@ host_checks() {
 	RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p msrbatch &&
 	scripts/gen-uapi.sh --check &&
 	tests/harness/test-check-kdir.sh &&
+	tests/harness/test-abi-layout.py &&
+	KSRC="$KSRC" tests/harness/test-c-api.sh &&
 	"$KSRC/scripts/checkpatch.pl" --no-tree --quiet --strict -f include/uapi/linux/msrbatch.h
 }
 
@@ -48,7 +50,7 @@ module_checks() {
 }
 
 guest_tests() {
-	guest_boot tests 'grep "^msrbatch " /proc/modules && run-all.sh abi_test abi_test-32 msrbatch-guest-tests /tests/tool_test.sh pce_test pce_test-32' \
+	guest_boot tests 'grep "^msrbatch " /proc/modules && run-all.sh abi_test abi_test-32 msrbatch-guest-tests /tests/tool_test.sh /tests/examples_test.sh pce_test pce_test-32' \
 		600 '' --expect-suite msrbatch_batch
 }
 

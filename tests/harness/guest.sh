@@ -30,10 +30,23 @@ guest_module() {
 guest_userspace() {
 	(cd "$MSRB_TOP" &&
 		RUSTFLAGS="-C target-feature=+crt-static" cargo build --quiet --release \
-			--workspace --bins --examples --target "$GUEST_TARGET" \
+			--workspace --lib --bins --examples --target "$GUEST_TARGET" \
 			--target-dir "$MSRB_TOP/target/guest-cargo") >&2 || return
 	local c
 	mkdir -p "$GUEST_OUT/cbin"
+	# The C examples: the raw one with the uapi header alone, the others
+	# against the C API's static library.
+	for c in "$MSRB_TOP"/examples/*.c; do
+		local name
+		name=$(basename "$c" .c)
+		if grep -q '#include <msrbatch.h>' "$c"; then
+			gcc -static -O2 -Wall -Wextra -Werror -I"$MSRB_TOP/include" -I"$MSRB_TOP/include/uapi" \
+				-o "$GUEST_OUT/cbin/$name" "$c" \
+				"$MSRB_TOP/target/guest-cargo/$GUEST_TARGET/release/libmsrbatch.a" -lpthread -ldl -lm || return
+		else
+			gcc -static -O2 -Wall -Wextra -Werror -I"$MSRB_TOP/include/uapi" -o "$GUEST_OUT/cbin/$name" "$c" || return
+		fi
+	done
 	# Each C test is built 64-bit and, as NAME-32, 32-bit (compat ioctl path).
 	for c in "$MSRB_TOP"/tests/guest/*.c; do
 		[ -e "$c" ] || continue

@@ -8,33 +8,39 @@ use std::io;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Errno(pub i32);
 
+/// Symbolic names of the errno values this API produces.
+const NAMES: &[(i32, &std::ffi::CStr)] = &[
+    (libc::EPERM, c"EPERM"),
+    (libc::ENOENT, c"ENOENT"),
+    (libc::EIO, c"EIO"),
+    (libc::ENXIO, c"ENXIO"),
+    (libc::E2BIG, c"E2BIG"),
+    (libc::EBADF, c"EBADF"),
+    (libc::EAGAIN, c"EAGAIN"),
+    (libc::ENOMEM, c"ENOMEM"),
+    (libc::EACCES, c"EACCES"),
+    (libc::EFAULT, c"EFAULT"),
+    (libc::EBUSY, c"EBUSY"),
+    (libc::ENODEV, c"ENODEV"),
+    (libc::EINVAL, c"EINVAL"),
+    (libc::ENOTTY, c"ENOTTY"),
+    (libc::ERANGE, c"ERANGE"),
+    (libc::EOPNOTSUPP, c"EOPNOTSUPP"),
+    (libc::EPROTONOSUPPORT, c"EPROTONOSUPPORT"),
+    (libc::ECANCELED, c"ECANCELED"),
+];
+
 impl Errno {
+    /// The symbolic name as a C string, if it is one this API produces.
+    pub fn c_name(self) -> Option<&'static std::ffi::CStr> {
+        NAMES.iter().find(|(n, _)| *n == self.0).map(|(_, s)| *s)
+    }
+
     /// The symbolic name (`"EIO"`), or `"E<number>"` for unlisted values.
     pub fn name(self) -> String {
-        let known = [
-            (libc::EPERM, "EPERM"),
-            (libc::ENOENT, "ENOENT"),
-            (libc::EIO, "EIO"),
-            (libc::ENXIO, "ENXIO"),
-            (libc::E2BIG, "E2BIG"),
-            (libc::EBADF, "EBADF"),
-            (libc::EAGAIN, "EAGAIN"),
-            (libc::ENOMEM, "ENOMEM"),
-            (libc::EACCES, "EACCES"),
-            (libc::EFAULT, "EFAULT"),
-            (libc::EBUSY, "EBUSY"),
-            (libc::ENODEV, "ENODEV"),
-            (libc::EINVAL, "EINVAL"),
-            (libc::ENOTTY, "ENOTTY"),
-            (libc::ERANGE, "ERANGE"),
-            (libc::EOPNOTSUPP, "EOPNOTSUPP"),
-            (libc::EPROTONOSUPPORT, "EPROTONOSUPPORT"),
-            (libc::ECANCELED, "ECANCELED"),
-        ];
-        known
-            .iter()
-            .find(|(n, _)| *n == self.0)
-            .map_or_else(|| format!("E{}", self.0), |(_, s)| (*s).to_string())
+        self.c_name()
+            .and_then(|s| s.to_str().ok())
+            .map_or_else(|| format!("E{}", self.0), str::to_string)
     }
 
     /// The C library's description of the error.

@@ -27,6 +27,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod capi;
 mod error;
 mod names;
 pub mod sys;
@@ -231,6 +232,7 @@ pub struct Batch {
     raw: Vec<msrbatch_op>,
     stop_on_error: bool,
     nr_failed: u32,
+    err_index: Option<u32>,
 }
 
 impl Batch {
@@ -271,6 +273,11 @@ impl Batch {
     /// Number of failed ops of the last run.
     pub fn nr_failed(&self) -> u32 {
         self.nr_failed
+    }
+
+    /// After a run the kernel rejected: the index of the op it blamed.
+    pub fn err_index(&self) -> Option<u32> {
+        self.err_index
     }
 
     /// The result of op `index` from the last run.
@@ -369,11 +376,13 @@ impl Device {
         match r {
             Ok(()) => {
                 batch.nr_failed = hdr.nr_failed;
+                batch.err_index = None;
                 Ok(())
             }
             Err(e) => {
                 let index = (hdr.err_index != MSRBATCH_NO_INDEX && hdr.err_index < hdr.nr_ops)
                     .then_some(hdr.err_index);
+                batch.err_index = index;
                 Err(Error::from_io("MSRBATCH_IOC_BATCH", &e).with_index(index))
             }
         }
