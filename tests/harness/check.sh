@@ -50,7 +50,7 @@ module_checks() {
 }
 
 guest_tests() {
-	guest_boot tests 'grep "^msrbatch " /proc/modules && run-all.sh abi_test abi_test-32 msrbatch-guest-tests /tests/tool_test.sh /tests/examples_test.sh pce_test pce_test-32' \
+	guest_boot tests 'grep "^msrbatch " /proc/modules && run-all.sh abi_test abi_test-32 msrbatch-guest-tests /tests/tool_test.sh /tests/examples_test.sh pce_test' \
 		600 '' --expect-suite msrbatch_batch
 }
 

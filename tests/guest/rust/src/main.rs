@@ -191,6 +191,55 @@ fn errors(t: &mut Tally, dev: &Device) {
         r.as_ref().err().and_then(|e| e.raw_os_error()) == Some(libc::EFAULT),
         format!("raw: ops at address 8 -> {r:?}"),
     );
+    let mut big = Batch::new();
+    for _ in 0..=uapi::MSRBATCH_MAX_OPS {
+        big.push(0, Op::RdTsc);
+    }
+    let e = dev.run(&mut big).unwrap_err();
+    t.check(
+        e.errno() == Errno(libc::E2BIG),
+        format!("library: {} ops -> {e}", big.len()),
+    );
+    // Offline CPU: take the last one down for a moment.
+    let last = online_cpus().len() - 1;
+    let online = format!("/sys/devices/system/cpu/cpu{last}/online");
+    if last > 0 && std::fs::write(&online, "0").is_ok() {
+        let mut b = Batch::new();
+        b.push(last as u32, Op::RdTsc);
+        let r = dev.run(&mut b);
+        let restored = std::fs::write(&online, "1").is_ok();
+        let e = r.err();
+        t.check(
+            e.as_ref().map(|e| (e.errno(), e.op_index())) == Some((Errno(libc::ENXIO), Some(0)))
+                && restored,
+            format!("library: offline CPU {last} -> {e:?}, back online: {restored}"),
+        );
+    } else {
+        println!("ok - # SKIP library: offline CPU: cannot take a CPU offline");
+    }
+    // What the safe API cannot express, through the raw layer.
+    let fd = std::os::fd::AsFd::as_fd(dev.file());
+    let mut ops = [Op::RdTsc.encode(0)];
+    let mut hdr = uapi::msrbatch_batch {
+        version: 2,
+        ..Default::default()
+    };
+    let r = msrbatch::sys::batch(fd, &mut hdr, &mut ops);
+    t.check(
+        r.as_ref().err().and_then(|e| e.raw_os_error()) == Some(libc::EPROTONOSUPPORT),
+        format!("raw: version 2 -> {r:?}"),
+    );
+    ops[0].op = 99;
+    let mut hdr = uapi::msrbatch_batch {
+        version: 1,
+        ..Default::default()
+    };
+    let r = msrbatch::sys::batch(fd, &mut hdr, &mut ops);
+    t.check(
+        r.as_ref().err().and_then(|e| e.raw_os_error()) == Some(libc::EOPNOTSUPP)
+            && hdr.err_index == 0,
+        format!("raw: op code 99 -> {r:?}, err_index {}", hdr.err_index),
+    );
     let mut junk = [0u8; 64];
     let r = msrbatch::sys::ioctl_ptr(std::os::fd::AsFd::as_fd(dev.file()), 0x5401, &mut junk);
     t.check(
