@@ -32,5 +32,83 @@ rc=$?
 check "a faulting op exits 1 and reports EIO" sh -c "[ $rc -eq 1 ] && grep -q EIO /tmp/fault.out"
 printf 'cpu 4095\nrdtsc\n' | msrbatch run - >/tmp/nodev.out 2>&1
 check "a rejected batch names the errno and the script line" grep -q 'ENODEV.*script line 2' /tmp/nodev.out
+
+# --json: one object per op result; --csv: a header and one row per op.
+msrbatch run --json /tests/scripts/demo.msr >/tmp/demo.json
+n=$(wc -l </tmp/demo.json)
+check "--json prints one object per op ($n for $((5 * ncpu)) ops)" [ "$n" -eq $((5 * ncpu)) ]
+check "--json objects carry cpu, op, register, value and error" \
+	sh -c "! grep -v '\"cpu\":[0-9]*,\"op\":\"[a-z]*\",\"register\":\"[^\"]*\".*\"value\":[0-9]*,.*\"error\":null}$' /tmp/demo.json | grep -q ."
+check "--json names MSRs" grep -q '"name":"IA32_PAT","value":[0-9]*,"value_hex":"0x7040600070406"' /tmp/demo.json
+msrbatch run --csv /tests/scripts/demo.msr >/tmp/demo.csv
+check "--csv has a header and $((5 * ncpu)) rows" sh -c "head -n1 /tmp/demo.csv | grep -qx 'iteration,line,cpu,op,register,value,error' && [ \$(wc -l </tmp/demo.csv) -eq $((5 * ncpu + 1)) ]"
+check "--csv rows: rdmsr of IA32_PAT on cpu 0" grep -qx '0,4,0,rdmsr,0x277,0x7040600070406,' /tmp/demo.csv
+printf 'cpu 1\nrdtsc\n' | msrbatch run --csv --repeat 3 --interval 10ms - >/tmp/rep.csv
+check "--repeat 3 runs the batch 3 times" sh -c "[ \$(grep -c ',rdtsc,' /tmp/rep.csv) -eq 3 ] && [ \$(cut -d, -f1 /tmp/rep.csv | sort -u | wc -l) -eq 4 ]"
+t1=$(sed -n 2p /tmp/rep.csv | cut -d, -f6)
+t3=$(sed -n 4p /tmp/rep.csv | cut -d, -f6)
+check "--repeat samples advance ($t1 < $t3)" [ $((t1)) -lt $((t3)) ]
+
+# msr-tools compatibility: the same options give the same text as msr-tools'
+# rdmsr, which reads the in-tree driver's /dev/cpu/N/msr.
+mismatch=0
+total=0
+for reg in 0x277 0xc0000080 0xc0000103 0x1b; do
+	for opts in "" -x -X -d -u -o -c -0 "-0 -c" "-X -0 -c" "-u -0" "-u -c" "-d -0" "-o -0" "-o -c" "-o -0 -c" \
+		"-f 7:0" "-f 63:32 -0" "-f 11:0 -d" "-f 3:0 -d -0" "-c -r" "-r"; do
+		for sel in "-p 0" "-p 2" "-a"; do
+			total=$((total + 1))
+			# shellcheck disable=SC2086
+			rdmsr $sel $opts $reg >/tmp/ref.out 2>&1
+			# shellcheck disable=SC2086
+			msrbatch rdmsr $sel $opts $reg >/tmp/our.out 2>&1
+			if ! cmp -s /tmp/ref.out /tmp/our.out; then
+				mismatch=$((mismatch + 1))
+				echo "# rdmsr $sel $opts $reg: msr-tools '$(od -c /tmp/ref.out | head -n2)' msrbatch '$(od -c /tmp/our.out | head -n2)'"
+			fi
+		done
+	done
+done
+check "msrbatch rdmsr prints what msr-tools rdmsr prints ($((total - mismatch))/$total option sets)" [ "$mismatch" -eq 0 ]
+rdmsr -a 0xc0000103 >/tmp/aux.orig
+msrbatch wrmsr -p 1 0xc0000103 0x77
+check "msrbatch wrmsr -p 1: msr-tools reads 77 back" [ "$(rdmsr -p 1 0xc0000103)" = 77 ]
+msrbatch wrmsr -a 0xc0000103 0x5 0x6
+check "msrbatch wrmsr -a with two values: every CPU has the last" sh -c "[ \$(rdmsr -a 0xc0000103 | grep -cx 6) -eq $ncpu ]"
+c=0
+while read -r v; do wrmsr -p "$c" 0xc0000103 "0x$v"; c=$((c + 1)); done </tmp/aux.orig
+check "TSC_AUX restored on every CPU" sh -c "rdmsr -a 0xc0000103 | cmp -s - /tmp/aux.orig"
+
+# Counter programming helpers.
+eax=$(printf 'cpuid 0xa\n' | msrbatch run - | awk 'NR == 2 {print $5}')
+version=$((0x${eax#eax=} & 0xff))
+msrbatch pmu >/tmp/pmu.out
+sed 's/^/# /' /tmp/pmu.out
+if [ "$version" -eq 0 ]; then
+	check "pmu reports no PMU (CPUID.0AH version 0, RDPMC faults)" grep -q "^no PMU: " /tmp/pmu.out
+	msrbatch stat -e instructions -- true >/tmp/stat.out 2>&1
+	rc=$?
+	check "stat without a PMU says so and exits non-zero ($rc)" sh -c "[ $rc -ne 0 ] && grep -q 'no PMU' /tmp/stat.out"
+else
+	check "pmu reports version $version" grep -q "architectural perfmon version $version" /tmp/pmu.out
+fi
+rt=0
+for v in 0x4300c0 0x41013c 0x1d300c5 0x10043412e 0xf00ff00ff 0x0; do
+	spec=$(msrbatch evsel "$v" | sed 's/  #.*//')
+	back=$(msrbatch evsel "$spec")
+	[ "$((back))" -eq "$((v))" ] || { rt=$((rt + 1)); echo "# evsel $v -> $spec -> $back"; }
+done
+check "evsel decode/encode round trips" [ "$rt" -eq 0 ]
+check "evsel encodes instructions,usr,os,en" [ "$(msrbatch evsel instructions,usr,os,en)" = 0x4300c0 ]
+check "evsel names architectural events" sh -c "msrbatch evsel 0x43003c | grep -q '# cycles'"
+msrbatch stat -e instructions,cycles,branches -C 1 --counters 2 --dry-run -- true >/tmp/dry.out
+sed 's/^/# /' /tmp/dry.out
+check "stat --dry-run rotates 3 events over 2 counters in 2 groups" \
+	sh -c "grep -q '^# group 1 (instructions, cycles)' /tmp/dry.out && grep -q '^# group 2 (branches)' /tmp/dry.out"
+check "stat --dry-run shows the programming batch" \
+	sh -c "grep -q '^wrmsr IA32_PERFEVTSEL0 0x4300c0$' /tmp/dry.out && grep -q '^wrmsr IA32_PERFEVTSEL1 0x43003c$' /tmp/dry.out && grep -q '^rmw IA32_PERF_GLOBAL_CTRL clear=0x0 set=0x3$' /tmp/dry.out"
+check "stat --dry-run fences RDPMC with CPUID and restores" \
+	sh -c "grep -A1 '^cpuid 0x0 0$' /tmp/dry.out | grep -q '^rdpmc 0$' && grep -q '^wrmsr IA32_PERF_GLOBAL_CTRL 0x0$' /tmp/dry.out"
+
 echo "$p passed, $f failed"
 [ "$f" -eq 0 ]

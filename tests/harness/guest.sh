@@ -72,6 +72,11 @@ guest_rootfs() {
 		[ -f "$f" ] && [ -x "$f" ] && case "$f" in *-*[0-9a-f][0-9a-f][0-9a-f][0-9a-f]) ;; *) cp "$f" "$root/usr/bin/" ;; esac
 	done
 	cp "$GUEST_OUT"/cbin/* "$root/usr/bin/" 2>/dev/null
+	# msr-tools (dynamically linked) as the reference for msrbatch rdmsr/wrmsr.
+	mkdir -p "$root/usr/sbin" "$root/lib64" "$root/lib/x86_64-linux-gnu"
+	cp /usr/sbin/rdmsr /usr/sbin/wrmsr "$root/usr/sbin/"
+	cp /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
+	cp /lib/x86_64-linux-gnu/libc.so.6 "$root/lib/x86_64-linux-gnu/"
 	cp "$MSRB_TOP"/tests/guest/*.sh "$root/tests/" 2>/dev/null
 	cp -r "$MSRB_TOP"/tests/guest/scripts "$root/tests/" 2>/dev/null
 	chmod +x "$root"/tests/*.sh 2>/dev/null

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 //! `msrbatch`: run batch MSR scripts through /dev/msrbatch.
 
+mod msrtools;
+mod pmu;
 mod script;
+mod stat;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use msrbatch::{msr_name, Device, Op, OpResult, Value};
 use std::io::Read;
 use std::process::ExitCode;
@@ -30,7 +33,40 @@ enum Cmd {
     Run {
         /// Script file, or - for standard input.
         file: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        /// Same as --format json (one JSON object per op result and line).
+        #[arg(long, conflicts_with = "format")]
+        json: bool,
+        /// Same as --format csv.
+        #[arg(long, conflicts_with_all = ["format", "json"])]
+        csv: bool,
+        /// Run the script N times (one ioctl each).
+        #[arg(long, default_value_t = 1)]
+        repeat: u32,
+        /// Pause between repetitions, e.g. 100ms, 1s.
+        #[arg(long, default_value = "0")]
+        interval: String,
     },
+    /// Read an MSR, with msr-tools' rdmsr options and output.
+    Rdmsr(msrtools::RdmsrArgs),
+    /// Write an MSR, with msr-tools' wrmsr options.
+    Wrmsr(msrtools::WrmsrArgs),
+    /// Decode the CPU's performance monitoring unit (CPUID leaf 0AH; AMD).
+    Pmu {
+        /// CPU to ask.
+        #[arg(short = 'C', long = "cpu", default_value_t = 0)]
+        cpu: u32,
+    },
+    /// Encode 'event=0x..,umask=0x..,usr,os,en' into an IA32_PERFEVTSEL
+    /// value, or decode a value (a number) into its fields.
+    Evsel {
+        /// A spec to encode, or a number to decode.
+        spec: String,
+    },
+    /// Count events while CMD runs pinned to one CPU.
+    Stat(stat::StatArgs),
     /// Show CR4 and its PCE bit (user-mode RDPMC) on every online CPU.
     Cr4,
     /// Run CMD with user-mode RDPMC granted to it (like taskset).
@@ -86,6 +122,14 @@ fn show_cr4(dev: &Device) -> Result<bool, String> {
     Ok(batch.nr_failed() == 0)
 }
 
+/// Output formats of `run`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Table,
+    Json,
+    Csv,
+}
+
 /// CPUs the kernel lists as online.
 fn online_cpus() -> Vec<u32> {
     std::fs::read_to_string("/sys/devices/system/cpu/online")
@@ -124,7 +168,13 @@ fn describe_value(r: &OpResult) -> String {
     }
 }
 
-fn run_script(dev: &Device, file: &str) -> Result<bool, String> {
+fn run_script(
+    dev: &Device,
+    file: &str,
+    format: Format,
+    repeat: u32,
+    interval: &str,
+) -> Result<bool, String> {
     let text = if file == "-" {
         let mut s = String::new();
         std::io::stdin()
@@ -134,36 +184,136 @@ fn run_script(dev: &Device, file: &str) -> Result<bool, String> {
     } else {
         std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?
     };
+    let pause = match interval {
+        "0" => 0,
+        i => script::parse_duration(i)
+            .ok_or_else(|| format!("--interval {i}: want a duration like 100ms"))?,
+    };
     let mut s = script::parse(&text, &online_cpus()).map_err(|e| format!("{file}:{e}"))?;
-    dev.run(&mut s.batch).map_err(|e| {
-        let at = e
-            .op_index()
-            .and_then(|i| s.origins.get(i as usize))
-            .map(|o| format!(" (script line {})", o.line))
-            .unwrap_or_default();
-        format!("{e}{at}")
-    })?;
+    let mut all_ok = true;
+    if format == Format::Csv {
+        println!("iteration,line,cpu,op,register,value,error");
+    }
+    for iteration in 0..repeat.max(1) {
+        if iteration > 0 && pause > 0 {
+            std::thread::sleep(std::time::Duration::from_nanos(pause));
+        }
+        dev.run(&mut s.batch).map_err(|e| {
+            let at = e
+                .op_index()
+                .and_then(|i| s.origins.get(i as usize))
+                .map(|o| format!(" (script line {})", o.line))
+                .unwrap_or_default();
+            format!("{e}{at}")
+        })?;
+        all_ok &= s.batch.nr_failed() == 0;
+        let results = s.batch.results().zip(&s.origins);
+        match format {
+            Format::Table => {
+                if repeat > 1 {
+                    println!("# iteration {iteration}");
+                }
+                let rows: Vec<[String; 6]> = results
+                    .map(|(r, o)| {
+                        [
+                            o.line.to_string(),
+                            r.cpu.to_string(),
+                            r.op.mnemonic().to_string(),
+                            describe_reg(&r.op),
+                            describe_value(&r),
+                            r.value.map_or_else(|e| e.name(), |_| "ok".to_string()),
+                        ]
+                    })
+                    .collect();
+                print_table(&["line", "cpu", "op", "register", "value", "status"], &rows);
+            }
+            Format::Json => {
+                for (r, o) in results {
+                    println!("{}", json_result(iteration, o.line, &r));
+                }
+            }
+            Format::Csv => {
+                for (r, o) in results {
+                    let value = r
+                        .value
+                        .ok()
+                        .and_then(|v| v.as_u64())
+                        .map(|v| format!("{v:#x}"))
+                        .unwrap_or_default();
+                    let err = r.value.err().map(|e| e.name()).unwrap_or_default();
+                    println!(
+                        "{iteration},{},{},{},{},{value},{err}",
+                        o.line,
+                        r.cpu,
+                        r.op.mnemonic(),
+                        csv_reg(&r.op)
+                    );
+                }
+            }
+        }
+    }
+    Ok(all_ok)
+}
 
-    let rows: Vec<[String; 6]> = s
-        .batch
-        .results()
-        .zip(&s.origins)
-        .map(|(r, o)| {
-            [
-                o.line.to_string(),
-                r.cpu.to_string(),
-                r.op.mnemonic().to_string(),
-                describe_reg(&r.op),
-                describe_value(&r),
-                match r.value {
-                    Ok(_) => "ok".to_string(),
-                    Err(e) => e.name(),
-                },
-            ]
-        })
-        .collect();
-    print_table(&["line", "cpu", "op", "register", "value", "status"], &rows);
-    Ok(s.batch.nr_failed() == 0)
+/// The register/index of an op, for JSON and CSV (a number; empty if none).
+fn csv_reg(op: &Op) -> String {
+    match *op {
+        Op::RdMsr { msr } | Op::WrMsr { msr, .. } | Op::RmwMsr { msr, .. } => format!("{msr:#x}"),
+        Op::RdPmc { ecx } => format!("{ecx:#x}"),
+        Op::Cpuid { leaf, subleaf } => format!("{leaf:#x}.{subleaf}"),
+        Op::Delay { ns } => ns.to_string(),
+        Op::RdTsc | Op::RdTscp | Op::RdCr4 => String::new(),
+    }
+}
+
+/// One op result as a JSON object (numbers as JSON numbers and hex strings).
+fn json_result(iteration: u32, line: usize, r: &OpResult) -> String {
+    let mut f = vec![
+        format!("\"iteration\":{iteration}"),
+        format!("\"line\":{line}"),
+        format!("\"index\":{}", r.index),
+        format!("\"cpu\":{}", r.cpu),
+        format!("\"op\":\"{}\"", r.op.mnemonic()),
+        format!("\"register\":\"{}\"", csv_reg(&r.op)),
+    ];
+    if let Op::RdMsr { msr } | Op::WrMsr { msr, .. } | Op::RmwMsr { msr, .. } = r.op {
+        if let Some(n) = msr_name(msr) {
+            f.push(format!("\"name\":\"{n}\""));
+        }
+    }
+    let mut num = |k: &str, v: u64| {
+        f.push(format!("\"{k}\":{v}"));
+        f.push(format!("\"{k}_hex\":\"{v:#x}\""));
+    };
+    match r.value {
+        Ok(Value::Rmw { old, new }) => {
+            num("value", new);
+            num("old", old);
+            num("new", new);
+        }
+        Ok(Value::Tscp { tsc, aux }) => {
+            num("value", tsc);
+            num("aux", u64::from(aux));
+        }
+        Ok(Value::Cpuid { eax, ebx, ecx, edx }) => {
+            num("value", u64::from(eax));
+            for (k, v) in [("eax", eax), ("ebx", ebx), ("ecx", ecx), ("edx", edx)] {
+                num(k, u64::from(v));
+            }
+        }
+        Ok(Value::None) => {
+            if let Op::WrMsr { value, .. } = r.op {
+                num("value", value);
+            }
+        }
+        Ok(v) => num("value", v.as_u64().unwrap_or(0)),
+        Err(_) => f.push("\"value\":null".into()),
+    }
+    match r.value {
+        Ok(_) => f.push("\"error\":null".into()),
+        Err(e) => f.push(format!("\"error\":\"{}\"", e.name())),
+    }
+    format!("{{{}}}", f.join(","))
 }
 
 fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
@@ -189,6 +339,10 @@ fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Commands that need no device.
+    if let Cmd::Evsel { spec } = &cli.cmd {
+        return evsel(spec);
+    }
     let dev = match Device::open_path(&cli.device) {
         Ok(d) => d,
         Err(e) => {
@@ -210,9 +364,36 @@ fn main() -> ExitCode {
             println!("batch flags:        {:#x}", i.flags_supported);
             true
         }),
-        Cmd::Run { file } => run_script(&dev, &file),
+        Cmd::Run {
+            file,
+            format,
+            json,
+            csv,
+            repeat,
+            interval,
+        } => {
+            let format = if json {
+                Format::Json
+            } else if csv {
+                Format::Csv
+            } else {
+                format
+            };
+            run_script(&dev, &file, format, repeat, &interval)
+        }
+        Cmd::Rdmsr(a) => return exit_code(msrtools::rdmsr(&dev, &a, &online_cpus())),
+        Cmd::Wrmsr(a) => return exit_code(msrtools::wrmsr(&dev, &a, &online_cpus())),
+        Cmd::Pmu { cpu } => pmu::probe(&dev, cpu).map(|p| {
+            print!("{}", p.report(cpu));
+            true
+        }),
+        Cmd::Stat(a) => match stat::stat(&dev, &a) {
+            Ok(code) => return exit_code(code),
+            Err(e) => Err(e),
+        },
         Cmd::Cr4 => show_cr4(&dev),
         Cmd::Exec { rdpmc: _, cmd } => exec_rdpmc(&dev, &cmd),
+        Cmd::Evsel { .. } => unreachable!("handled above"),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -221,5 +402,131 @@ fn main() -> ExitCode {
             eprintln!("msrbatch: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+fn exit_code(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// `msrbatch evsel`: encode a spec, or decode a number.
+fn evsel(spec: &str) -> ExitCode {
+    let decoded =
+        msrtools::parse_c_number(spec).filter(|_| spec.starts_with(|c: char| c.is_ascii_digit()));
+    let out = match decoded {
+        Some(v) => pmu::evsel_decode(v).map(|s| {
+            let name = pmu::event_name(v)
+                .map(|n| format!("  # {n}"))
+                .unwrap_or_default();
+            format!("{s}{name}")
+        }),
+        None => pmu::evsel_encode(spec).map(|v| format!("{v:#x}")),
+    };
+    match out {
+        Ok(s) => {
+            println!("{s}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("msrbatch: evsel: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use msrbatch::Errno;
+
+    fn result(op: Op, value: Result<Value, Errno>) -> OpResult {
+        OpResult {
+            index: 3,
+            cpu: 2,
+            op,
+            value,
+        }
+    }
+
+    #[test]
+    fn json_is_valid_and_complete() {
+        let cases = [
+            (
+                result(Op::RdMsr { msr: 0x277 }, Ok(Value::U64(u64::MAX))),
+                "value",
+                Some(u64::MAX),
+            ),
+            (
+                result(
+                    Op::RmwMsr {
+                        msr: 0x10,
+                        clear: 1,
+                        set: 2,
+                    },
+                    Ok(Value::Rmw { old: 1, new: 2 }),
+                ),
+                "old",
+                Some(1),
+            ),
+            (
+                result(
+                    Op::Cpuid {
+                        leaf: 0xa,
+                        subleaf: 1,
+                    },
+                    Ok(Value::Cpuid {
+                        eax: 1,
+                        ebx: 2,
+                        ecx: 3,
+                        edx: 4,
+                    }),
+                ),
+                "edx",
+                Some(4),
+            ),
+            (
+                result(Op::RdTscp, Ok(Value::Tscp { tsc: 9, aux: 3 })),
+                "aux",
+                Some(3),
+            ),
+            (
+                result(
+                    Op::WrMsr {
+                        msr: 0x10,
+                        value: 5,
+                    },
+                    Ok(Value::None),
+                ),
+                "value",
+                Some(5),
+            ),
+            (
+                result(Op::RdPmc { ecx: 1 << 30 }, Err(Errno(libc::EIO))),
+                "value",
+                None,
+            ),
+        ];
+        for (r, key, want) in cases {
+            let text = json_result(7, 12, &r);
+            let v: serde_json::Value =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(v["iteration"], 7);
+            assert_eq!(v["line"], 12);
+            assert_eq!(v["cpu"], 2);
+            assert_eq!(v["op"], r.op.mnemonic());
+            assert!(v["register"].is_string());
+            assert_eq!(v[key].as_u64(), want, "{text}");
+            match r.value {
+                Ok(_) => assert!(v["error"].is_null()),
+                Err(_) => assert_eq!(v["error"], "EIO"),
+            }
+        }
+        let v: serde_json::Value = serde_json::from_str(&json_result(0, 1, &cases_pat())).unwrap();
+        assert_eq!(v["name"], "IA32_PAT");
+        assert_eq!(v["value_hex"], "0x7040600070406");
+    }
+
+    fn cases_pat() -> OpResult {
+        result(Op::RdMsr { msr: 0x277 }, Ok(Value::U64(0x7040600070406)))
     }
 }

@@ -98,7 +98,7 @@ pub fn parse_cpus(s: &str, online: &[u32]) -> Result<Vec<u32>, String> {
 }
 
 /// Parses a duration: `10us`, `2ms`, `500ns`, `1s`, or a bare number of ns.
-fn parse_duration(s: &str) -> Option<u64> {
+pub fn parse_duration(s: &str) -> Option<u64> {
     let split = s
         .find(|c: char| !c.is_ascii_digit() && c != '_')
         .unwrap_or(s.len());
