@@ -18,7 +18,7 @@ PKGS=(rustc-web rust-web-src "clang$MSRB_LLVM_SUFFIX" "lld$MSRB_LLVM_SUFFIX"
       "llvm$MSRB_LLVM_SUFFIX" "libclang$MSRB_LLVM_SUFFIX-dev" qemu-system-x86
       busybox-static flex bison bc libelf-dev libssl-dev cpio kmod python3 xz-utils
       dkms gcc-multilib libc6-dev-i386 rust-web-clippy
-      msr-tools)
+      msr-tools man-db groff-base pkgconf)
 
 mkdir -p "$MSRB_CACHE"
 

@@ -15,7 +15,11 @@ use std::process::ExitCode;
 #[command(
     name = "msrbatch",
     version,
-    about = "Batched, per-CPU atomic MSR, PMC, TSC and CPUID access"
+    about = "Batched, per-CPU atomic MSR, PMC, TSC and CPUID access",
+    long_about = "Batched, per-CPU atomic MSR, PMC, TSC and CPUID access through /dev/msrbatch. \
+A script (msrbatch run) or a command becomes one ioctl; each CPU runs its ops in order with \
+interrupts off, and every op has its own status. Needs the msrbatch module and CAP_SYS_RAWIO. \
+Scripts: Documentation/scripts.md; the ioctl ABI: msrbatch(4)."
 )]
 struct Cli {
     /// Device node.
@@ -67,6 +71,15 @@ enum Cmd {
     },
     /// Count events while CMD runs pinned to one CPU.
     Stat(stat::StatArgs),
+    /// Write the man page (roff) to stdout.
+    #[command(hide = true, name = "__man")]
+    Man,
+    /// Write a shell completion script to stdout.
+    #[command(hide = true, name = "__completions")]
+    Completions {
+        /// bash, zsh or fish.
+        shell: clap_complete::Shell,
+    },
     /// Show CR4 and its PCE bit (user-mode RDPMC) on every online CPU.
     Cr4,
     /// Run CMD with user-mode RDPMC granted to it (like taskset).
@@ -340,8 +353,20 @@ fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Commands that need no device.
-    if let Cmd::Evsel { spec } = &cli.cmd {
-        return evsel(spec);
+    match &cli.cmd {
+        Cmd::Evsel { spec } => return evsel(spec),
+        Cmd::Man => return man_page(),
+        Cmd::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                *shell,
+                &mut Cli::command(),
+                "msrbatch",
+                &mut std::io::stdout(),
+            );
+            return ExitCode::SUCCESS;
+        }
+        _ => {}
     }
     let dev = match Device::open_path(&cli.device) {
         Ok(d) => d,
@@ -393,7 +418,7 @@ fn main() -> ExitCode {
         },
         Cmd::Cr4 => show_cr4(&dev),
         Cmd::Exec { rdpmc: _, cmd } => exec_rdpmc(&dev, &cmd),
-        Cmd::Evsel { .. } => unreachable!("handled above"),
+        Cmd::Evsel { .. } | Cmd::Man | Cmd::Completions { .. } => unreachable!("handled above"),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -402,6 +427,58 @@ fn main() -> ExitCode {
             eprintln!("msrbatch: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// msrbatch(1): the clap definitions rendered by clap_mangen, one section per
+/// subcommand, plus the exit status and files.
+fn man_page() -> ExitCode {
+    use clap::CommandFactory;
+    let mut out = Vec::new();
+    let cmd = Cli::command();
+    let man = clap_mangen::Man::new(cmd.clone())
+        .date("2026-11-21")
+        .source(concat!("msrbatch ", env!("CARGO_PKG_VERSION")));
+    let ok = man.render_title(&mut out).is_ok()
+        && man.render_name_section(&mut out).is_ok()
+        && man.render_synopsis_section(&mut out).is_ok()
+        && man.render_description_section(&mut out).is_ok()
+        && man.render_options_section(&mut out).is_ok();
+    if !ok {
+        return ExitCode::from(2);
+    }
+    out.extend_from_slice(b".SH COMMANDS\n");
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let mut sec = Vec::new();
+        let sub_man =
+            clap_mangen::Man::new(sub.clone().bin_name(format!("msrbatch {}", sub.get_name())));
+        if sub_man.render_synopsis_section(&mut sec).is_err()
+            || sub_man.render_options_section(&mut sec).is_err()
+        {
+            return ExitCode::from(2);
+        }
+        // Each command is a subsection: its synopsis, what it does, its options.
+        let sec = String::from_utf8_lossy(&sec)
+            .replace(".SH SYNOPSIS\n", "")
+            .replace(".SH OPTIONS\n", "");
+        let about = sub
+            .get_long_about()
+            .or(sub.get_about())
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        out.extend_from_slice(
+            format!(".SS \"msrbatch {}\"\n{sec}.PP\n{about}\n", sub.get_name()).as_bytes(),
+        );
+    }
+    out.extend_from_slice(
+        b".SH \"EXIT STATUS\"\n0: every op succeeded. 1: the batch ran but some ops failed (see each op's status). \
+2: nothing ran (bad script, device error, batch refused). rdmsr and wrmsr use msr-tools' codes \
+(2: no such CPU, 4: the MSR access faulted, 127: usage).\n\
+.SH FILES\n/dev/msrbatch\n.SH \"SEE ALSO\"\nmsrbatch(4), rdmsr(1), wrmsr(1), perf(1)\n",
+    );
+    match std::io::Write::write_all(&mut std::io::stdout(), &out) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::from(2),
     }
 }
 
