@@ -12,7 +12,7 @@ KBUILD_VARS := $(foreach v,LLVM RUSTC BINDGEN CC LD,$(if $(filter command line e
 HARNESS := tests/harness
 
 .PHONY: all modules module-check clean provision kernel vm-run vm-demo check \
-	userspace harness-selftest
+	userspace harness-selftest bench
 
 all: modules
 
@@ -43,6 +43,9 @@ vm-demo:
 
 check:
 	@$(HARNESS)/check.sh
+
+bench:
+	@$(HARNESS)/bench.sh
 
 harness-selftest:
 	@$(HARNESS)/vm.sh selftest

@@ -346,12 +346,14 @@ static void test_bad_memory(void)
 	b.ops = (__u64)(uintptr_t)(map + page);
 	check(run_hdr(&b) == -EFAULT, "unmapped ops -> EFAULT");
 	/* Read-only ops: readable but results cannot be written back. */
+	/* A write batch in a read-only array: EFAULT before anything runs. */
+	ops[0] = mkop(MSRBATCH_OP_WRMSR, 0, MSR_IA32_TSC_AUX, 0x999, 0);
 	ops[0].status = 4242;
 	mprotect(map, page, PROT_READ);
 	b.ops = (__u64)(uintptr_t)ops;
 	r = run_hdr(&b);
-	check(r == -EFAULT && ops[0].status == 4242,
-	      "read-only ops array -> EFAULT before anything runs");
+	check(r == -EFAULT && ops[0].status == 4242 && read_msr(0, MSR_IA32_TSC_AUX) != 0x999,
+	      "write batch in a read-only ops array -> EFAULT, nothing written");
 	munmap(map, page);
 }
 

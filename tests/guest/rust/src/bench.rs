@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: GPL-2.0
+//! `msrbatch-bench`: msrbatch against the in-tree msr driver and against the
+//! instructions themselves, measured side by side in one run.
+//!
+//! Every figure is the median of repeated runs. Prints a table of ns/op and
+//! the ratios the project targets, then the same data as one JSON document
+//! between `BEGIN-BENCH-JSON` and `END-BENCH-JSON` lines (or, with
+//! `--json FILE`, into FILE).
+
+use msrbatch::{Batch, Device, Op};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::time::Instant;
+
+/// IA32_PAT: readable everywhere, never changes.
+const MSR: u32 = 0x277;
+const SIZES: [usize; 5] = [1, 8, 64, 512, 4096];
+
+fn pin(cpu: usize) {
+    // SAFETY: A zeroed cpu_set_t is valid; the calls only read it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// Median nanoseconds of `f` over `reps` runs (after one warm-up run).
+fn median_ns(reps: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut t: Vec<f64> = (0..reps)
+        .map(|_| {
+            let s = Instant::now();
+            f();
+            s.elapsed().as_nanos() as f64
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t[t.len() / 2]
+}
+
+/// Repetitions for a measurement of `n` items: enough for a stable median,
+/// bounded so that large sizes do not take minutes under emulation.
+fn reps_for(n: usize) -> usize {
+    (20_000 / n).clamp(11, 201)
+}
+
+fn rdtsc() -> u64 {
+    // SAFETY: RDTSC is allowed in user mode unless CR4.TSD is set, which
+    // Linux does not do for normal tasks.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+struct Row {
+    name: &'static str,
+    n: usize,
+    ns_per_op: f64,
+}
+
+fn main() {
+    let json_path = std::env::args().skip_while(|a| a != "--json").nth(1);
+    let dev = Device::open().unwrap_or_else(|e| {
+        eprintln!("msrbatch-bench: {e}");
+        std::process::exit(2)
+    });
+    let msr = File::open("/dev/cpu/0/msr").ok();
+    let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    pin(0);
+    let mut rows = Vec::new();
+
+    for n in SIZES {
+        let mut b = Batch::new();
+        for _ in 0..n {
+            b.push(0, Op::RdMsr { msr: MSR });
+        }
+        let t = median_ns(reps_for(n), || dev.run(&mut b).expect("batch"));
+        rows.push(Row {
+            name: "msrbatch_rdmsr",
+            n,
+            ns_per_op: t / n as f64,
+        });
+        if let Some(f) = &msr {
+            let mut buf = [0u8; 8];
+            let t = median_ns(reps_for(n), || {
+                for _ in 0..n {
+                    f.read_exact_at(&mut buf, u64::from(MSR)).expect("pread");
+                }
+            });
+            rows.push(Row {
+                name: "intree_pread",
+                n,
+                ns_per_op: t / n as f64,
+            });
+        }
+        let mut b = Batch::new();
+        for _ in 0..n {
+            b.push(0, Op::RdTsc);
+        }
+        let t = median_ns(reps_for(n), || dev.run(&mut b).expect("batch"));
+        rows.push(Row {
+            name: "msrbatch_rdtsc",
+            n,
+            ns_per_op: t / n as f64,
+        });
+        let t = median_ns(reps_for(n), || {
+            let mut x = 0u64;
+            for _ in 0..n {
+                x = x.wrapping_add(rdtsc());
+            }
+            std::hint::black_box(x);
+        });
+        rows.push(Row {
+            name: "user_rdtsc",
+            n,
+            ns_per_op: t / n as f64,
+        });
+    }
+
+    // Where the time of a 4096-RDTSC batch goes: the TSC values the ops
+    // return time the execution on the CPU; the rest of the ioctl is copying,
+    // validation, grouping and the cross-call.
+    let tsc_per_ns = {
+        let (t0, i0) = (rdtsc(), Instant::now());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        (rdtsc() - t0) as f64 / i0.elapsed().as_nanos() as f64
+    };
+    let n = 4096;
+    let mut b = Batch::new();
+    for _ in 0..n {
+        b.push(0, Op::RdTsc);
+    }
+    let mut exec_ns = Vec::new();
+    let total = median_ns(reps_for(n), || {
+        dev.run(&mut b).expect("batch");
+        let first = b
+            .result(0)
+            .and_then(|r| r.value.ok())
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0);
+        let last = b
+            .result(n - 1)
+            .and_then(|r| r.value.ok())
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0);
+        exec_ns.push(last.wrapping_sub(first) as f64 / tsc_per_ns);
+    });
+    exec_ns.sort_by(f64::total_cmp);
+    let exec = exec_ns[exec_ns.len() / 2];
+    // Reference for the copies around the ops: the ioctl moves the 48-byte
+    // ops array in (and, for write batches, back out twice): time one
+    // user-space copy of the same size.
+    let src = vec![0x5au8; n * 48];
+    let mut dst = vec![0u8; n * 48];
+    let copy_ns = median_ns(reps_for(n), || {
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&dst);
+    });
+
+    // One batch, 64 RDTSC per CPU, on 1, 2 and 4 CPUs: ns per batch.
+    let mut cpu_rows = Vec::new();
+    for k in [1usize, 2, 4].into_iter().filter(|&k| k <= ncpus) {
+        let mut b = Batch::new();
+        for cpu in 0..k {
+            for _ in 0..64 {
+                b.push(cpu as u32, Op::RdTsc);
+            }
+        }
+        cpu_rows.push((k, median_ns(201, || dev.run(&mut b).expect("batch"))));
+    }
+
+    // Fixed cost: a one-op batch against a null system call.
+    let mut one = Batch::new();
+    one.push(0, Op::RdTsc);
+    let ioctl_ns = median_ns(1001, || dev.run(&mut one).expect("batch"));
+    // SAFETY: getppid has no arguments and no side effects.
+    let syscall_ns = median_ns(1001, || unsafe {
+        std::hint::black_box(libc::syscall(libc::SYS_getppid));
+    });
+
+    let get = |name: &str, n: usize| {
+        rows.iter()
+            .find(|r| r.name == name && r.n == n)
+            .map(|r| r.ns_per_op)
+    };
+    let hypervisor =
+        std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|c| c.contains(" hypervisor"));
+    println!("msrbatch-bench: medians of repeated runs, CPU 0 (caller pinned there), {ncpus} CPUs online");
+    if hypervisor {
+        println!("Running under a hypervisor (in a QEMU TCG guest these are emulation timings): only the ratios mean something.");
+    }
+    println!();
+    println!(
+        "{:>6}  {:>16}  {:>16}  {:>16}  {:>16}",
+        "N", "msrbatch RDMSR", "in-tree pread", "msrbatch RDTSC", "user RDTSC"
+    );
+    for n in SIZES {
+        let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1} ns/op"));
+        println!(
+            "{n:>6}  {:>16}  {:>16}  {:>16}  {:>16}",
+            cell(get("msrbatch_rdmsr", n)),
+            cell(get("intree_pread", n)),
+            cell(get("msrbatch_rdtsc", n)),
+            cell(get("user_rdtsc", n))
+        );
+    }
+    println!();
+    for (k, t) in &cpu_rows {
+        println!("one batch of 64 RDTSC per CPU on {k} CPU(s): {t:.0} ns");
+    }
+    println!(
+        "4096-RDTSC batch: {:.0} ns per ioctl, of which {:.0} ns ({:.1} ns/op) executing the ops on the CPU and {:.0} ns ({:.1} ns/op) around them (copies, validation, grouping, cross-call); TSC {:.3} GHz",
+        total,
+        exec,
+        exec / (n - 1) as f64,
+        total - exec,
+        (total - exec) / n as f64,
+        tsc_per_ns
+    );
+    println!("reference: one user-space copy of that 196 KiB ops array: {copy_ns:.0} ns");
+    println!("one-op batch ioctl: {ioctl_ns:.0} ns; null system call (getppid): {syscall_ns:.0} ns; ratio {:.2}", ioctl_ns / syscall_ns);
+    println!();
+
+    let mut targets = Vec::new();
+    if let (Some(ours), Some(theirs)) = (get("msrbatch_rdmsr", 64), get("intree_pread", 64)) {
+        targets.push(("rdmsr64_throughput_vs_intree", theirs / ours, 20.0, true));
+    }
+    if let (Some(ours), Some(floor)) = (get("msrbatch_rdtsc", 4096), get("user_rdtsc", 4096)) {
+        targets.push(("rdtsc4096_cost_vs_user_loop", ours / floor, 1.5, false));
+    }
+    if let (Some((_, one)), Some((_, four))) = (
+        cpu_rows.iter().find(|r| r.0 == 1),
+        cpu_rows.iter().find(|r| r.0 == 4),
+    ) {
+        targets.push(("four_cpus_vs_one", four / one, 2.0, false));
+    }
+    for (name, value, target, higher_is_better) in &targets {
+        let met = if *higher_is_better {
+            value >= target
+        } else {
+            value <= target
+        };
+        let rel = if *higher_is_better {
+            "at least"
+        } else {
+            "at most"
+        };
+        println!(
+            "{name}: {value:.2} (target {rel} {target}) {}",
+            if met { "met" } else { "MISSED" }
+        );
+    }
+
+    let mut json =
+        format!("{{\"hypervisor\":{hypervisor},\"cpus\":{ncpus},\"msr\":{MSR},\"rows\":[");
+    json += &rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{{\"series\":\"{}\",\"n\":{},\"ns_per_op\":{:.3}}}",
+                r.name, r.n, r.ns_per_op
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    json += "],\"cpu_scaling\":[";
+    json += &cpu_rows
+        .iter()
+        .map(|(k, t)| format!("{{\"cpus\":{k},\"ns_per_batch\":{t:.1}}}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    json += &format!(
+        "],\"ioctl_one_op_ns\":{ioctl_ns:.1},\"null_syscall_ns\":{syscall_ns:.1},\"targets\":["
+    );
+    json += &targets
+        .iter()
+        .map(|(n, v, t, h)| {
+            format!("{{\"name\":\"{n}\",\"value\":{v:.3},\"target\":{t},\"higher_is_better\":{h}}}")
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    json += "]}";
+    match json_path {
+        Some(p) => std::fs::write(&p, json + "\n")
+            .unwrap_or_else(|e| eprintln!("msrbatch-bench: {p}: {e}")),
+        None => println!("BEGIN-BENCH-JSON\n{json}\nEND-BENCH-JSON"),
+    }
+}
