@@ -7,11 +7,34 @@
 KDIR ?= /lib/modules/$(shell uname -r)/build
 RUSTC ?= rustc
 # Passed through to Kbuild when set (e.g. LLVM=1 or LLVM=-22, BINDGEN=...).
-KBUILD_VARS := $(foreach v,LLVM RUSTC BINDGEN CC LD,$(if $(filter command line environment,$(origin $(v))),$(v)=$($(v))))
+KBUILD_VARS := $(foreach v,LLVM RUSTC BINDGEN $(if $(LLVM),,CC LD),$(if $(filter command line environment,$(origin $(v))),$(v)=$($(v))))
+# With LLVM set, it alone names the compilers, as in the kernel's Makefile.
+# (DKMS appends CC=clang for clang-built kernels, which is wrong for LLVM=-22.)
+ifneq ($(LLVM),)
+ifneq ($(filter %/,$(LLVM)),)
+LLVM_PREFIX := $(LLVM)
+else ifneq ($(filter -%,$(LLVM)),)
+LLVM_SUFFIX := $(LLVM)
+endif
+KBUILD_VARS += CC=$(LLVM_PREFIX)clang$(LLVM_SUFFIX) LD=$(LLVM_PREFIX)ld.lld$(LLVM_SUFFIX)
+endif
 
 HARNESS := tests/harness
 
+# Installation (DESTDIR and PREFIX respected; see Documentation/install.md).
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR := $(PREFIX)/bin
+LIBDIR := $(PREFIX)/lib
+INCLUDEDIR := $(PREFIX)/include
+MANDIR := $(PREFIX)/share/man
+UDEVDIR ?= /usr/lib/udev/rules.d
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
+KVER ?= $(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"/\1/p' "$(KDIR)/include/generated/utsrelease.h" 2>/dev/null)
+CARGO_OUT := target/release
+
 .PHONY: all modules module-check clean provision kernel vm-run vm-demo check \
+	install install-module install-userspace uninstall rust-analyzer \
 	userspace harness-selftest bench
 
 all: modules
@@ -33,6 +56,52 @@ kernel: provision
 
 userspace:
 	cargo build --release --workspace
+
+# Editor support for the module: writes rust-project.json (rust-analyzer).
+rust-analyzer:
+	@scripts/check-kdir.sh "$(KDIR)" "$(RUSTC)"
+	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" $(KBUILD_VARS) rust-analyzer
+
+install: install-module install-userspace
+
+# The module, through Kbuild's modules_install, into
+# $(DESTDIR)/lib/modules/$(KVER)/extra. depmod runs only for a real install.
+install-module: modules
+	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" $(KBUILD_VARS) INSTALL_MOD_PATH="$(DESTDIR)" \
+		INSTALL_MOD_DIR=extra $(if $(DESTDIR),DEPMOD=true) modules_install
+
+install-userspace: userspace
+	./$(CARGO_OUT)/msrbatch __man >$(CARGO_OUT)/msrbatch.1
+	./$(CARGO_OUT)/msrbatch __completions bash >$(CARGO_OUT)/msrbatch.bash
+	./$(CARGO_OUT)/msrbatch __completions zsh >$(CARGO_OUT)/_msrbatch
+	./$(CARGO_OUT)/msrbatch __completions fish >$(CARGO_OUT)/msrbatch.fish
+	sed -e "s|@PREFIX@|$(PREFIX)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@UAPIDIR@|$(INCLUDEDIR)|" \
+		-e "s|@LIBDIR@|$(LIBDIR)|; s|@VERSION@|$(VERSION)|" \
+		userspace/msrbatch/msrbatch.pc.in >$(CARGO_OUT)/msrbatch.pc
+	install -D -m 0755 $(CARGO_OUT)/msrbatch "$(DESTDIR)$(BINDIR)/msrbatch"
+	install -D -m 0755 $(CARGO_OUT)/libmsrbatch.so "$(DESTDIR)$(LIBDIR)/libmsrbatch.so"
+	install -D -m 0644 $(CARGO_OUT)/libmsrbatch.a "$(DESTDIR)$(LIBDIR)/libmsrbatch.a"
+	install -D -m 0644 $(CARGO_OUT)/msrbatch.pc "$(DESTDIR)$(LIBDIR)/pkgconfig/msrbatch.pc"
+	install -D -m 0644 include/msrbatch.h "$(DESTDIR)$(INCLUDEDIR)/msrbatch.h"
+	install -D -m 0644 include/uapi/linux/msrbatch.h "$(DESTDIR)$(INCLUDEDIR)/linux/msrbatch.h"
+	install -D -m 0644 $(CARGO_OUT)/msrbatch.1 "$(DESTDIR)$(MANDIR)/man1/msrbatch.1"
+	install -D -m 0644 Documentation/man/msrbatch.4 "$(DESTDIR)$(MANDIR)/man4/msrbatch.4"
+	install -D -m 0644 $(CARGO_OUT)/msrbatch.bash "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/msrbatch"
+	install -D -m 0644 $(CARGO_OUT)/_msrbatch "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_msrbatch"
+	install -D -m 0644 $(CARGO_OUT)/msrbatch.fish "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/msrbatch.fish"
+	install -D -m 0644 packaging/60-msrbatch.rules "$(DESTDIR)$(UDEVDIR)/60-msrbatch.rules"
+
+uninstall:
+	rm -f "$(DESTDIR)$(BINDIR)/msrbatch" "$(DESTDIR)$(LIBDIR)/libmsrbatch.so" \
+		"$(DESTDIR)$(LIBDIR)/libmsrbatch.a" "$(DESTDIR)$(LIBDIR)/pkgconfig/msrbatch.pc" \
+		"$(DESTDIR)$(INCLUDEDIR)/msrbatch.h" "$(DESTDIR)$(INCLUDEDIR)/linux/msrbatch.h" \
+		"$(DESTDIR)$(MANDIR)/man1/msrbatch.1" "$(DESTDIR)$(MANDIR)/man4/msrbatch.4" \
+		"$(DESTDIR)$(PREFIX)/share/bash-completion/completions/msrbatch" \
+		"$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_msrbatch" \
+		"$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/msrbatch.fish" \
+		"$(DESTDIR)$(UDEVDIR)/60-msrbatch.rules" \
+		"$(DESTDIR)/lib/modules/$(KVER)/extra/rust/msrbatch.ko"
+	$(if $(DESTDIR),,-depmod -a "$(KVER)")
 
 # make vm-run CMD='...' [EXTRA='file ...'] [TIMEOUT=seconds] [APPEND='kernel args']
 vm-run:

@@ -50,8 +50,12 @@ module_checks() {
 	printf '%s\n' "$info" | grep -q '^version: *[0-9]'
 }
 
+ecosystem_checks() {
+	LLVM="$LLVM" RUSTC="$RUSTC" BINDGEN="$BINDGEN" "$MSRB_TOP/tests/harness/test-install.sh" "$KBUILD"
+}
+
 guest_tests() {
-	guest_boot tests 'grep "^msrbatch " /proc/modules && run-all.sh abi_test abi_test-32 msrbatch-guest-tests /tests/tool_test.sh /tests/examples_test.sh pce_test' \
+	guest_boot tests 'grep "^msrbatch " /proc/modules && run-all.sh abi_test abi_test-32 msrbatch-guest-tests /tests/tool_test.sh /tests/examples_test.sh /tests/udev_test.sh pce_test' \
 		600 '' --expect-suite msrbatch_batch
 }
 
@@ -77,6 +81,7 @@ stage "host: fmt, clippy, cargo test, doc, uapi bindings, checkpatch" host_check
 if guest_prepare; then
 	passed=$((passed + 1))
 	stage "module: clippy, modinfo" module_checks
+	stage "ecosystem: make install/uninstall, DKMS build, rust-analyzer" ecosystem_checks
 	stage "guest: KUnit + integration tests (4 CPUs)" guest_tests
 	stage "guest: lockdown (integrity, raised at run time)" lockdown_tests
 	stage "guest: vm-run shows msrbatch in /proc/modules" vm_run_contract
