@@ -1,0 +1,494 @@
+// SPDX-License-Identifier: GPL-2.0
+//! `msrbatch-fuzz`: random and mutated ioctls against /dev/msrbatch from
+//! several threads at once.
+//!
+//! Headers with garbage versions, flags, reserved fields and counts; ops with
+//! every op code (and unknown ones), flags, CPUs (and nonexistent ones) and
+//! operands; pointers that are NULL, unmapped, kernel addresses, misaligned,
+//! or end at an unmapped page; unknown ioctl numbers; PCE grants and revokes.
+//! Writes go only to IA32_TSC_AUX, and every batch that writes it ends each
+//! CPU's sequence with a write of the original value (batches with writes
+//! never stop on error, so that restore always runs).
+//!
+//! Checks: only the errnos the ABI documents; on success every status is 0,
+//! -EIO or -ECANCELED and `nr_failed` counts them; a rejected batch leaves the
+//! ops untouched; IA32_PAT always reads the same; TSC_AUX names the CPU
+//! outside write batches. Prints the figures and `N passed, N failed`.
+
+use msrbatch::sys;
+use msrbatch::uapi::*;
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const PAT: u32 = 0x277;
+const TSC_AUX: u32 = 0xc000_0103;
+const SENTINEL: i32 = 0x5eed;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+#[derive(Default)]
+struct Stats {
+    ioctls: AtomicU64,
+    ops: AtomicU64,
+    errors: Mutex<BTreeMap<String, u64>>,
+    problems: Mutex<Vec<String>>,
+}
+
+impl Stats {
+    fn problem(&self, p: String) {
+        let mut v = self.problems.lock().unwrap();
+        if v.len() < 20 {
+            v.push(p);
+        }
+    }
+}
+
+/// Pointer targets a header's `ops` can point at.
+struct Memory {
+    /// An unmapped page.
+    hole: u64,
+    /// The last bytes of a mapped page followed by an unmapped one.
+    edge_end: u64,
+}
+
+fn memory() -> Memory {
+    // SAFETY: Plain anonymous mappings; the pages unmapped again are only
+    // ever passed to the kernel, never touched here.
+    unsafe {
+        let page = 4096usize;
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            3 * page,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert!(p != libc::MAP_FAILED, "mmap");
+        let base = p as u64;
+        libc::munmap((base + page as u64) as *mut libc::c_void, page);
+        Memory {
+            hole: base + page as u64,
+            edge_end: base + page as u64,
+        }
+    }
+}
+
+/// A random op; with `mutate`, one of its fields is likely invalid.
+fn random_op(r: &mut Rng, ncpus: u32, allow_writes: bool, mutate: bool) -> msrbatch_op {
+    let mut op = msrbatch_op {
+        status: SENTINEL,
+        ..Default::default()
+    };
+    op.op = match r.below(if mutate { 6 } else { 1 << 40 }) {
+        0 => 0,
+        1 => (MSRBATCH_OP_MAX + 1 + r.below(100) as u32) as u16,
+        2 => r.next() as u16,
+        _ => (1 + r.below(u64::from(MSRBATCH_OP_MAX))) as u16,
+    };
+    if !allow_writes && matches!(u32::from(op.op), MSRBATCH_OP_WRMSR | MSRBATCH_OP_RMWMSR) {
+        op.op = MSRBATCH_OP_RDMSR as u16;
+    }
+    op.cpu = if mutate && r.chance(20) {
+        ncpus + r.below(5000) as u32
+    } else {
+        r.below(u64::from(ncpus)) as u32
+    };
+    if mutate && r.chance(20) {
+        op.flags = r.next() as u16;
+    }
+    let garbage = mutate && r.chance(20);
+    match u32::from(op.op) {
+        MSRBATCH_OP_RDMSR => {
+            op.reg = match r.below(4) {
+                0 => PAT,
+                1 => TSC_AUX,
+                _ => r.next() as u32,
+            }
+        }
+        MSRBATCH_OP_WRMSR => {
+            op.reg = TSC_AUX;
+            op.arg[0] = r.next() & 0xffff_ffff;
+        }
+        MSRBATCH_OP_RMWMSR => {
+            op.reg = TSC_AUX;
+            op.arg = [r.next() & 0xffff_ffff, r.next() & 0xffff_ffff];
+        }
+        MSRBATCH_OP_RDPMC => op.reg = r.next() as u32,
+        MSRBATCH_OP_CPUID => {
+            op.reg = r.next() as u32;
+            op.arg[0] = r.next() & 0xffff_ffff;
+        }
+        MSRBATCH_OP_DELAY => {
+            op.arg[0] = if mutate && r.chance(20) {
+                r.next()
+            } else {
+                r.below(2000)
+            }
+        }
+        _ => {}
+    }
+    if garbage {
+        op.reg ^= r.next() as u32;
+        op.arg[r.below(2) as usize] ^= r.next();
+    }
+    op
+}
+
+fn expected_errno(e: i32) -> bool {
+    [
+        libc::EINVAL,
+        libc::E2BIG,
+        libc::EFAULT,
+        libc::EOPNOTSUPP,
+        libc::ENODEV,
+        libc::ENXIO,
+        libc::ERANGE,
+        libc::EPROTONOSUPPORT,
+        libc::ENOTTY,
+    ]
+    .contains(&e)
+}
+
+fn errno_name(e: i32) -> String {
+    msrbatch::Errno(e).name()
+}
+
+fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, stop: &AtomicBool, st: &Stats) {
+    let dev = msrbatch::Device::open().expect("open");
+    let fd = dev.file().as_fd();
+    let mem = memory();
+    let mut r = Rng(seed | 1);
+    let mut granted = false;
+    for _ in 0..budget {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        st.ioctls.fetch_add(1, Ordering::Relaxed);
+        match r.below(100) {
+            0 => {
+                // Unknown or mis-sized ioctl numbers.
+                let cmd = match r.below(3) {
+                    0 => r.next() as u32,
+                    1 => {
+                        (0xb9 << 8)
+                            | r.below(256) as u32
+                            | ((r.below(4) as u32) << 30)
+                            | ((r.below(0x4000) as u32) << 16)
+                    }
+                    _ => 0x5401,
+                };
+                if cmd == sys::IOC_BATCH
+                    || cmd == sys::IOC_INFO
+                    || cmd == sys::IOC_PCE_GRANT
+                    || cmd == sys::IOC_PCE_REVOKE
+                {
+                    continue;
+                }
+                let mut buf = [0u8; 256];
+                // SAFETY: `buf` covers any size field of 0xB9 commands we know
+                // (checked by `ioctl_ptr`); unknown commands must not touch it.
+                let ret = unsafe { libc::ioctl(fd.as_raw_fd(), cmd as _, buf.as_mut_ptr()) };
+                let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                if ret == 0 || e != libc::ENOTTY {
+                    st.problem(format!(
+                        "ioctl {cmd:#x}: ret {ret}, errno {}",
+                        errno_name(e)
+                    ));
+                }
+                *st.errors.lock().unwrap().entry(errno_name(e)).or_default() += 1;
+                continue;
+            }
+            1 => {
+                let r2 = if granted {
+                    sys::ioctl_none(fd, sys::IOC_PCE_REVOKE)
+                } else {
+                    sys::ioctl_none(fd, sys::IOC_PCE_GRANT)
+                };
+                if r2.is_ok() {
+                    granted = !granted;
+                } else {
+                    st.problem(format!(
+                        "PCE {}: {r2:?}",
+                        if granted { "revoke" } else { "grant" }
+                    ));
+                }
+                continue;
+            }
+            2 => {
+                if sys::info(fd).map(|i| i.version).ok() != Some(MSRBATCH_ABI_VERSION) {
+                    st.problem("INFO failed".into());
+                }
+                continue;
+            }
+            _ => {}
+        }
+        // A batch.
+        let writes = r.chance(20);
+        let n = match r.below(200) {
+            0..=9 => 0,
+            10 => 1 + r.below(4096) as usize,
+            _ => 1 + r.below(24) as usize,
+        };
+        // Most batches are valid (so that ops run); some carry one mutated op.
+        let bad = if r.chance(25) {
+            r.below(n as u64) as usize
+        } else {
+            usize::MAX
+        };
+        let mut ops: Vec<msrbatch_op> = (0..n)
+            .map(|i| random_op(&mut r, ncpus, writes, i == bad))
+            .collect();
+        if writes {
+            // Restore TSC_AUX (Linux keeps the CPU number there) at the end of
+            // every CPU's sequence that wrote it.
+            let mut cpus: Vec<u32> = ops
+                .iter()
+                .filter(|o| matches!(u32::from(o.op), MSRBATCH_OP_WRMSR | MSRBATCH_OP_RMWMSR))
+                .map(|o| o.cpu)
+                .collect();
+            cpus.sort_unstable();
+            cpus.dedup();
+            for c in cpus {
+                ops.push(msrbatch_op {
+                    op: MSRBATCH_OP_WRMSR as u16,
+                    cpu: c,
+                    reg: TSC_AUX,
+                    arg: [u64::from(c), 0],
+                    status: SENTINEL,
+                    ..Default::default()
+                });
+            }
+        }
+        let mut hdr = msrbatch_batch {
+            version: MSRBATCH_ABI_VERSION,
+            ..Default::default()
+        };
+        if !writes && r.chance(30) {
+            hdr.flags = MSRBATCH_F_STOP_ON_ERROR;
+        }
+        if r.chance(3) {
+            match r.below(4) {
+                0 => hdr.version = r.next() as u32,
+                1 => hdr.flags = r.next() as u32,
+                2 => hdr.reserved0 = r.next() as u32,
+                _ => hdr.reserved[r.below(2) as usize] = r.next() | 1,
+            }
+            if writes {
+                hdr.flags &= !MSRBATCH_F_STOP_ON_ERROR;
+            }
+        }
+        let ptr_kind = r.below(100);
+        hdr.ops = match ptr_kind {
+            0 => 0,
+            1 => mem.hole,
+            2 => 0xffff_8880_0000_0000 + (r.next() & 0xffff_f000),
+            3 => mem.edge_end - 48,
+            4 => r.next() | (1 << 63),
+            _ => ops.as_mut_ptr() as u64,
+        };
+        hdr.nr_ops = match r.below(50) {
+            0 => MSRBATCH_MAX_OPS + 1 + r.below(1000) as u32,
+            1 => r.next() as u32,
+            _ => ops.len() as u32,
+        };
+        let valid_memory = hdr.ops == ops.as_mut_ptr() as u64 && hdr.nr_ops as usize <= ops.len();
+        if !valid_memory && hdr.ops == ops.as_mut_ptr() as u64 {
+            // Too many ops for our buffer: the kernel must refuse the count
+            // before it touches memory past the end; make sure it would.
+            if hdr.nr_ops <= MSRBATCH_MAX_OPS {
+                hdr.nr_ops = ops.len() as u32;
+            }
+        }
+        if ptr_kind == 3 && hdr.nr_ops == 1 {
+            // Fully mapped single op at the page edge: it could really run.
+            continue;
+        }
+        // SAFETY: `hdr.ops` is either our own `ops` with `nr_ops` within it,
+        // or memory the kernel cannot access (NULL, unmapped, kernel, a random
+        // address above the user range or unmapped, a page edge with the op
+        // crossing into the hole); a huge `nr_ops` is refused before any copy.
+        let before = ops.clone();
+        let res = unsafe { sys::batch_raw(fd, &mut hdr) };
+        match res {
+            Ok(()) => {
+                if !valid_memory {
+                    // Random addresses may happen to be mapped user memory of
+                    // ours (never written: that would need a write batch whose
+                    // array we own). Count it, check nothing.
+                    if hdr.ops != ops.as_mut_ptr() as u64 {
+                        continue;
+                    }
+                }
+                st.ops.fetch_add(u64::from(hdr.nr_ops), Ordering::Relaxed);
+                let ran = &ops[..hdr.nr_ops as usize];
+                let failed = ran.iter().filter(|o| o.status != 0).count() as u32;
+                if failed != hdr.nr_failed {
+                    st.problem(format!(
+                        "nr_failed {} but {failed} statuses are not 0",
+                        hdr.nr_failed
+                    ));
+                }
+                for o in ran {
+                    if ![0, -libc::EIO, -libc::ECANCELED].contains(&o.status) {
+                        st.problem(format!("op {} status {}", o.op, o.status));
+                    }
+                    if u32::from(o.op) == MSRBATCH_OP_RDMSR && o.status == 0 {
+                        if o.reg == PAT && o.val[0] != PAT_VALUE.load(Ordering::Relaxed) {
+                            st.problem(format!("PAT read {:#x} on cpu {}", o.val[0], o.cpu));
+                        }
+                        if o.reg == TSC_AUX && !writes && o.val[0] & 0xfff != u64::from(o.cpu) {
+                            st.problem(format!("TSC_AUX {:#x} on cpu {}", o.val[0], o.cpu));
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                let e = e.raw_os_error().unwrap_or(0);
+                *st.errors.lock().unwrap().entry(errno_name(e)).or_default() += 1;
+                if !expected_errno(e) {
+                    st.problem(format!(
+                        "unexpected errno {} (version {:#x} flags {:#x} nr_ops {})",
+                        errno_name(e),
+                        hdr.version,
+                        hdr.flags,
+                        hdr.nr_ops
+                    ));
+                }
+                if e != libc::EFAULT && ops != before {
+                    st.problem(format!(
+                        "rejected batch ({}) changed the ops array",
+                        errno_name(e)
+                    ));
+                }
+            }
+        }
+    }
+    if granted {
+        let _ = sys::ioctl_none(fd, sys::IOC_PCE_REVOKE);
+    }
+}
+
+static PAT_VALUE: AtomicU64 = AtomicU64::new(0);
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |name: &str, default: u64| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let total = arg("--ioctls", 100_000);
+    let threads = arg("--threads", 4).max(1);
+    let seconds = arg("--seconds", 0);
+    let seed = arg("--seed", 0x5eed_1234);
+    let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+
+    let dev = msrbatch::Device::open().expect("open");
+    let mut b = msrbatch::Batch::new();
+    b.push(0, msrbatch::Op::RdMsr { msr: PAT });
+    dev.run(&mut b).expect("read PAT");
+    PAT_VALUE.store(
+        b.result(0)
+            .and_then(|r| r.value.ok())
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0),
+        Ordering::Relaxed,
+    );
+
+    let st = Arc::new(Stats::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (st, stop) = (st.clone(), stop.clone());
+            std::thread::spawn(move || {
+                fuzz_thread(
+                    seed.wrapping_add(t * 0x9e37_79b9),
+                    ncpus,
+                    total / threads,
+                    &stop,
+                    &st,
+                )
+            })
+        })
+        .collect();
+    if seconds > 0 {
+        while start.elapsed() < Duration::from_secs(seconds)
+            && !handles.iter().all(|h| h.is_finished())
+        {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        stop.store(true, Ordering::Relaxed);
+    }
+    let mut crashed = 0;
+    for h in handles {
+        crashed += u32::from(h.join().is_err());
+    }
+    let elapsed = start.elapsed();
+
+    // TSC_AUX must name its CPU again everywhere.
+    let mut b = msrbatch::Batch::new();
+    for c in 0..ncpus {
+        b.push(c, msrbatch::Op::RdMsr { msr: TSC_AUX });
+    }
+    dev.run(&mut b).expect("read TSC_AUX");
+    let restored = b.results().all(|r| {
+        r.value.ok().and_then(|v| v.as_u64()).map(|v| v & 0xfff) == Some(u64::from(r.cpu))
+    });
+
+    let errors = st.errors.lock().unwrap();
+    println!(
+        "fuzz: {} ioctls, {} ops executed, {} threads, {:.1} s, seed {seed:#x}",
+        st.ioctls.load(Ordering::Relaxed),
+        st.ops.load(Ordering::Relaxed),
+        threads,
+        elapsed.as_secs_f64()
+    );
+    println!(
+        "fuzz: errors by errno: {}",
+        errors
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let problems = st.problems.lock().unwrap();
+    for p in problems.iter() {
+        println!("# {p}");
+    }
+    let mut failed = 0;
+    let mut check = |ok: bool, what: &str| {
+        println!("{} - {what}", if ok { "ok" } else { "not ok" });
+        failed += u32::from(!ok);
+    };
+    check(
+        problems.is_empty(),
+        "every result consistent, every errno documented",
+    );
+    check(crashed == 0, "no fuzz thread crashed");
+    check(restored, "TSC_AUX names its CPU on every CPU afterwards");
+    println!("{} passed, {failed} failed", 3 - failed);
+    std::process::exit(i32::from(failed > 0));
+}
