@@ -35,7 +35,7 @@ CARGO_OUT := target/release
 
 .PHONY: all modules module-check clean provision kernel vm-run vm-demo check \
 	install install-module install-userspace uninstall rust-analyzer \
-	userspace harness-selftest bench
+	userspace harness-selftest bench fuzz
 
 all: modules
 
@@ -115,6 +115,9 @@ check:
 
 bench:
 	@$(HARNESS)/bench.sh
+
+fuzz:
+	@$(HARNESS)/fuzz.sh
 
 harness-selftest:
 	@$(HARNESS)/vm.sh selftest

@@ -55,7 +55,7 @@ ecosystem_checks() {
 }
 
 guest_tests() {
-	guest_boot tests 'grep "^msrbatch " /proc/modules && run-all.sh abi_test abi_test-32 msrbatch-guest-tests /tests/tool_test.sh /tests/examples_test.sh /tests/udev_test.sh pce_test' \
+	guest_boot tests 'grep "^msrbatch " /proc/modules && run-all.sh abi_test abi_test-32 msrbatch-guest-tests /tests/tool_test.sh /tests/examples_test.sh /tests/udev_test.sh /tests/unload_test.sh pce_test' \
 		600 '' --expect-suite msrbatch_batch
 }
 

@@ -56,15 +56,17 @@ guest_userspace() {
 	done
 }
 
-# The base initramfs: busybox, init, module, tools, tests.
+# An initramfs: busybox, init, module, tools, tests.
+# guest_rootfs [MODULE.ko OUTPUT.cpio.gz] (default: the base kernel's)
 guest_rootfs() {
+	local ko=${1:-$MSRB_TOP/rust/msrbatch.ko} cpio=${2:-$GUEST_OUT/base.cpio.gz}
 	local root="$GUEST_OUT/root" rel="$MSRB_TOP/target/guest-cargo/$GUEST_TARGET/release" f
 	rm -rf "$root"
 	mkdir -p "$root"/{bin,usr/bin,lib/modules,tests,proc,sys,dev,tmp,extra,root}
 	cp /bin/busybox "$root/bin/"
 	ln -s busybox "$root/bin/sh"
 	cp "$MSRB_TOP/tests/harness/init" "$root/init"
-	cp "$MSRB_TOP/rust/msrbatch.ko" "$root/lib/modules/"
+	cp "$ko" "$root/lib/modules/msrbatch.ko"
 	for f in "$rel"/*; do
 		[ -f "$f" ] && [ -x "$f" ] && cp "$f" "$root/usr/bin/"
 	done
@@ -80,7 +82,23 @@ guest_rootfs() {
 	cp "$MSRB_TOP"/tests/guest/*.sh "$root/tests/" 2>/dev/null
 	cp -r "$MSRB_TOP"/tests/guest/scripts "$root/tests/" 2>/dev/null
 	chmod +x "$root"/tests/*.sh 2>/dev/null
-	(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$GUEST_OUT/base.cpio.gz"
+	(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$cpio"
+}
+
+# The debug flavour (KASAN, lockdep, UBSAN, KFENCE, ...): its own kernel, and
+# the module built for it from a copy of the sources (so that the base
+# kernel's rust/msrbatch.ko stays as it is). Sets KBUILD_DEBUG.
+guest_prepare_debug() {
+	local out
+	out=$(MSRB_FLAVOUR=debug "$MSRB_TOP/tests/harness/build-kernel.sh") || return
+	KBUILD_DEBUG=${out##*KBUILD=}
+	local mod="$GUEST_OUT/debug-module"
+	rm -rf "$mod"
+	mkdir -p "$mod/rust"
+	cp "$MSRB_TOP/rust/Kbuild" "$MSRB_TOP"/rust/*.rs "$mod/rust/"
+	echo 'obj-m += rust/' >"$mod/Kbuild"
+	make -s -C "$KBUILD_DEBUG" M="$mod" LLVM="$LLVM" RUSTC="$RUSTC" BINDGEN="$BINDGEN" modules >&2 || return
+	guest_rootfs "$mod/rust/msrbatch.ko" "$GUEST_OUT/debug.cpio.gz"
 }
 
 guest_prepare() {
@@ -105,15 +123,19 @@ guest_boot() {
 		cp -r "$f" "$dir/overlay/extra/" || return 125
 	done
 	(cd "$dir/overlay" && find . | cpio -o -H newc --quiet | gzip -1) >"$dir/overlay.cpio.gz"
-	cat "$GUEST_OUT/base.cpio.gz" "$dir/overlay.cpio.gz" >"$dir/initrd.gz"
+	local kimage="$KBUILD/arch/x86/boot/bzImage" base="$GUEST_OUT/base.cpio.gz" mem=1024
+	if [ "${GUEST_FLAVOUR:-base}" = debug ]; then
+		kimage="$KBUILD_DEBUG/arch/x86/boot/bzImage" base="$GUEST_OUT/debug.cpio.gz" mem=2048
+	fi
+	cat "$base" "$dir/overlay.cpio.gz" >"$dir/initrd.gz"
 	: >"$dir/console.log"
 	: >"$dir/output.log"
 
 	local accel=(-accel tcg -cpu max)
 	[ "${MSRBATCH_KVM:-0}" = 1 ] && accel=(-accel kvm -cpu host)
 	timeout --kill-after=10 "$timeout" qemu-system-x86_64 "${accel[@]}" \
-		-smp "$GUEST_CPUS" -m 1024 -display none -monitor none -no-reboot \
-		-kernel "$KBUILD/arch/x86/boot/bzImage" -initrd "$dir/initrd.gz" \
+		-smp "$GUEST_CPUS" -m "$mem" -display none -monitor none -no-reboot \
+		-kernel "$kimage" -initrd "$dir/initrd.gz" \
 		-append "console=ttyS0 panic=-1 rdinit=/init printk.time=1 kunit.filter_glob=msrbatch* $append" \
 		-serial "file:$dir/console.log" -serial "file:$dir/output.log" </dev/null &
 	local qemu=$!

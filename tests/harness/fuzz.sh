@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# make fuzz: the long run on the debug kernel (KASAN, lockdep, UBSAN, KFENCE,
+# ...): FUZZ_IOCTLS ioctls (default 1 000 000) from 4 threads, then
+# STRESS_SECONDS (default 600) of batches, grants and open/close while CPUs
+# go offline and online. Any checker report fails the run ("splats: 0" is
+# printed only when the console is clean).
+set -uo pipefail
+. "$(dirname "$0")/guest.sh"
+ioctls=${FUZZ_IOCTLS:-1000000}
+seconds=${STRESS_SECONDS:-600}
+start=$(date +%s)
+guest_prepare || exit 1
+msrb_stage "debug kernel, module, initramfs" guest_prepare_debug || exit 1
+GUEST_FLAVOUR=debug msrb_stage "guest (debug kernel): fuzz $ioctls ioctls, stress ${seconds} s" \
+	guest_boot fuzz "msrbatch-fuzz --ioctls $ioctls --threads 4 && msrbatch-stress --seconds $seconds" \
+	$((seconds + ioctls / 50 + 1800)) '' --expect-suite msrbatch_batch
+rc=$?
+[ $rc -eq 0 ] && echo "splats: 0 (no panic, oops, BUG, WARNING, KASAN, UBSAN, KFENCE or lockdep report)"
+echo "fuzz: wall time $(( $(date +%s) - start )) s"
+exit $rc
