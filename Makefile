@@ -35,7 +35,7 @@ CARGO_OUT := target/release
 
 .PHONY: all modules module-check clean provision kernel vm-run vm-demo check \
 	install install-module install-userspace uninstall rust-analyzer \
-	userspace harness-selftest bench fuzz
+	userspace harness-selftest bench fuzz check-debug
 
 all: modules
 
@@ -112,6 +112,12 @@ vm-demo:
 
 check:
 	@$(HARNESS)/check.sh
+
+# The debug kernel (KASAN, lockdep, UBSAN, KFENCE, ...) with the guest tests,
+# a short fuzz and a short hotplug stress. MSRBATCH_CHECK_DEBUG=1 adds it to
+# make check.
+check-debug:
+	@$(HARNESS)/check.sh --debug
 
 bench:
 	@$(HARNESS)/bench.sh

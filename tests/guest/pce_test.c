@@ -112,6 +112,24 @@ static long pce_cpus(int fd)
 	return mask;
 }
 
+/*
+ * Like pce_cpus(), but gives a thread that is still on its way out (join and
+ * wait return before its last context switch) up to a second to get there.
+ */
+static long pce_cpus_settled(int fd)
+{
+	long m = -1;
+	int i;
+
+	for (i = 0; i < 100; i++) {
+		m = pce_cpus(fd);
+		if (m == 0)
+			break;
+		usleep(10000);
+	}
+	return m;
+}
+
 static int pce_grant(int fd)
 {
 	return ioctl(fd, MSRBATCH_IOC_PCE_GRANT, 0) ? -errno : 0;
@@ -260,7 +278,7 @@ static void test_lifetimes(void)
 	pthread_create(&t, NULL, thread_grant_and_exit, &fd);
 	pthread_join(t, &ret);
 	check(ret == (void *)1, "a thread granted itself and saw PCE");
-	m = pce_cpus(fd2);
+	m = pce_cpus_settled(fd2);
 	snprintf(msg, sizeof(msg), "after that thread exited: PCE clear on every CPU (mask %#lx)", m);
 	check(m == 0, msg);
 	check(pce_grant(fd) == 0 && pce_revoke(fd) == 0, "the file still works after its granted thread died");
@@ -278,7 +296,7 @@ static void test_lifetimes(void)
 	snprintf(msg, sizeof(msg), "close by another thread ends a running thread's grant (PCE off after %lld ns)",
 		 saw_off_after_ns);
 	check(saw_off_after_ns >= 0, msg);
-	m = pce_cpus(fd2);
+	m = pce_cpus_settled(fd2);
 	snprintf(msg, sizeof(msg), "afterwards PCE clear on every CPU (mask %#lx)", m);
 	check(m == 0, msg);
 	close(fd2);
@@ -306,7 +324,7 @@ static void test_exec(void)
 	line[strcspn(line, "\n")] = 0;
 	check(strcmp(line, "pce=off") == 0, "the same CMD without exec --rdpmc has no PCE");
 	fd = dev_open();
-	m = pce_cpus(fd);
+	m = pce_cpus_settled(fd);
 	snprintf(msg, sizeof(msg), "after exec --rdpmc ended: PCE clear on every CPU (mask %#lx)", m);
 	check(m == 0, msg);
 	close(fd);
@@ -354,7 +372,7 @@ static void test_unload(void)
 	rc = system("insmod /lib/modules/msrbatch.ko");
 	check(rc == 0, "module loads again");
 	fd = dev_open();
-	m = fd < 0 ? -1 : pce_cpus(fd);
+	m = fd < 0 ? -1 : pce_cpus_settled(fd);
 	snprintf(msg, sizeof(msg), "after unload and reload: PCE clear on every CPU (mask %#lx)", m);
 	check(m == 0, msg);
 	if (fd >= 0)

@@ -21,7 +21,7 @@ selftest() {
 	guest_boot selftest-panic 'echo c > /proc/sysrq-trigger' 120 ''
 	rc=$?
 	if [ $rc -eq 125 ]; then echo "selftest: guest panic -> exit $rc: ok"; else echo "selftest: guest panic gave $rc: FAIL"; fails=1; fi
-	guest_boot selftest-timeout 'sleep 600' 20 ''
+	guest_boot selftest-timeout 'sleep 600' 8 ''
 	rc=$?
 	if [ $rc -eq 125 ]; then echo "selftest: guest timeout -> exit $rc: ok"; else echo "selftest: guest timeout gave $rc: FAIL"; fails=1; fi
 	return $fails

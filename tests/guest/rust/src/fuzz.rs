@@ -244,9 +244,9 @@ fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, stop: &AtomicBool, st: &Stats
         }
         // A batch.
         let writes = r.chance(20);
-        let n = match r.below(200) {
-            0..=9 => 0,
-            10 => 1 + r.below(4096) as usize,
+        let n = match r.below(2000) {
+            0..=99 => 0,
+            100 => 1 + r.below(4096) as usize,
             _ => 1 + r.below(24) as usize,
         };
         // Most batches are valid (so that ops run); some carry one mutated op.
