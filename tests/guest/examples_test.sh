@@ -1,14 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 # Runs the examples (C raw ioctl, C API, Rust) against the module.
-p=0
-f=0
+. /tests/lib.sh
 ncpu=$(grep -c ^processor /proc/cpuinfo)
-check() {
-	d=$1
-	shift
-	if "$@"; then echo "ok - $d"; p=$((p + 1)); else echo "not ok - $d"; f=$((f + 1)); fi
-}
 for ex in read_msrs_raw read_msrs rust-read-msrs; do
 	out=$($ex 2>&1)
 	rc=$?
@@ -32,5 +26,4 @@ for ex in count_instructions rust-count-instructions; do
 			sh -c "[ $rc -eq 0 ] && echo \"\$1\" | grep -q 'instructions retired'" _ "$out"
 	fi
 done
-echo "$p passed, $f failed"
-[ "$f" -eq 0 ]
+finish

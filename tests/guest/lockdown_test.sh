@@ -4,13 +4,7 @@
 # runs in its own guest boot), then: reads work, any batch with a write is
 # EPERM and runs nothing. lockdown= on the command line would also forbid
 # loading the unsigned test module, so the level is raised after insmod.
-p=0
-f=0
-check() {
-	d=$1
-	shift
-	if "$@" >/dev/null 2>&1; then echo "ok - $d"; p=$((p + 1)); else echo "not ok - $d"; f=$((f + 1)); fi
-}
+. /tests/lib.sh
 echo integrity >/sys/kernel/security/lockdown
 check "kernel is locked down" grep -q '\[integrity\]' /sys/kernel/security/lockdown
 check "reads work under lockdown" sh -c "printf 'cpu all\nrdmsr IA32_TSC_AUX\nrdtscp\n' | msrbatch run -"
@@ -26,5 +20,4 @@ check "TSC_AUX unchanged ($before == $after)" [ "$before" = "$after" ]
 # Should the write have gone through, put the value back (refused when locked down).
 [ "$before" = "$after" ] || printf 'wrmsr IA32_TSC_AUX %s\n' "$before" | msrbatch run - >/dev/null 2>&1
 check "no taint from refused writes" sh -c "[ \$(( \$(cat /proc/sys/kernel/tainted) & 4 )) -eq 0 ]"
-echo "$p passed, $f failed"
-[ "$f" -eq 0 ]
+finish

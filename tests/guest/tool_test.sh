@@ -1,13 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 # Guest tests of the msrbatch tool's script runner.
-p=0
-f=0
-check() { # check DESCRIPTION COMMAND...
-	d=$1
-	shift
-	if "$@" >/dev/null 2>&1; then echo "ok - $d"; p=$((p + 1)); else echo "not ok - $d"; f=$((f + 1)); fi
-}
+. /tests/lib.sh
 ncpu=$(grep -c ^processor /proc/cpuinfo)
 
 out=$(msrbatch run /tests/scripts/demo.msr)
@@ -110,5 +104,4 @@ check "stat --dry-run shows the programming batch" \
 check "stat --dry-run fences RDPMC with CPUID and restores" \
 	sh -c "grep -A1 '^cpuid 0x0 0$' /tmp/dry.out | grep -q '^rdpmc 0$' && grep -q '^wrmsr IA32_PERF_GLOBAL_CTRL 0x0$' /tmp/dry.out"
 
-echo "$p passed, $f failed"
-[ "$f" -eq 0 ]
+finish

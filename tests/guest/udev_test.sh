@@ -3,13 +3,7 @@
 # packaging/60-msrbatch.rules gives group "msrbatch" the node (0660); the
 # module still demands CAP_SYS_RAWIO. The guest has no udev: apply what the
 # rule does by hand, check both layers, and put the node back.
-p=0
-f=0
-check() {
-	d=$1
-	shift
-	if "$@" >/dev/null 2>&1; then echo "ok - $d"; p=$((p + 1)); else echo "not ok - $d"; f=$((f + 1)); fi
-}
+. /tests/lib.sh
 gid=4242
 mode=$(stat -c %a /dev/msrbatch)
 owner=$(stat -c %u:%g /dev/msrbatch)
@@ -25,5 +19,4 @@ out=$(runas 1000 $gid --rawio msrbatch info 2>&1)
 echo "# group member with ambient CAP_SYS_RAWIO: $(echo "$out" | head -n1)"
 check "a group member with CAP_SYS_RAWIO opens it" sh -c "echo \"\$1\" | grep -q 'ABI version'" _ "$out"
 chgrp 0 /dev/msrbatch && chmod 0600 /dev/msrbatch
-echo "$p passed, $f failed"
-[ "$f" -eq 0 ]
+finish

@@ -2,13 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # Unloading is refused while the device is open, and works after close; the
 # module is loaded again afterwards for the tests that follow.
-p=0
-f=0
-check() {
-	d=$1
-	shift
-	if "$@" >/dev/null 2>&1; then echo "ok - $d"; p=$((p + 1)); else echo "not ok - $d"; f=$((f + 1)); fi
-}
+. /tests/lib.sh
 sleep 30 </dev/msrbatch &
 holder=$!
 sleep 1
@@ -20,5 +14,4 @@ check "no msrbatch in /proc/modules after unload" sh -c "! grep -q '^msrbatch ' 
 check "no /dev/msrbatch after unload" sh -c "[ ! -e /dev/msrbatch ]"
 check "module loads again" insmod /lib/modules/msrbatch.ko
 check "reloaded module answers" msrbatch info
-echo "$p passed, $f failed"
-[ "$f" -eq 0 ]
+finish

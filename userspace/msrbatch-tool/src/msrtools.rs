@@ -174,6 +174,17 @@ impl RdmsrArgs {
     }
 }
 
+/// Reports a batch the kernel refused, with msr-tools' message and exit code.
+fn refused(tool: &str, cpu: u32, e: &msrbatch::Error) -> i32 {
+    if matches!(e.errno().0, libc::ENODEV | libc::ENXIO) {
+        eprintln!("{tool}: No CPU {cpu}");
+        2
+    } else {
+        eprintln!("{tool}: {e}");
+        127
+    }
+}
+
 /// Runs `msrbatch rdmsr`; returns the process exit status (msr-tools' codes).
 pub fn rdmsr(dev: &Device, a: &RdmsrArgs, online: &[u32]) -> i32 {
     let Ok(reg) = parse_reg(&a.regno) else {
@@ -190,16 +201,7 @@ pub fn rdmsr(dev: &Device, a: &RdmsrArgs, online: &[u32]) -> i32 {
         batch.push(cpu, Op::RdMsr { msr: reg });
     }
     if let Err(e) = dev.run(&mut batch) {
-        return match e.errno().0 {
-            libc::ENODEV | libc::ENXIO => {
-                eprintln!("rdmsr: No CPU {}", a.processor);
-                2
-            }
-            _ => {
-                eprintln!("rdmsr: {e}");
-                127
-            }
-        };
+        return refused("rdmsr", a.processor, &e);
     }
     let (hi, lo) = a.bitfield.unwrap_or((63, 0));
     let bits = hi - lo + 1;
@@ -254,16 +256,7 @@ pub fn wrmsr(dev: &Device, a: &WrmsrArgs, online: &[u32]) -> i32 {
         }
     }
     if let Err(e) = dev.run(&mut batch) {
-        return match e.errno().0 {
-            libc::ENODEV | libc::ENXIO => {
-                eprintln!("wrmsr: No CPU {}", a.processor);
-                2
-            }
-            _ => {
-                eprintln!("wrmsr: {e}");
-                127
-            }
-        };
+        return refused("wrmsr", a.processor, &e);
     }
     for r in batch.results() {
         if let (Err(e), Op::WrMsr { value, .. }) = (r.value, r.op) {
