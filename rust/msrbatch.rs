@@ -231,10 +231,16 @@ fn read_ops(ptr: UserPtr, n: usize) -> Result<KVVec<Op>> {
     Ok(ops)
 }
 
+/// Copies `ops` out to the user's array at `ptr`.
+fn write_ops(ptr: UserPtr, ops: &[Op]) -> Result {
+    UserSlice::new(ptr, size_of_val(ops))
+        .writer()
+        .write_slice(AsBytes::as_bytes(ops))
+}
+
 /// Validates, runs and copies back one batch; returns the number of failed ops.
 fn run_checked(hdr: &Batch) -> Result<u32, batch::Rejected> {
     batch::check_header(hdr)?;
-    let len = hdr.nr_ops as usize * size_of::<Op>();
     let ptr = UserPtr::from_addr(usize::try_from(hdr.ops).map_err(|_| EFAULT)?);
     let mut ops = read_ops(ptr, hdr.nr_ops as usize)?;
 
@@ -244,9 +250,7 @@ fn run_checked(hdr: &Batch) -> Result<u32, batch::Rejected> {
         // written: a batch whose array is not writable fails with EFAULT and
         // changes nothing. Writing back the bytes just read leaves the array
         // as it was. (A batch that only reads changes nothing either way.)
-        UserSlice::new(ptr, len)
-            .writer()
-            .write_slice(AsBytes::as_bytes(ops.as_slice()))?;
+        write_ops(ptr, &ops)?;
         if msr_writes_locked_down() {
             return Err(EPERM.into());
         }
@@ -256,9 +260,7 @@ fn run_checked(hdr: &Batch) -> Result<u32, batch::Rejected> {
     }
     let stop = hdr.flags & uapi::F_STOP_ON_ERROR != 0;
     let nr_failed = batch::execute(&mut ops, &plan, stop)?;
-    UserSlice::new(ptr, len)
-        .writer()
-        .write_slice(AsBytes::as_bytes(ops.as_slice()))?;
+    write_ops(ptr, &ops)?;
     Ok(nr_failed)
 }
 

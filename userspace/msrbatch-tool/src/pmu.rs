@@ -348,6 +348,21 @@ pub fn parse_events(list: &[String]) -> Result<Vec<StatEvent>, String> {
     Ok(out)
 }
 
+/// CPUID (the serializing fence the RDPMC reference asks for), then RDPMC of
+/// counters `0..n`.
+fn push_fenced_reads(b: &mut Batch, cpu: u32, n: usize) {
+    b.push(
+        cpu,
+        Op::Cpuid {
+            leaf: 0,
+            subleaf: 0,
+        },
+    );
+    for i in 0..n {
+        b.push(cpu, Op::RdPmc { ecx: i as u32 });
+    }
+}
+
 /// The two batches that measure one group of events on `cpu` around CMD:
 /// before (program, fence, first read) and after (fence, second read,
 /// restore). `saved` are the PERFEVTSELs' and global control's values to
@@ -384,26 +399,8 @@ pub fn stat_batches(
             },
         );
     }
-    before.push(
-        cpu,
-        Op::Cpuid {
-            leaf: 0,
-            subleaf: 0,
-        },
-    );
-    for i in 0..group.len() {
-        before.push(cpu, Op::RdPmc { ecx: i as u32 });
-    }
-    after.push(
-        cpu,
-        Op::Cpuid {
-            leaf: 0,
-            subleaf: 0,
-        },
-    );
-    for i in 0..group.len() {
-        after.push(cpu, Op::RdPmc { ecx: i as u32 });
-    }
+    push_fenced_reads(&mut before, cpu, group.len());
+    push_fenced_reads(&mut after, cpu, group.len());
     for i in 0..group.len() {
         let (sel, _) = pmu.counter_msrs(i as u32);
         after.push(
