@@ -20,6 +20,12 @@ KBUILD_VARS += CC=$(LLVM_PREFIX)clang$(LLVM_SUFFIX) LD=$(LLVM_PREFIX)ld.lld$(LLV
 endif
 
 HARNESS := tests/harness
+# The test kernel for vm-run, vm-demo and check: FLAVOUR=base or FLAVOUR=debug
+# (KASAN, lockdep, UBSAN, KFENCE, ...). Defaults: check runs on debug, vm-run
+# and vm-demo on base; bench always uses base and fuzz always debug.
+ifdef FLAVOUR
+export GUEST_FLAVOUR := $(FLAVOUR)
+endif
 
 # Installation (DESTDIR and PREFIX respected; see Documentation/install.md).
 PREFIX ?= /usr/local
@@ -35,7 +41,7 @@ CARGO_OUT := target/release
 
 .PHONY: all modules module-check clean provision kernel vm-run vm-demo check \
 	install install-module install-userspace uninstall rust-analyzer \
-	userspace harness-selftest bench fuzz check-debug
+	userspace harness-selftest bench fuzz
 
 all: modules
 
@@ -112,12 +118,6 @@ vm-demo:
 
 check:
 	@$(HARNESS)/check.sh
-
-# The debug kernel (KASAN, lockdep, UBSAN, KFENCE, ...) with the guest tests,
-# a short fuzz and a short hotplug stress. MSRBATCH_CHECK_DEBUG=1 adds it to
-# make check.
-check-debug:
-	@$(HARNESS)/check.sh --debug
 
 bench:
 	@$(HARNESS)/bench.sh

@@ -9,9 +9,11 @@ bad=0
 for t in "$@"; do
 	echo "### $t"
 	out=/tmp/test-$$.log
+	start=$(date +%s)
 	sh -c "$t" >"$out" 2>&1
 	rc=$?
 	cat "$out"
+	echo "### $t: $(($(date +%s) - start)) s"
 	tally=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n1)
 	if [ -z "$tally" ]; then
 		echo "### $t: no tally line (exit $rc): FAILED"

@@ -6,13 +6,13 @@
 # go offline and online. Any checker report fails the run ("splats: 0" is
 # printed only when the console is clean).
 set -uo pipefail
+GUEST_FLAVOUR=debug
 . "$(dirname "$0")/guest.sh"
 ioctls=${FUZZ_IOCTLS:-1000000}
 seconds=${STRESS_SECONDS:-600}
 start=$(date +%s)
 guest_prepare || exit 1
-msrb_stage "debug kernel, module, initramfs" guest_prepare_debug || exit 1
-GUEST_FLAVOUR=debug msrb_stage "guest (debug kernel): fuzz $ioctls ioctls, stress ${seconds} s" \
+msrb_stage "guest (debug kernel): fuzz $ioctls ioctls, stress ${seconds} s" \
 	guest_boot fuzz "msrbatch-fuzz --ioctls $ioctls --threads 4 && msrbatch-stress --seconds $seconds" \
 	$((seconds + ioctls / 50 + 1800)) '' --expect-suite msrbatch_batch
 rc=$?

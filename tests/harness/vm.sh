@@ -14,16 +14,29 @@ total_start=$(date +%s)
 trap 'echo "==> total: $(( $(date +%s) - total_start )) s" >&2' EXIT
 
 selftest() {
-	local rc fails=0
-	guest_boot selftest-false 'false' 120 '' --allow-unload-failure
-	rc=$?
-	if [ $rc -ne 0 ]; then echo "selftest: failing command -> exit $rc: ok"; else echo "selftest: failing command gave 0: FAIL"; fails=1; fi
-	guest_boot selftest-panic 'echo c > /proc/sysrq-trigger' 120 ''
-	rc=$?
-	if [ $rc -eq 125 ]; then echo "selftest: guest panic -> exit $rc: ok"; else echo "selftest: guest panic gave $rc: FAIL"; fails=1; fi
-	guest_boot selftest-timeout 'sleep 600' 8 ''
-	rc=$?
-	if [ $rc -eq 125 ]; then echo "selftest: guest timeout -> exit $rc: ok"; else echo "selftest: guest timeout gave $rc: FAIL"; fails=1; fi
+	# Three independent boots, side by side (faster than one after another:
+	# about 25 s against 41 s on the debug kernel here): what make vm-run promises
+	# (the module is loaded, CMD's output is streamed, its exit status is the
+	# run's), a guest panic, and a guest that does not finish in time.
+	local logs="$GUEST_DIR/runs" fails=0
+	mkdir -p "$logs"
+	guest_boot selftest-exit 'cat /proc/modules; exit 3' 120 '' --allow-unload-failure >"$logs/selftest-exit.txt" 2>&1 &
+	local exit_pid=$!
+	guest_boot selftest-panic 'echo c > /proc/sysrq-trigger' 120 '' >"$logs/selftest-panic.txt" 2>&1 &
+	local panic_pid=$!
+	guest_boot selftest-timeout 'sleep 600' 8 '' >"$logs/selftest-timeout.txt" 2>&1 &
+	local timeout_pid=$!
+	report() { # NAME WANTED RC WHAT
+		sed "s/^/  [$1] /" "$logs/$1.txt"
+		if [ "$3" -eq "$2" ]; then echo "selftest: $4 -> exit $3: ok"; else echo "selftest: $4 gave $3, not $2: FAIL"; fails=1; fi
+	}
+	wait $exit_pid
+	report selftest-exit 3 $? "failing command (exit 3)"
+	if grep -q '^msrbatch ' "$logs/selftest-exit.txt"; then echo "selftest: msrbatch in the guest's /proc/modules: ok"; else echo "selftest: msrbatch not in the guest's /proc/modules: FAIL"; fails=1; fi
+	wait $panic_pid
+	report selftest-panic 125 $? "guest panic"
+	wait $timeout_pid
+	report selftest-timeout 125 $? "guest timeout"
 	return $fails
 }
 
