@@ -280,50 +280,47 @@ mod tests {
     #[test]
     fn formats_like_msr_tools() {
         let v = 0x0007_0406_0007_0406u64;
-        assert_eq!(
-            format(Radix::Hex, false, false, 64, v).unwrap(),
-            "7040600070406"
-        );
-        assert_eq!(
-            format(Radix::Hex, false, true, 64, v).unwrap(),
-            "0007040600070406"
-        );
-        assert_eq!(
-            format(Radix::Hex, true, false, 64, v).unwrap(),
-            "0x7040600070406"
-        );
-        assert_eq!(
-            format(Radix::Hex, true, true, 64, v).unwrap(),
-            "0x0007040600070406"
-        );
-        assert_eq!(
-            format(Radix::CapHex, false, false, 64, 0xabc).unwrap(),
-            "ABC"
-        );
-        assert_eq!(format(Radix::Hex, false, true, 12, 0xa).unwrap(), "00a");
-        assert_eq!(
-            format(Radix::Unsigned, false, false, 64, 1234).unwrap(),
-            "1234"
-        );
-        assert_eq!(
-            format(Radix::Unsigned, false, true, 64, 1234).unwrap(),
-            "00000000000000001234"
-        );
-        assert_eq!(format(Radix::Unsigned, false, true, 8, 7).unwrap(), "007");
-        assert_eq!(format(Radix::Unsigned, true, false, 64, 7).unwrap(), "7U");
-        assert_eq!(format(Radix::Signed, false, false, 8, 0x80).unwrap(), "0");
-        assert_eq!(
-            format(Radix::Signed, false, false, 8, 0xff).unwrap(),
-            "-127"
-        );
-        assert_eq!(format(Radix::Signed, false, true, 8, 5).unwrap(), "0005");
-        assert_eq!(format(Radix::Octal, false, false, 64, 8).unwrap(), "10");
-        assert_eq!(format(Radix::Octal, true, false, 64, 8).unwrap(), "010");
-        assert_eq!(format(Radix::Octal, false, true, 6, 8).unwrap(), "10");
-        assert_eq!(
-            format(Radix::Raw, true, false, 64, 1).unwrap(),
-            "{0x01,0x00,0x00,0x00,0x00,0x00,0x00,0x00}"
-        );
+        // (radix, C syntax, zero-fill, bits, value, msr-tools' text)
+        let cases = [
+            (Radix::Hex, false, false, 64, v, "7040600070406"),
+            (Radix::Hex, false, true, 64, v, "0007040600070406"),
+            (Radix::Hex, true, false, 64, v, "0x7040600070406"),
+            (Radix::Hex, true, true, 64, v, "0x0007040600070406"),
+            (Radix::CapHex, false, false, 64, 0xabc, "ABC"),
+            (Radix::Hex, false, true, 12, 0xa, "00a"),
+            (Radix::Unsigned, false, false, 64, 1234, "1234"),
+            (
+                Radix::Unsigned,
+                false,
+                true,
+                64,
+                1234,
+                "00000000000000001234",
+            ),
+            (Radix::Unsigned, false, true, 8, 7, "007"),
+            (Radix::Unsigned, true, false, 64, 7, "7U"),
+            (Radix::Signed, false, false, 8, 0x80, "0"),
+            (Radix::Signed, false, false, 8, 0xff, "-127"),
+            (Radix::Signed, false, true, 8, 5, "0005"),
+            (Radix::Octal, false, false, 64, 8, "10"),
+            (Radix::Octal, true, false, 64, 8, "010"),
+            (Radix::Octal, false, true, 6, 8, "10"),
+            (
+                Radix::Raw,
+                true,
+                false,
+                64,
+                1,
+                "{0x01,0x00,0x00,0x00,0x00,0x00,0x00,0x00}",
+            ),
+        ];
+        for (radix, c, fill, bits, value, want) in cases {
+            assert_eq!(
+                format(radix, c, fill, bits, value).as_deref(),
+                Some(want),
+                "{radix:?} c={c} fill={fill} bits={bits} value={value:#x}"
+            );
+        }
         assert_eq!(format(Radix::Raw, false, false, 64, 1), None);
         assert_eq!(dec_digits(64), 20);
         assert_eq!(dec_digits(1), 1);
