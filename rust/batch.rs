@@ -72,6 +72,8 @@ pub(crate) mod status {
     /// Not run: the target CPU never ran its share (it cannot go offline while
     /// the batch holds the hotplug lock, so this would be a bug).
     pub(crate) const ENXIO: i32 = -(bindings::ENXIO as i32);
+    /// Not run: the CPU's share had used up `MSRBATCH_MAX_CPU_BUSY_NS`.
+    pub(crate) const ETIME: i32 = -(bindings::ETIME as i32);
 }
 
 /// Checks the batch header.
@@ -79,7 +81,8 @@ pub(crate) fn check_header(b: &Batch) -> Result<(), Rejected> {
     if b.version != uapi::ABI_VERSION {
         return Err(EPROTONOSUPPORT.into());
     }
-    if b.flags & !uapi::F_ALL != 0 || b.reserved0 != 0 || b.reserved != [0, 0] {
+    // `nr_failed`, `err_index` and `out_flags` are outputs: ignored here.
+    if b.flags & !uapi::F_ALL != 0 || b.reserved != [0, 0] {
         return Err(EINVAL.into());
     }
     if b.nr_ops == 0 {
@@ -143,8 +146,17 @@ pub(crate) struct Plan {
     pub(crate) order: KVVec<u32>,
     /// One entry per target CPU, sorted by CPU number.
     pub(crate) runs: KVVec<CpuRun>,
-    /// The batch holds at least one WRMSR or RMWMSR.
-    pub(crate) has_writes: bool,
+    /// The index of the first WRMSR or RMWMSR, if any.
+    pub(crate) first_write: Option<u32>,
+    /// How many ops write.
+    pub(crate) nr_writes: u32,
+}
+
+impl Plan {
+    /// Whether the batch writes MSRs.
+    pub(crate) fn has_writes(&self) -> bool {
+        self.first_write.is_some()
+    }
 }
 
 impl Plan {
@@ -155,9 +167,10 @@ impl Plan {
         nr_cpus: u32,
         possible: impl Fn(u32) -> bool,
     ) -> Result<Plan, Rejected> {
-        let mut count = KVVec::from_elem(0u32, nr_cpus as usize, GFP_KERNEL)?;
-        let mut delay = KVVec::from_elem(0u64, nr_cpus as usize, GFP_KERNEL)?;
-        let mut has_writes = false;
+        let mut count = KVVec::from_elem(0u32, nr_cpus as usize, GFP_KERNEL_ACCOUNT)?;
+        let mut delay = KVVec::from_elem(0u64, nr_cpus as usize, GFP_KERNEL_ACCOUNT)?;
+        let mut first_write = None;
+        let mut nr_writes = 0u32;
 
         for (i, op) in ops.iter().enumerate() {
             check_op(op).map_err(|e| Rejected::at(e, i))?;
@@ -172,7 +185,10 @@ impl Plan {
                     return Err(Rejected::at(ERANGE, i));
                 }
             }
-            has_writes |= is_write(op);
+            if is_write(op) {
+                first_write = first_write.or(Some(i as u32));
+                nr_writes += 1;
+            }
         }
 
         // Prefix sums: `count[cpu]` becomes the next free slot of that CPU.
@@ -188,14 +204,14 @@ impl Plan {
                     start,
                     len: *n,
                 },
-                GFP_KERNEL,
+                GFP_KERNEL_ACCOUNT,
             )?;
             let len = *n;
             *n = start;
             start += len;
         }
 
-        let mut order = KVVec::from_elem(0u32, ops.len(), GFP_KERNEL)?;
+        let mut order = KVVec::from_elem(0u32, ops.len(), GFP_KERNEL_ACCOUNT)?;
         for (i, op) in ops.iter().enumerate() {
             let slot = &mut count[op.cpu as usize];
             order[*slot as usize] = i as u32;
@@ -205,7 +221,8 @@ impl Plan {
         Ok(Plan {
             order,
             runs,
-            has_writes,
+            first_write,
+            nr_writes,
         })
     }
 }
@@ -218,18 +235,26 @@ struct Shared<'a> {
     order: &'a [u32],
     runs: &'a [CpuRun],
     stop_on_error: bool,
+    /// `MSRBATCH_MAX_CPU_BUSY_NS` in TSC ticks.
+    busy_tsc: u64,
 }
 
 /// Runs one op on the current CPU; returns its status.
-fn run_op(op: &mut Op) -> i32 {
+///
+/// # Safety
+///
+/// If `op` writes an MSR, the write is allowed (see [`insn::wrmsr`]).
+unsafe fn run_op(op: &mut Op) -> i32 {
     let out: insn::InsnResult<[u64; 2]> = match op.op {
         opcode::RDMSR => insn::rdmsr(op.reg).map(|v| [v, 0]),
-        opcode::WRMSR => insn::wrmsr(op.reg, op.arg[0]).map(|()| [0, 0]),
+        // SAFETY: By the function's requirements.
+        opcode::WRMSR => unsafe { insn::wrmsr(op.reg, op.arg[0]) }.map(|()| [0, 0]),
         opcode::RMWMSR => insn::rdmsr(op.reg).and_then(|old| {
             let new = (old & !op.arg[0]) | op.arg[1];
             // A failed write still reports what was read and tried.
             op.val = [old, new];
-            insn::wrmsr(op.reg, new).map(|()| [old, new])
+            // SAFETY: By the function's requirements.
+            unsafe { insn::wrmsr(op.reg, new) }.map(|()| [old, new])
         }),
         opcode::RDPMC => insn::rdpmc(op.reg).map(|v| [v, 0]),
         opcode::RDTSC => insn::rdtsc().map(|v| [v, 0]),
@@ -264,16 +289,38 @@ fn run_op(op: &mut Op) -> i32 {
     }
 }
 
-/// Runs the ops of one CPU in order. `ops` yields each of them once.
-fn run_sequence<'a>(ops: impl Iterator<Item = &'a mut Op>, stop_on_error: bool) {
+/// How many ops run between two looks at the clock (and before every DELAY).
+const BUSY_CHECK_EVERY: usize = 16;
+
+/// Runs the ops of one CPU in order. `ops` yields each of them once. Ops not
+/// started within `busy_tsc` ticks of the start get `-ETIME`.
+///
+/// # Safety
+///
+/// Every write among `ops` is allowed (see [`insn::wrmsr`]).
+unsafe fn run_sequence<'a>(ops: impl Iterator<Item = &'a mut Op>, stop_on_error: bool, busy_tsc: u64) {
+    let start = insn::rdtsc().unwrap_or(0);
     let mut failed = false;
-    for op in ops {
-        if failed && stop_on_error {
-            op.status = status::ECANCELED;
+    let mut expired = false;
+    for (n, op) in ops.enumerate() {
+        if !expired && (n % BUSY_CHECK_EVERY == 0 || op.op == opcode::DELAY) {
+            let now = insn::rdtsc().unwrap_or(start);
+            expired = now.wrapping_sub(start) > busy_tsc;
+        }
+        let skip = if expired {
+            Some(status::ETIME)
+        } else if failed && stop_on_error {
+            Some(status::ECANCELED)
+        } else {
+            None
+        };
+        if let Some(st) = skip {
+            op.status = st;
             op.val = [0, 0];
             continue;
         }
-        op.status = run_op(op);
+        // SAFETY: By the function's requirements.
+        op.status = unsafe { run_op(op) };
         failed |= op.status != 0;
     }
 }
@@ -284,7 +331,7 @@ fn run_sequence<'a>(ops: impl Iterator<Item = &'a mut Op>, stop_on_error: bool) 
 ///
 /// `info` points to a [`Shared`] that outlives the call, whose `order` entries
 /// for this CPU are valid, distinct indices below `nr_ops`, not used by any
-/// other CPU.
+/// other CPU, and whose writes are allowed (see [`insn::wrmsr`]).
 unsafe extern "C" fn run_on_this_cpu(info: *mut c_void) {
     // SAFETY: By the function's safety requirements.
     let shared = unsafe { &*info.cast::<Shared<'_>>() };
@@ -306,7 +353,8 @@ unsafe extern "C" fn run_on_this_cpu(info: *mut c_void) {
         // so no other reference to this op exists while we hold this one.
         (i < shared.nr_ops).then(|| unsafe { &mut *shared.ops.add(i) })
     });
-    run_sequence(ops, shared.stop_on_error);
+    // SAFETY: By the function's requirements, the writes are allowed.
+    unsafe { run_sequence(ops, shared.stop_on_error, shared.busy_tsc) };
 }
 
 /// Holds the CPU hotplug read lock: no CPU goes on- or offline meanwhile.
@@ -348,8 +396,13 @@ pub(crate) fn plan(ops: &[Op]) -> Result<Plan, Rejected> {
 /// Runs a validated batch: one cross-call to all target CPUs at once, which run
 /// concurrently, each its own ops in array order with interrupts off. Every op
 /// gets a status. Returns the number of ops whose status is not 0.
-pub(crate) fn execute(ops: &mut [Op], plan: &Plan, stop_on_error: bool) -> Result<u32, Rejected> {
-    let mut mask = CpumaskVar::new_zero(GFP_KERNEL)?;
+///
+/// # Safety
+///
+/// If the batch writes MSRs, the caller has decided that the writes are
+/// allowed (see [`insn::wrmsr`]).
+pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan, stop_on_error: bool) -> Result<u32, Rejected> {
+    let mut mask = CpumaskVar::new_zero(GFP_KERNEL_ACCOUNT)?;
     for run in plan.runs.iter() {
         mask.set(CpuId::from_u32(run.cpu).ok_or(ENODEV)?);
     }
@@ -373,11 +426,13 @@ pub(crate) fn execute(ops: &mut [Op], plan: &Plan, stop_on_error: bool) -> Resul
         order: &plan.order,
         runs: &plan.runs,
         stop_on_error,
+        busy_tsc: crate::glue::ns_to_tsc(uapi::MAX_CPU_BUSY_NS),
     };
     // SAFETY: `run_on_this_cpu` gets a `Shared` that lives until this call
     // returns (`wait` is true). `Plan::new` put every index below `ops.len()`
-    // into exactly one CPU's run, so the CPUs write disjoint ops. We are in
-    // process context with interrupts on, as the function requires.
+    // into exactly one CPU's run, so the CPUs write disjoint ops. The writes
+    // are allowed by our own requirements. We are in process context with
+    // interrupts on, as the function requires.
     unsafe {
         bindings::on_each_cpu_cond_mask(
             None,
@@ -417,11 +472,14 @@ mod tests {
     fn header_checks() -> Result {
         assert_eq!(check_header(&header(1)), Ok(()));
         assert_eq!(check_header(&header(uapi::MAX_OPS)), Ok(()));
+        // Outputs left over from an earlier run are ignored.
+        let reused = Batch { nr_failed: 3, err_index: 7, out_flags: uapi::OUT_RAN, ..header(1) };
+        assert_eq!(check_header(&reused), Ok(()));
         let bad = [
             (Batch { version: 0, ..header(1) }, EPROTONOSUPPORT),
             (Batch { version: 2, ..header(1) }, EPROTONOSUPPORT),
             (Batch { flags: 1 << 1, ..header(1) }, EINVAL),
-            (Batch { reserved0: 1, ..header(1) }, EINVAL),
+            (Batch { reserved: [1, 0], ..header(1) }, EINVAL),
             (Batch { reserved: [0, 1], ..header(1) }, EINVAL),
             (header(0), EINVAL),
             (header(uapi::MAX_OPS + 1), E2BIG),
@@ -485,7 +543,10 @@ mod tests {
                 CpuRun { cpu: 2, start: 3, len: 3 },
             ]
         );
-        assert!(!p.has_writes);
+        assert!(!p.has_writes());
+        let w = [ops[0], op(opcode::WRMSR, 1, 0x10, [1, 0]), op(opcode::RMWMSR, 0, 0x10, [1, 1])];
+        let p = Plan::new(&w, 4, |_| true).map_err(|r| r.err)?;
+        assert_eq!((p.first_write, p.nr_writes), (Some(1), 2));
         Ok(())
     }
 
@@ -515,10 +576,12 @@ mod tests {
         Ok(())
     }
 
-    /// Runs `ops` on the current CPU through the real cross-call path.
+    /// Runs `ops` (no writes) on the current CPU through the real cross-call path.
     fn run_here(ops: &mut [Op], stop: bool) -> Result<u32, Rejected> {
         let p = plan(ops)?;
-        execute(ops, &p, stop)
+        assert!(!p.has_writes());
+        // SAFETY: The batch does not write.
+        unsafe { execute(ops, &p, stop) }
     }
 
     #[test]
@@ -543,6 +606,18 @@ mod tests {
         assert!(ops[2].val[0] > 0); // TSC ticks across the delay
         assert!(ops[4].val[0] != 0); // PAT is never all-UC
         assert!(ops[5].val[0] & (1 << 5) != 0); // CR4.PAE is set on x86-64
+        Ok(())
+    }
+
+    #[test]
+    fn busy_budget_stops_the_sequence() -> Result {
+        let mut ops = [op(opcode::RDTSC, 0, 0, [0, 0]); 40];
+        // SAFETY: No op writes.
+        unsafe { run_sequence(ops.iter_mut(), false, 0) };
+        assert!(ops.iter().all(|o| o.status == status::ETIME && o.val == [0, 0]));
+        // SAFETY: No op writes.
+        unsafe { run_sequence(ops.iter_mut(), false, u64::MAX) };
+        assert!(ops.iter().all(|o| o.status == 0 && o.val[0] != 0));
         Ok(())
     }
 

@@ -47,7 +47,7 @@ macro_rules! safe_insn {
             $insn,
             "3:",
             $post,
-            ".pushsection __ex_table, \"aM\", @progbits, 12",
+            ".pushsection __ex_table, \"a\"",
             ".balign 4",
             ".long 2b - .",
             ".long 3b - .",
@@ -81,10 +81,18 @@ pub(crate) fn rdmsr(msr: u32) -> InsnResult<u64> {
 }
 
 /// Writes `value` to MSR `msr`.
-pub(crate) fn wrmsr(msr: u32, value: u64) -> InsnResult<()> {
+///
+/// # Safety
+///
+/// The caller has decided that this write is allowed: the file may write
+/// (`FMODE_WRITE`), the kernel is not locked down, `allow_writes` permits it.
+/// A write can change anything about the machine (e.g. `IA32_LSTAR`); a
+/// fault (#GP) is caught by the exception table entry and is not a safety
+/// concern.
+pub(crate) unsafe fn wrmsr(msr: u32, value: u64) -> InsnResult<()> {
     let err: u64;
-    // SAFETY: The caller decided this write is allowed (CAP_SYS_RAWIO, lockdown
-    // checked at the ioctl). A fault is caught by the exception table entry.
+    // SAFETY: By the function's requirements. A fault is caught by the
+    // exception table entry.
     unsafe {
         safe_insn!("wrmsr", in("ecx") msr, in("eax") value as u32,
                    in("edx") (value >> 32) as u32, inout("r8") 0u64 => err,
@@ -161,48 +169,33 @@ pub(crate) fn read_cr4() -> InsnResult<u64> {
 /// CR4.PCE: RDPMC allowed in ring 3.
 pub(crate) const CR4_PCE: u64 = 1 << 8;
 
-/// Sets CR4.PCE on the current CPU unless it is set; returns whether it
-/// changed it. The read-modify-write runs with interrupts off, so an interrupt
-/// that updates CR4 cannot be lost; only the PCE bit is touched.
-pub(crate) fn cr4_set_pce() -> bool {
-    let changed: u64;
-    // SAFETY: Ring 0. Only CR4.PCE changes; interrupts are disabled around the
-    // read-modify-write and the previous flags are restored.
+/// Sets or clears CR4.PCE on the current CPU; writes CR4 only when the bit
+/// changes. Only the PCE bit is touched, in one read-modify-write.
+///
+/// # Safety
+///
+/// Interrupts are off (an interrupt that updates CR4 between the read and
+/// the write would be lost), and the caller keeps the kernel's CR4 shadow
+/// truthful for every other task: it sets PCE only for a granted thread and
+/// puts back the shadow's value before any other task runs on this CPU.
+pub(crate) unsafe fn cr4_write_pce(on: bool) {
+    let want = if on { CR4_PCE } else { 0 };
+    // SAFETY: By the function's requirements; ring 0.
     unsafe {
         asm!(
-            "pushfq",
-            "cli",
             "mov {cr4}, cr4",
-            "mov {changed}, {cr4}",
-            "not {changed}",
-            "and {changed}, {pce}",
-            "or {cr4}, {pce}",
+            "mov {old}, {cr4}",
+            "and {old}, {pce}",
+            "cmp {old}, {want}",
+            "je 2f",
+            "xor {cr4}, {pce}",
             "mov cr4, {cr4}",
-            "popfq",
+            "2:",
             cr4 = out(reg) _,
-            changed = out(reg) changed,
+            old = out(reg) _,
             pce = in(reg) CR4_PCE,
-            options(nomem),
-        )
-    };
-    changed != 0
-}
-
-/// Clears CR4.PCE on the current CPU (interrupts off around the
-/// read-modify-write, like [`cr4_set_pce`]).
-pub(crate) fn cr4_clear_pce() {
-    // SAFETY: As for `cr4_set_pce`.
-    unsafe {
-        asm!(
-            "pushfq",
-            "cli",
-            "mov {cr4}, cr4",
-            "and {cr4}, {mask}",
-            "mov cr4, {cr4}",
-            "popfq",
-            cr4 = out(reg) _,
-            mask = in(reg) !CR4_PCE,
-            options(nomem),
+            want = in(reg) want,
+            options(nomem, nostack),
         )
     };
 }

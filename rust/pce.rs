@@ -7,27 +7,44 @@
 //! accessors are exported to KVM only). So a grant never changes the shadow:
 //! it changes the hardware bit around the granted thread's time on a CPU.
 //!
-//! - `sched_in` (after the switch, the thread about to run): if PCE is clear,
-//!   set it and remember that we did.
-//! - `sched_out` (before the switch away): if we set it, clear it again. The
-//!   CPU is back to exactly what the kernel's shadow says before any other
-//!   task runs, so no other task ever runs with PCE because of a grant.
+//! - `sched_in` (after the switch, the thread about to run): set PCE, if the
+//!   grant stands and perf's `rdpmc` policy allows user RDPMC at all.
+//! - `sched_out` (before the switch away): put PCE back to what the kernel's
+//!   shadow holds, computed with the kernel's own rule from perf's policy *now*
+//!   and the thread's address space ([`glue::kernel_pce_now`]). So no other
+//!   task ever runs with a PCE bit that the kernel did not choose, even when
+//!   the policy changed while the thread ran.
 //!
 //! Both run on the granted thread's own context switches, via a preempt
-//! notifier registered on that thread. Each CR4 update is a read-modify-write
-//! of the PCE bit alone with interrupts off (`insn::cr4_set_pce`).
+//! notifier registered on that thread, with interrupts off.
 //!
-//! A grant ends on revoke (by the thread itself), on close of the file that
-//! made it, and on exit of the thread. Unregistering a preempt notifier is only
-//! safe from the thread itself, so a close from another thread marks the grant
-//! revoked (it is no longer applied) and queues a task work that tears it
-//! down in the thread as soon as it next returns to user mode, or as it exits.
-//! A thread that exits while its grant is still open clears PCE in its last
-//! `sched_out` and marks the grant dead; the file reaps it. Every grant holds
-//! a reference on the module, so the module cannot be unloaded while one
-//! exists.
+//! **Who holds a grant.** All grants are in one registry, [`GRANTS`]; a
+//! thread has at most one (`EBUSY` for a second, through any file). A grant
+//! is *file-bound* (ends when the file that made it is closed) or
+//! *thread-bound* (`MSRBATCH_PCE_F_THREAD`: ends only on revoke or exit, so
+//! `msrbatch exec --rdpmc` needs to hand the command no descriptor).
+//!
+//! **How grants end, and who frees them.** A preempt notifier may only be
+//! unregistered by its own thread, outside its notifier chain.
+//! - Revoke, or close by the granted thread itself: unregistered and PCE
+//!   restored at once, freed at once (in an ioctl or `release`, where the
+//!   open file keeps the module loaded).
+//! - Close by another thread: the grant is *revoked*: never applied again,
+//!   and an IPI restores PCE at once if the thread is running. The inert
+//!   notifier stays registered until the thread next calls into msrbatch (a
+//!   grant or revoke cleans it up) or exits.
+//! - Exit: the thread's final `sched_out` restores PCE, marks the grant
+//!   dead and kicks the reaper (irq_work, then a work item), which frees dead
+//!   grants after an RCU grace period: the scheduler may still be walking the
+//!   notifier list that holds the grant when `sched_out` returns, with
+//!   interrupts off, i.e. inside an RCU read-side section.
+//!
+//! Every grant holds a module reference. The last one is dropped either under
+//! an open file or by the reaper, which module exit flushes
+//! ([`glue::reaper_sync`]), so no module code runs after `module_put` without
+//! unload waiting for it.
 
-use crate::insn;
+use crate::{glue, insn};
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::{
@@ -39,43 +56,53 @@ use kernel::{
     types::Opaque,
 };
 
+kernel::sync::global_lock! {
+    // SAFETY: `init_registry` initialises it in module init, before any use.
+    unsafe(uninit) static GRANTS: Mutex<KVec<Arc<Grant>>> = KVec::new();
+}
+
+/// Initialises the registry; module init calls it once, first.
+///
+/// # Safety
+///
+/// Called once, before any other function of this module.
+pub(crate) unsafe fn init_registry() {
+    // SAFETY: By the function's requirements.
+    unsafe { GRANTS.init() };
+}
+
+/// What a grant is bound to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Binding {
+    /// Ends when the file with this identity is released.
+    File(usize),
+    /// Ends only on revoke or thread exit.
+    Thread,
+}
+
 /// One thread's grant.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Grant {
     #[pin]
     notifier: Opaque<bindings::preempt_notifier>,
-    #[pin]
-    work: Opaque<bindings::callback_head>,
     task: ARef<Task>,
     module: *mut bindings::module,
-    /// PCE was clear when the thread was scheduled in and we set it.
-    /// Only touched on the thread's own CPU, from its own context.
-    we_set: AtomicBool,
-    /// No longer applied at `sched_in` (closed by another thread).
+    binding: Binding,
+    /// Not applied any more (its file was closed by another thread).
     revoked: AtomicBool,
-    /// The thread has done its last `sched_out`: nothing will call us again.
+    /// The thread has made its final switch: nothing calls us again.
     dead: AtomicBool,
+    /// Seen dead by the reaper before its grace period: free after it.
+    reapable: AtomicBool,
 }
 
-// SAFETY: The raw fields are only used from the granted thread (notifier
-// callbacks, task work) or, for `dead` grants, after the thread has gone; the
-// module pointer is the module's own, valid while the grant holds a reference.
+// SAFETY: The notifier is only touched by the granted thread (registration,
+// unregistration, the scheduler's callbacks) or, once the grant is dead, by
+// nobody; the module pointer is our own module, valid while the grant holds
+// its reference; the rest is atomics and an `ARef`.
 unsafe impl Send for Grant {}
-// SAFETY: As above; the shared state is atomics.
+// SAFETY: As above.
 unsafe impl Sync for Grant {}
-
-/// `enum task_work_notify_mode`: `TWA_RESUME`.
-const TWA_RESUME: c_int = 1;
-
-extern "C" {
-    // `linux/task_work.h` is not part of the Rust bindings; the function is
-    // exported (GPL) and has this prototype.
-    fn task_work_add(
-        task: *mut core::ffi::c_void,
-        twork: *mut bindings::callback_head,
-        mode: c_int,
-    ) -> c_int;
-}
 
 static OPS: bindings::preempt_ops = bindings::preempt_ops {
     sched_in: Some(sched_in),
@@ -93,18 +120,45 @@ impl Grant {
         unsafe { &*kernel::container_of!(Opaque::cast_from(n), Grant, notifier) }
     }
 
-    /// Whether this grant belongs to the calling thread.
-    pub(crate) fn is_current(&self) -> bool {
+    fn is_current(&self) -> bool {
         self.task.as_ptr() == Task::current_raw()
     }
 
-    /// Whether the thread has exited.
-    pub(crate) fn is_dead(&self) -> bool {
+    fn is_dead(&self) -> bool {
         self.dead.load(Ordering::Acquire)
+    }
+
+    /// Ends the grant; runs in the granted thread, outside its notifier chain.
+    fn end_on_current(&self) {
+        let _irq = local_interrupt_disable();
+        // SAFETY: We are the granted thread and not inside its notifier
+        // chain, so our entry can be unlinked; interrupts are off, so no
+        // switch happens between unlinking and restoring PCE.
+        unsafe { bindings::preempt_notifier_unregister(self.notifier.get()) };
+        restore_kernel_pce();
     }
 }
 
-/// Preempt notifier: the granted thread is about to run on `_cpu`.
+/// Puts this CPU's CR4.PCE back to what the kernel's shadow holds for
+/// `current`. Interrupts must be off (the caller's guard or the scheduler).
+fn restore_kernel_pce() {
+    // SAFETY: The value written is the one the kernel's shadow holds, so the
+    // shadow is truthful again afterwards.
+    unsafe { insn::cr4_write_pce(glue::kernel_pce_now()) };
+}
+
+/// Sets PCE for the granted thread if perf's policy allows user RDPMC.
+/// Interrupts must be off.
+fn apply() {
+    if glue::RdpmcPolicy::now().grant_applies() {
+        // SAFETY: `current` is the granted thread; `sched_out` restores the
+        // shadow's value before any other task runs on this CPU.
+        unsafe { insn::cr4_write_pce(true) };
+    }
+}
+
+/// Preempt notifier: the granted thread is about to run on `_cpu`
+/// (interrupts on, preemption off).
 ///
 /// # Safety
 ///
@@ -112,8 +166,11 @@ impl Grant {
 unsafe extern "C" fn sched_in(n: *mut bindings::preempt_notifier, _cpu: c_int) {
     // SAFETY: The notifier is registered, so its grant is alive.
     let g = unsafe { Grant::from_notifier(n) };
-    if !g.revoked.load(Ordering::Relaxed) && insn::cr4_set_pce() {
-        g.we_set.store(true, Ordering::Relaxed);
+    // Interrupts off: an IPI of a revoking close sees either PCE not yet set
+    // or set, never the moment in between.
+    let _irq = local_interrupt_disable();
+    if !g.revoked.load(Ordering::Acquire) {
+        apply();
     }
 }
 
@@ -125,147 +182,200 @@ unsafe extern "C" fn sched_in(n: *mut bindings::preempt_notifier, _cpu: c_int) {
 unsafe extern "C" fn sched_out(n: *mut bindings::preempt_notifier, _next: *mut bindings::task_struct) {
     // SAFETY: The notifier is registered, so its grant is alive.
     let g = unsafe { Grant::from_notifier(n) };
-    if g.we_set.swap(false, Ordering::Relaxed) {
-        insn::cr4_clear_pce();
-    }
-    // SAFETY: `current` is the granted thread, valid while it switches out.
-    let state = unsafe { (*Task::current_raw()).__state };
-    if state == bindings::TASK_DEAD {
-        // Its last switch: the notifier will never be called again.
+    restore_kernel_pce();
+    if glue::current_is_dead() {
+        // Its final switch: the notifier is never called again. The grant is
+        // freed by the reaper, after a grace period (the scheduler still walks
+        // the list that links it when we return).
         g.dead.store(true, Ordering::Release);
+        glue::kick_reaper();
     }
 }
 
-/// Task work: tears the grant down in the granted thread.
+/// IPI: ends PCE at once on the CPU where a revoked grant's thread runs.
 ///
 /// # Safety
 ///
-/// `head` is the `work` field of a grant whose `Arc` reference was leaked by
-/// [`Grant::end_from_other_thread`].
-unsafe extern "C" fn teardown_work(head: *mut bindings::callback_head) {
+/// `info` points to a live [`Grant`].
+unsafe extern "C" fn revoke_on_cpu(info: *mut core::ffi::c_void) {
     // SAFETY: By the function's requirements.
-    let g = unsafe { kernel::container_of!(Opaque::cast_from(head), Grant, work) };
-    // SAFETY: The reference leaked when the work was queued comes back here.
-    let g = unsafe { Arc::from_raw(g) };
-    g.end_on_current();
+    let g = unsafe { &*info.cast::<Grant>() };
+    if g.is_current() {
+        // Interrupts are off in an IPI.
+        restore_kernel_pce();
+    }
 }
 
-/// Refuses a grant when perf says user RDPMC is never allowed (`rdpmc` = 0).
-fn check_perf_rdpmc() -> Result {
-    for path in [
-        c"/sys/bus/event_source/devices/cpu/rdpmc",
-        c"/sys/bus/event_source/devices/cpu_core/rdpmc",
-        c"/sys/bus/event_source/devices/cpu_atom/rdpmc",
-    ] {
-        // SAFETY: `path` is a NUL-terminated string; process context.
-        let f = unsafe { bindings::filp_open(path.as_char_ptr(), bindings::O_RDONLY as c_int, 0) };
-        if kernel::error::from_err_ptr(f).is_err() {
-            continue; // No such PMU (e.g. no PMU at all): nothing forbids it.
-        }
-        let mut buf = [0u8; 8];
-        let mut pos: bindings::loff_t = 0;
-        // SAFETY: `f` is an open file; `buf` is valid for `buf.len()` bytes.
-        let n = unsafe { bindings::kernel_read(f, buf.as_mut_ptr().cast(), buf.len(), &mut pos) };
-        // SAFETY: `f` was opened above and is not used afterwards.
-        unsafe { bindings::filp_close(f, core::ptr::null_mut()) };
-        if n > 0 && buf[0] == b'0' {
-            pr_info!("PCE grant refused: perf's {} is 0 (user RDPMC disabled)\n", path.to_str().unwrap_or("rdpmc"));
-            return Err(EACCES);
-        }
+/// Refuses a grant on this system or under perf's current policy.
+fn grant_allowed() -> Result {
+    if glue::xen_pv() {
+        glue::log_refused_grant(c"Xen PV owns CR4");
+        return Err(EOPNOTSUPP);
     }
+    match glue::RdpmcPolicy::now() {
+        glue::RdpmcPolicy::Never => {
+            glue::log_refused_grant(c"perf's rdpmc setting is 0 (user RDPMC disabled)");
+            Err(EACCES)
+        }
+        glue::RdpmcPolicy::Unknown => {
+            glue::log_refused_grant(c"perf's rdpmc setting cannot be read");
+            Err(EACCES)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Removes and ends the calling thread's revoked grants (their file was
+/// closed by another thread). Returns them, to be dropped after the lock.
+fn take_own_revoked(grants: &mut KVec<Arc<Grant>>) -> Option<Arc<Grant>> {
+    let i = grants
+        .iter()
+        .position(|g| g.is_current() && !g.is_dead() && g.revoked.load(Ordering::Relaxed))?;
+    let g = grants.remove(i).ok()?;
+    g.end_on_current();
+    Some(g)
+}
+
+/// Grants user-mode RDPMC to the calling thread.
+pub(crate) fn grant(binding: Binding, module: *mut bindings::module) -> Result {
+    let mut grants = GRANTS.lock();
+    // A thread has one grant at most; an inert one of ours is ended first.
+    // (At most one exists: a thread gets a new grant only after this.)
+    let old = take_own_revoked(&mut grants);
+    if grants.iter().any(|g| g.is_current() && !g.is_dead()) {
+        drop(grants);
+        drop(old);
+        return Err(EBUSY);
+    }
+    grant_allowed()?;
+    grants.reserve(1, GFP_KERNEL_ACCOUNT)?;
+    // SAFETY: `current` is valid; `ARef::from` takes a reference on it.
+    let task = ARef::from(unsafe { &*Task::current_raw().cast::<Task>() });
+    let g = Arc::pin_init(
+        pin_init!(Grant {
+            notifier <- Opaque::ffi_init(|n: *mut bindings::preempt_notifier| {
+                // SAFETY: `n` is valid for writes; `OPS` lives forever (the
+                // kernel never writes through this pointer).
+                unsafe { glue::msrbatch_preempt_notifier_init(n, (&raw const OPS).cast_mut()) }
+            }),
+            task,
+            module,
+            binding,
+            revoked: AtomicBool::new(false),
+            dead: AtomicBool::new(false),
+            reapable: AtomicBool::new(false),
+        }),
+        GFP_KERNEL_ACCOUNT,
+    )?;
+    // SAFETY: Our own module is live (we are running its code under an open
+    // file); paired with `module_put` in `Drop`.
+    unsafe { bindings::__module_get(module) };
+    // SAFETY: Paired with `preempt_notifier_dec` in `Drop`.
+    unsafe { bindings::preempt_notifier_inc() };
+    // The registry owns the grant before it is registered, so nothing below
+    // can free a registered notifier.
+    grants.push_within_capacity(g.clone()).map_err(|_| ENOMEM)?;
+    // No switch between registering and applying.
+    let _irq = local_interrupt_disable();
+    // SAFETY: `notifier` is initialised and pinned inside the `Arc`, which the
+    // registry keeps until the notifier is unregistered (by this thread) or
+    // the thread is dead and a grace period has passed.
+    unsafe { bindings::preempt_notifier_register(g.notifier.get()) };
+    apply();
     Ok(())
 }
 
-impl Grant {
-    /// Grants user-mode RDPMC to the calling thread.
-    pub(crate) fn new(module: *mut bindings::module) -> Result<Arc<Grant>> {
-        check_perf_rdpmc()?;
-        // SAFETY: `current` is valid; `ARef::from` takes a reference on it.
-        let task = ARef::from(unsafe { &*Task::current_raw().cast::<Task>() });
-        let g = Arc::pin_init(
-            pin_init!(Grant {
-                notifier <- Opaque::ffi_init(|n: *mut bindings::preempt_notifier| {
-                    // SAFETY: `n` is valid for writes (preempt_notifier_init()).
-                    unsafe {
-                        (*n).link.next = core::ptr::null_mut();
-                        (*n).link.pprev = core::ptr::null_mut();
-                        (*n).ops = (&raw const OPS).cast_mut();
-                    }
-                }),
-                work <- Opaque::ffi_init(|w: *mut bindings::callback_head| {
-                    // SAFETY: `w` is valid for writes (init_task_work()).
-                    unsafe {
-                        (*w).next = core::ptr::null_mut();
-                        (*w).func = Some(teardown_work);
-                    }
-                }),
-                task,
-                module,
-                we_set: AtomicBool::new(false),
-                revoked: AtomicBool::new(false),
-                dead: AtomicBool::new(false),
-            }),
-            GFP_KERNEL,
-        )?;
-        // SAFETY: Our own module is live (we are running its code); paired with
-        // `module_put` in `Drop`.
-        unsafe { bindings::__module_get(g.module) };
-        // SAFETY: Paired with `preempt_notifier_dec` in `Drop`.
-        unsafe { bindings::preempt_notifier_inc() };
-        {
-            // No switch between registering and applying.
-            let _irq = local_interrupt_disable();
-            // SAFETY: `notifier` is initialised and pinned inside the `Arc`, and
-            // stays registered on `current` until `end_on_current` or its death.
-            unsafe { bindings::preempt_notifier_register(g.notifier.get()) };
-            if insn::cr4_set_pce() {
-                g.we_set.store(true, Ordering::Relaxed);
+/// Ends the calling thread's grant, whichever file made it. `ENOENT` when
+/// none is in force (also when a close by another thread already ended it).
+pub(crate) fn revoke() -> Result {
+    let mut grants = GRANTS.lock();
+    if let Some(old) = take_own_revoked(&mut grants) {
+        drop(grants);
+        drop(old);
+        return Err(ENOENT);
+    }
+    let i = grants
+        .iter()
+        .position(|g| g.is_current() && !g.is_dead())
+        .ok_or(ENOENT)?;
+    let g = grants.remove(i).map_err(|_| ENOENT)?;
+    g.end_on_current();
+    drop(grants);
+    drop(g);
+    Ok(())
+}
+
+/// Ends the grants bound to the file `file` (its `release`).
+pub(crate) fn release_file(file: usize) {
+    let mut grants = GRANTS.lock();
+    let mut own = None;
+    let mut i = 0;
+    while let Some(g) = grants.get(i) {
+        if g.binding != Binding::File(file) || g.is_dead() {
+            i += 1;
+            continue;
+        }
+        if g.is_current() {
+            own = grants.remove(i).ok();
+            if let Some(g) = &own {
+                g.end_on_current();
             }
+            continue;
         }
-        Ok(g)
+        if !g.revoked.swap(true, Ordering::AcqRel) {
+            // SAFETY: `revoke_on_cpu` gets a grant that the registry keeps
+            // alive while we hold its lock and wait for the IPIs (`wait`).
+            unsafe {
+                bindings::on_each_cpu_cond_mask(
+                    None,
+                    Some(revoke_on_cpu),
+                    Arc::as_ptr(g).cast_mut().cast(),
+                    true,
+                    &raw const bindings::__cpu_online_mask,
+                )
+            };
+        }
+        i += 1;
     }
+    drop(grants);
+    drop(own);
+}
 
-    /// Ends the grant; must run in the granted thread.
-    pub(crate) fn end_on_current(&self) {
-        let _irq = local_interrupt_disable();
-        // SAFETY: We are the granted thread and not inside its notifier chain,
-        // so our entry can be unlinked; interrupts are off, so no switch can
-        // happen between unlinking and restoring PCE.
-        unsafe { bindings::preempt_notifier_unregister(self.notifier.get()) };
-        if self.we_set.swap(false, Ordering::Relaxed) {
-            insn::cr4_clear_pce();
+/// The reaper: frees the grants of threads that have exited.
+#[no_mangle]
+extern "C" fn msrbatch_reap_grants() {
+    let mut any = false;
+    for g in GRANTS.lock().iter() {
+        if g.is_dead() {
+            g.reapable.store(true, Ordering::Relaxed);
+            any = true;
         }
     }
+    if !any {
+        return;
+    }
+    // Every `sched_out` that marked a grant dead has returned, and the
+    // scheduler's walk of that thread's notifier list has finished.
+    // SAFETY: Process context (a work item).
+    unsafe { bindings::synchronize_rcu() };
+    let mut grants = GRANTS.lock();
+    // Dropping the last reference ends with `module_put`; module exit waits
+    // for this work item to return (`glue::reaper_sync`).
+    grants.retain(|g| !g.reapable.load(Ordering::Relaxed));
+}
 
-    /// Ends the grant of another, live or exiting, thread.
-    pub(crate) fn end_from_other_thread(self: Arc<Self>) {
-        if self.is_dead() {
-            return;
-        }
-        self.revoked.store(true, Ordering::Relaxed);
-        let raw = Arc::into_raw(self.clone());
-        // SAFETY: `work` lives as long as the leaked reference, which the task
-        // work gets back; the task is referenced by the grant.
-        let r = unsafe { task_work_add(self.task.as_ptr().cast(), self.work.get(), TWA_RESUME) };
-        if r == 0 {
-            return;
-        }
-        // SAFETY: The work was not queued: take the leaked reference back.
-        drop(unsafe { Arc::from_raw(raw) });
-        // The thread is past its last task work, on its way to its final
-        // switch, where `sched_out` restores PCE and marks it dead.
-        while !self.is_dead() {
-            kernel::time::delay::fsleep(kernel::time::Delta::from_micros(100));
-        }
-    }
+/// Module unload: waits for the reaper. No grant exists any more (each held
+/// a module reference).
+pub(crate) fn exit() {
+    glue::reaper_sync();
 }
 
 #[pinned_drop]
 impl PinnedDrop for Grant {
     fn drop(self: Pin<&mut Self>) {
-        // SAFETY: Paired with `preempt_notifier_inc` in `new`.
+        // SAFETY: Paired with `preempt_notifier_inc` in `grant`.
         unsafe { bindings::preempt_notifier_dec() };
-        // SAFETY: Paired with `__module_get` in `new`.
+        // SAFETY: Paired with `__module_get` in `grant`.
         unsafe { bindings::module_put(self.module) };
     }
 }

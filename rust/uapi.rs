@@ -18,6 +18,8 @@ pub(crate) const MAX_OPS: u32 = 65536;
 pub(crate) const MAX_DELAY_NS: u64 = 1_000_000;
 /// `MSRBATCH_MAX_CPU_DELAY_NS`.
 pub(crate) const MAX_CPU_DELAY_NS: u64 = 10_000_000;
+/// `MSRBATCH_MAX_CPU_BUSY_NS`.
+pub(crate) const MAX_CPU_BUSY_NS: u64 = 20_000_000;
 
 /// `MSRBATCH_OP_*` codes.
 pub(crate) mod opcode {
@@ -37,6 +39,10 @@ pub(crate) mod opcode {
 pub(crate) const F_STOP_ON_ERROR: u32 = 1 << 0;
 /// `MSRBATCH_F_ALL`.
 pub(crate) const F_ALL: u32 = F_STOP_ON_ERROR;
+/// `MSRBATCH_OUT_RAN`.
+pub(crate) const OUT_RAN: u32 = 1 << 0;
+/// `MSRBATCH_PCE_F_THREAD`.
+pub(crate) const PCE_F_THREAD: usize = 1 << 0;
 /// `MSRBATCH_NO_INDEX`.
 pub(crate) const NO_INDEX: u32 = u32::MAX;
 
@@ -63,7 +69,7 @@ pub(crate) struct Batch {
     pub(crate) nr_failed: u32,
     pub(crate) ops: u64,
     pub(crate) err_index: u32,
-    pub(crate) reserved0: u32,
+    pub(crate) out_flags: u32,
     pub(crate) reserved: [u64; 2],
 }
 
@@ -77,7 +83,7 @@ pub(crate) struct Info {
     pub(crate) max_cpu_delay_ns: u32,
     pub(crate) ops_supported: u64,
     pub(crate) flags_supported: u32,
-    pub(crate) reserved0: u32,
+    pub(crate) max_cpu_busy_ns: u32,
     pub(crate) reserved: [u64; 4],
 }
 
@@ -104,7 +110,7 @@ macro_rules! assert_layout {
 assert_layout!(Op, 48, (op, 0), (flags, 2), (cpu, 4), (reg, 8), (status, 12),
                (arg, 16), (val, 32));
 assert_layout!(Batch, 48, (version, 0), (flags, 4), (nr_ops, 8), (nr_failed, 12),
-               (ops, 16), (err_index, 24), (reserved0, 28), (reserved, 32));
+               (ops, 16), (err_index, 24), (out_flags, 28), (reserved, 32));
 assert_layout!(Info, 64, (version, 0), (max_ops, 4), (max_delay_ns, 8),
                (max_cpu_delay_ns, 12), (ops_supported, 16), (flags_supported, 24),
-               (reserved0, 28), (reserved, 32));
+               (max_cpu_busy_ns, 28), (reserved, 32));

@@ -39,7 +39,7 @@ guest_module() {
 	local mod="$GUEST_DIR/module"
 	rm -rf "$mod"
 	mkdir -p "$mod/rust"
-	cp "$MSRB_TOP/rust/Kbuild" "$MSRB_TOP"/rust/*.rs "$mod/rust/"
+	cp "$MSRB_TOP/rust/Kbuild" "$MSRB_TOP"/rust/*.rs "$MSRB_TOP"/rust/*.[ch] "$mod/rust/"
 	echo 'obj-m += rust/' >"$mod/Kbuild"
 	make -s -C "$KBUILD" M="$mod" LLVM="$LLVM" RUSTC="$RUSTC" BINDGEN="$BINDGEN" modules >&2 || return
 	local hash key="$KBUILD/certs/signing_key.pem" cert="$KBUILD/certs/signing_key.x509"

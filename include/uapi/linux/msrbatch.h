@@ -22,6 +22,11 @@
 #define MSRBATCH_MAX_OPS		65536
 #define MSRBATCH_MAX_DELAY_NS		1000000		/* one DELAY op */
 #define MSRBATCH_MAX_CPU_DELAY_NS	10000000	/* all DELAY ops of one CPU */
+#define MSRBATCH_MAX_CPU_BUSY_NS	20000000	/* one CPU's share of a batch,
+							 * interrupts off, delays
+							 * included; ops not started
+							 * by then get -ETIME
+							 */
 
 /* Op codes (struct msrbatch_op.op). 0 is never valid. */
 #define MSRBATCH_OP_RDMSR		1	/* val[0] = MSR[reg] */
@@ -49,6 +54,9 @@
 							 */
 #define MSRBATCH_F_ALL			MSRBATCH_F_STOP_ON_ERROR
 
+/* Batch out_flags (struct msrbatch_batch.out_flags). */
+#define MSRBATCH_OUT_RAN		(1U << 0)	/* the ops were executed */
+
 /* err_index when no single op is to blame. */
 #define MSRBATCH_NO_INDEX		0xffffffffU
 
@@ -62,7 +70,9 @@
  *          Must be 0 for ops that take no register.
  * @status: out: 0, or a negative errno for this op (-EIO: the instruction
  *          faulted; -ECANCELED: not run after an earlier failure on the
- *          same CPU with MSRBATCH_F_STOP_ON_ERROR). Ignored on input.
+ *          same CPU with MSRBATCH_F_STOP_ON_ERROR; -ETIME: not run, the
+ *          CPU's share took longer than MSRBATCH_MAX_CPU_BUSY_NS). Ignored
+ *          on input.
  * @arg:    inputs; entries an op does not use must be 0.
  * @val:    outputs; ignored on input, zeroed for entries an op does not set.
  */
@@ -85,7 +95,7 @@ struct msrbatch_op {
  * @ops:       user address of struct msrbatch_op[@nr_ops].
  * @err_index: out: when the ioctl fails validating an op, that op's index,
  *             else MSRBATCH_NO_INDEX.
- * @reserved0: must be 0.
+ * @out_flags: out: MSRBATCH_OUT_* bits; ignored on input.
  * @reserved:  must be 0.
  */
 struct msrbatch_batch {
@@ -95,7 +105,7 @@ struct msrbatch_batch {
 	__u32 nr_failed;
 	__u64 ops;
 	__u32 err_index;
-	__u32 reserved0;
+	__u32 out_flags;
 	__u64 reserved[2];
 };
 
@@ -107,7 +117,7 @@ struct msrbatch_batch {
  * @max_cpu_delay_ns: MSRBATCH_MAX_CPU_DELAY_NS.
  * @ops_supported:    bit N set when op code N is supported.
  * @flags_supported:  MSRBATCH_F_* bits the module accepts.
- * @reserved0:        0.
+ * @max_cpu_busy_ns:  MSRBATCH_MAX_CPU_BUSY_NS.
  * @reserved:         0.
  */
 struct msrbatch_info {
@@ -117,7 +127,7 @@ struct msrbatch_info {
 	__u32 max_cpu_delay_ns;
 	__u64 ops_supported;
 	__u32 flags_supported;
-	__u32 reserved0;
+	__u32 max_cpu_busy_ns;
 	__u64 reserved[4];
 };
 
@@ -128,10 +138,16 @@ struct msrbatch_info {
 
 /*
  * User-mode RDPMC (CR4.PCE) for the calling thread, while it runs, on every
- * CPU; the argument must be 0. The grant ends on revoke, on close of the file
- * that made it, and on exit of the thread; it survives execve() while the
- * file stays open. See Documentation/pce.md.
+ * CPU. Needs a descriptor opened for writing. A thread holds one grant at
+ * most (EBUSY). The argument is 0 or MSRBATCH_PCE_F_THREAD. With 0 the grant
+ * ends on revoke, on close of the file that made it, and on exit of the
+ * thread; with MSRBATCH_PCE_F_THREAD it ends only on revoke and on exit, so
+ * the thread may close every descriptor and execve() a program that gets
+ * none. REVOKE (argument 0) ends the calling thread's grant, whichever file
+ * made it, through any msrbatch descriptor. See Documentation/pce.md.
  */
+#define MSRBATCH_PCE_F_THREAD	(1U << 0)
+
 #define MSRBATCH_IOC_PCE_GRANT	_IO(MSRBATCH_IOC_MAGIC, 0x10)
 #define MSRBATCH_IOC_PCE_REVOKE	_IO(MSRBATCH_IOC_MAGIC, 0x11)
 

@@ -99,17 +99,18 @@ fn grant_hint(e: &msrbatch::Error) -> &'static str {
         libc::EACCES => "perf's rdpmc setting (/sys/bus/event_source/devices/cpu/rdpmc) is 0; write 1 or 2 there to allow user RDPMC",
         libc::EOPNOTSUPP => "the kernel lacks CONFIG_PREEMPT_NOTIFIERS (it comes with CONFIG_KVM), so a grant could not follow the thread",
         libc::EBUSY => "this thread already holds a grant",
+        libc::EBADF => "the device is not open for writing",
         _ => "",
     }
 }
 
 fn exec_rdpmc(dev: &Device, cmd: &[String]) -> Result<bool, String> {
     use std::os::unix::process::CommandExt;
-    dev.grant_rdpmc()
+    dev.grant_rdpmc_thread()
         .map_err(|e| format!("{e}: {}", grant_hint(&e)))?;
-    dev.keep_across_exec().map_err(|e| e.to_string())?;
-    // execve() keeps this thread, so the grant (tied to the thread and to the
-    // open device, which CMD inherits) follows CMD.
+    // execve() keeps this thread, so the grant (tied to the thread alone)
+    // follows CMD. The device is close-on-exec: CMD gets no descriptor that
+    // could write MSRs.
     let err = std::process::Command::new(&cmd[0]).args(&cmd[1..]).exec();
     Err(format!("{}: {err}", cmd[0]))
 }

@@ -28,6 +28,10 @@ const NAMES: &[(i32, &std::ffi::CStr)] = &[
     (libc::EOPNOTSUPP, c"EOPNOTSUPP"),
     (libc::EPROTONOSUPPORT, c"EPROTONOSUPPORT"),
     (libc::ECANCELED, c"ECANCELED"),
+    (libc::ETIME, c"ETIME"),
+    (libc::EPERM, c"EPERM"),
+    (libc::ENOENT, c"ENOENT"),
+    (libc::ENOTRECOVERABLE, c"ENOTRECOVERABLE"),
 ];
 
 impl Errno {

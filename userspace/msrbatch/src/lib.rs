@@ -329,6 +329,9 @@ pub struct Info {
     pub ops_supported: u64,
     /// Batch flags the module accepts.
     pub flags_supported: u32,
+    /// How long one CPU's share of a batch may run (0 from modules older
+    /// than this field).
+    pub max_cpu_busy_ns: u32,
 }
 
 /// An open `/dev/msrbatch`.
@@ -343,12 +346,21 @@ impl Device {
         Self::open_path(DEVICE_PATH)
     }
 
-    /// Opens the device at `path`.
+    /// Opens the device at `path` for reading and writing.
     pub fn open_path(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref();
+        Self::open_with(path.as_ref(), true)
+    }
+
+    /// Opens [`DEVICE_PATH`] read-only: batches that only read work; a batch
+    /// that writes, and an RDPMC grant, fail with `EBADF`.
+    pub fn open_read_only() -> Result<Self> {
+        Self::open_with(Path::new(DEVICE_PATH), false)
+    }
+
+    fn open_with(path: &Path, write: bool) -> Result<Self> {
         OpenOptions::new()
             .read(true)
-            .write(true)
+            .write(write)
             .open(path)
             .map(|file| Device { file })
             .map_err(|e| Error::from_io(format!("open {}", path.display()), &e))
@@ -365,11 +377,14 @@ impl Device {
             max_cpu_delay_ns: i.max_cpu_delay_ns,
             ops_supported: i.ops_supported,
             flags_supported: i.flags_supported,
+            max_cpu_busy_ns: i.max_cpu_busy_ns,
         })
     }
 
     /// Runs `batch`. `Ok` means it ran: per-op failures are in its results
-    /// (see [`Batch::nr_failed`]). `Err` means nothing ran.
+    /// (see [`Batch::nr_failed`]). `Err` means nothing ran, except
+    /// `ENOTRECOVERABLE`: the ops ran but their results could not be copied
+    /// back (the batch's memory became unwritable meanwhile).
     pub fn run(&self, batch: &mut Batch) -> Result<()> {
         let mut hdr = batch.header();
         let r = sys::batch(self.file.as_fd(), &mut hdr, &mut batch.raw);
@@ -390,15 +405,30 @@ impl Device {
 
     /// Grants user-mode RDPMC (CR4.PCE) to the calling thread until
     /// [`Device::revoke_rdpmc`], until this device is closed, or until the
-    /// thread exits. Errors: `EBUSY` (already granted to this thread through
-    /// this device), `EACCES` (perf's `rdpmc` setting is 0), `EOPNOTSUPP`
-    /// (kernel without `CONFIG_PREEMPT_NOTIFIERS`).
+    /// thread exits. Errors: `EBUSY` (the thread already holds a grant,
+    /// through any descriptor), `EBADF` (device opened read-only), `EACCES`
+    /// (perf's `rdpmc` setting is 0), `EOPNOTSUPP` (kernel without
+    /// `CONFIG_PREEMPT_NOTIFIERS`, or Xen PV).
     pub fn grant_rdpmc(&self) -> Result<()> {
         sys::ioctl_none(self.file.as_fd(), sys::IOC_PCE_GRANT)
             .map_err(|e| Error::from_io("MSRBATCH_IOC_PCE_GRANT", &e))
     }
 
-    /// Ends the calling thread's grant (`ENOENT` if it has none).
+    /// Like [`Device::grant_rdpmc`], but the grant does not end when this
+    /// device is closed: only on [`Device::revoke_rdpmc`] (through any
+    /// descriptor) or when the thread exits. So the thread can close every
+    /// descriptor and `execve` a program that gets none.
+    pub fn grant_rdpmc_thread(&self) -> Result<()> {
+        sys::ioctl_flags(
+            self.file.as_fd(),
+            sys::IOC_PCE_GRANT,
+            crate::uapi::MSRBATCH_PCE_F_THREAD as usize,
+        )
+        .map_err(|e| Error::from_io("MSRBATCH_IOC_PCE_GRANT", &e))
+    }
+
+    /// Ends the calling thread's grant, whichever descriptor made it
+    /// (`ENOENT` if it has none in force).
     pub fn revoke_rdpmc(&self) -> Result<()> {
         sys::ioctl_none(self.file.as_fd(), sys::IOC_PCE_REVOKE)
             .map_err(|e| Error::from_io("MSRBATCH_IOC_PCE_REVOKE", &e))

@@ -42,8 +42,14 @@ pub fn info(fd: BorrowedFd<'_>) -> io::Result<msrbatch_info> {
 
 /// Issues an ioctl without argument (`MSRBATCH_IOC_PCE_*`).
 pub fn ioctl_none(fd: BorrowedFd<'_>, cmd: u32) -> io::Result<()> {
-    // SAFETY: The argument is 0: these commands take none.
-    check(unsafe { libc::ioctl(fd.as_raw_fd(), cmd as _, 0usize) })
+    ioctl_flags(fd, cmd, 0)
+}
+
+/// Issues a command whose argument is a flag word, not a pointer
+/// (`MSRBATCH_IOC_PCE_GRANT`).
+pub fn ioctl_flags(fd: BorrowedFd<'_>, cmd: u32, flags: usize) -> io::Result<()> {
+    // SAFETY: The argument is an integer, never dereferenced by the module.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), cmd as _, flags) })
 }
 
 /// Clears `FD_CLOEXEC` so that the descriptor stays open across `execve`.

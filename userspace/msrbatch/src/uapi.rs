@@ -8,6 +8,7 @@ pub const MSRBATCH_ABI_VERSION: u32 = 1;
 pub const MSRBATCH_MAX_OPS: u32 = 65536;
 pub const MSRBATCH_MAX_DELAY_NS: u32 = 1000000;
 pub const MSRBATCH_MAX_CPU_DELAY_NS: u32 = 10000000;
+pub const MSRBATCH_MAX_CPU_BUSY_NS: u32 = 20000000;
 pub const MSRBATCH_OP_RDMSR: u32 = 1;
 pub const MSRBATCH_OP_WRMSR: u32 = 2;
 pub const MSRBATCH_OP_RMWMSR: u32 = 3;
@@ -20,8 +21,10 @@ pub const MSRBATCH_OP_RDCR4: u32 = 9;
 pub const MSRBATCH_OP_MAX: u32 = 9;
 pub const MSRBATCH_F_STOP_ON_ERROR: u32 = 1;
 pub const MSRBATCH_F_ALL: u32 = 1;
+pub const MSRBATCH_OUT_RAN: u32 = 1;
 pub const MSRBATCH_NO_INDEX: u32 = 4294967295;
 pub const MSRBATCH_IOC_MAGIC: u32 = 185;
+pub const MSRBATCH_PCE_F_THREAD: u32 = 1;
 pub type __u16 = ::core::ffi::c_ushort;
 pub type __s32 = ::core::ffi::c_int;
 pub type __u32 = ::core::ffi::c_uint;
@@ -59,7 +62,7 @@ pub struct msrbatch_batch {
     pub nr_failed: __u32,
     pub ops: __u64,
     pub err_index: __u32,
-    pub reserved0: __u32,
+    pub out_flags: __u32,
     pub reserved: [__u64; 2usize],
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
@@ -78,8 +81,8 @@ const _: () = {
         [::core::mem::offset_of!(msrbatch_batch, ops) - 16usize];
     ["Offset of field: msrbatch_batch::err_index"]
         [::core::mem::offset_of!(msrbatch_batch, err_index) - 24usize];
-    ["Offset of field: msrbatch_batch::reserved0"]
-        [::core::mem::offset_of!(msrbatch_batch, reserved0) - 28usize];
+    ["Offset of field: msrbatch_batch::out_flags"]
+        [::core::mem::offset_of!(msrbatch_batch, out_flags) - 28usize];
     ["Offset of field: msrbatch_batch::reserved"]
         [::core::mem::offset_of!(msrbatch_batch, reserved) - 32usize];
 };
@@ -92,7 +95,7 @@ pub struct msrbatch_info {
     pub max_cpu_delay_ns: __u32,
     pub ops_supported: __u64,
     pub flags_supported: __u32,
-    pub reserved0: __u32,
+    pub max_cpu_busy_ns: __u32,
     pub reserved: [__u64; 4usize],
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
@@ -111,8 +114,8 @@ const _: () = {
         [::core::mem::offset_of!(msrbatch_info, ops_supported) - 16usize];
     ["Offset of field: msrbatch_info::flags_supported"]
         [::core::mem::offset_of!(msrbatch_info, flags_supported) - 24usize];
-    ["Offset of field: msrbatch_info::reserved0"]
-        [::core::mem::offset_of!(msrbatch_info, reserved0) - 28usize];
+    ["Offset of field: msrbatch_info::max_cpu_busy_ns"]
+        [::core::mem::offset_of!(msrbatch_info, max_cpu_busy_ns) - 28usize];
     ["Offset of field: msrbatch_info::reserved"]
         [::core::mem::offset_of!(msrbatch_info, reserved) - 32usize];
 };

@@ -11,21 +11,23 @@
 //! and `Documentation/abi.md`.
 //!
 //! Security follows `arch/x86/kernel/msr.c`: opening needs `CAP_SYS_RAWIO`; a
-//! batch that writes is refused under `LOCKDOWN_MSR` and taints the kernel.
+//! batch needs a descriptor opened for reading, and one that writes also one
+//! opened for writing (`EBADF`); writes are refused under `LOCKDOWN_MSR` and
+//! when the `allow_writes` parameter is `off` (`EPERM`), logged when it is
+//! `default`, and taint the kernel once one has run.
 
 use kernel::{
     bindings,
     fs::File,
     ioctl::{_IOC_NR, _IOC_SIZE, _IOC_TYPE, _IO, _IOR, _IOWR},
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
-    new_mutex,
     prelude::*,
-    sync::Mutex,
     transmute::AsBytes,
     uaccess::{UserPtr, UserSlice},
 };
 
 mod batch;
+mod glue;
 mod insn;
 #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
 mod pce;
@@ -58,14 +60,18 @@ static MODINFO_VERSION: [u8; 14] = *b"version=0.1.0\0";
 
 #[pin_data]
 struct MsrBatchModule {
+    // Dropped in this order at unload: the device first, then what it used.
     #[pin]
     _miscdev: MiscDeviceRegistration<MsrBatchFile>,
+    _globals: Globals,
 }
 
 impl kernel::InPlaceModule for MsrBatchModule {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         pr_info!("msrbatch {VERSION}: ABI {}\n", uapi::ABI_VERSION);
+        // Initialised in this order; if registering fails, `_globals` is dropped.
         try_pin_init!(Self {
+            _globals: Globals::new(),
             _miscdev <- MiscDeviceRegistration::register(MiscDeviceOptions {
                 name: c"msrbatch",
             }),
@@ -73,12 +79,57 @@ impl kernel::InPlaceModule for MsrBatchModule {
     }
 }
 
-/// Per-open state: the PCE grants made through this file.
-#[pin_data]
-struct MsrBatchFile {
-    #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
-    #[pin]
-    grants: Mutex<KVec<kernel::sync::Arc<pce::Grant>>>,
+/// Module-wide state besides the device: perf's rdpmc policy reader and the
+/// PCE grant registry and reaper.
+struct Globals;
+
+impl Globals {
+    fn new() -> Self {
+        #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
+        // SAFETY: Once, in module init, before the device exists.
+        unsafe {
+            pce::init_registry()
+        };
+        glue::rdpmc_policy_init();
+        Globals
+    }
+}
+
+impl Drop for Globals {
+    fn drop(&mut self) {
+        // No grant exists (each holds a module reference), but the reaper
+        // that freed the last one may still be returning.
+        #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
+        pce::exit();
+        glue::rdpmc_policy_exit();
+    }
+}
+
+/// Per-open state: none. (PCE grants record the `struct file` that made
+/// them, see [`file_id`].)
+struct MsrBatchFile;
+
+/// An open file's identity while it is open, as file-bound grants record it.
+fn file_id(file: &File) -> usize {
+    file.as_ptr() as usize
+}
+
+/// What the descriptor was opened for (`O_ACCMODE`, as `FMODE_READ` and
+/// `FMODE_WRITE` are derived from it).
+#[derive(Clone, Copy)]
+struct Access {
+    read: bool,
+    write: bool,
+}
+
+impl Access {
+    fn of(file: &File) -> Self {
+        let mode = file.flags() & bindings::O_ACCMODE;
+        Access {
+            read: mode == bindings::O_RDONLY || mode == bindings::O_RDWR,
+            write: mode == bindings::O_WRONLY || mode == bindings::O_RDWR,
+        }
+    }
 }
 
 #[vtable]
@@ -89,76 +140,56 @@ impl MiscDevice for MsrBatchFile {
         if !has_rawio() {
             return Err(EPERM);
         }
-        KBox::try_pin_init(
-            try_pin_init!(MsrBatchFile {
-                #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
-                grants <- new_mutex!(KVec::new()),
-            }),
-            GFP_KERNEL,
-        )
+        Ok(KBox::pin(MsrBatchFile, GFP_KERNEL_ACCOUNT)?)
     }
 
-    fn release(this: Pin<KBox<Self>>, _file: &File) {
+    fn release(this: Pin<KBox<Self>>, file: &File) {
         #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
-        {
-            let grants = core::mem::take(&mut *this.grants.lock());
-            for g in grants {
-                if g.is_current() {
-                    g.end_on_current();
-                } else {
-                    g.end_from_other_thread();
-                }
-            }
-        }
+        pce::release_file(file_id(file));
         drop(this);
     }
 
-    fn ioctl(this: Pin<&MsrBatchFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+    fn ioctl(_this: Pin<&MsrBatchFile>, file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        let access = Access::of(file);
         match cmd {
             IOC_INFO => info(arg),
-            IOC_BATCH => run_batch(arg),
-            IOC_PCE_GRANT if arg == 0 => this.pce_grant().map(|()| 0),
-            IOC_PCE_REVOKE if arg == 0 => this.pce_revoke().map(|()| 0),
-            IOC_PCE_GRANT | IOC_PCE_REVOKE => Err(EINVAL),
+            IOC_BATCH => run_batch(arg, access),
+            IOC_PCE_GRANT => pce_grant(file, arg, access).map(|()| 0),
+            IOC_PCE_REVOKE if arg == 0 => pce_revoke().map(|()| 0),
+            IOC_PCE_REVOKE => Err(EINVAL),
             _ => Err(ENOTTY),
         }
     }
 }
 
-impl MsrBatchFile {
-    #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
-    fn pce_grant(&self) -> Result {
-        let mut grants = self.grants.lock();
-        // Grants of threads that have exited are over: free them now.
-        grants.retain(|g| !g.is_dead());
-        if grants.iter().any(|g| g.is_current()) {
-            return Err(EBUSY);
-        }
-        grants.reserve(1, GFP_KERNEL)?;
-        let g = pce::Grant::new(<MsrBatchModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr())?;
-        grants.push_within_capacity(g).map_err(|_| ENOMEM)
+#[cfg(CONFIG_PREEMPT_NOTIFIERS)]
+fn pce_grant(file: &File, arg: usize, access: Access) -> Result {
+    let binding = match arg {
+        0 => pce::Binding::File(file_id(file)),
+        uapi::PCE_F_THREAD => pce::Binding::Thread,
+        _ => return Err(EINVAL),
+    };
+    if !access.write {
+        return Err(EBADF);
     }
+    pce::grant(binding, <MsrBatchModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr())
+}
 
-    #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
-    fn pce_revoke(&self) -> Result {
-        let mut grants = self.grants.lock();
-        let i = grants.iter().position(|g| g.is_current()).ok_or(ENOENT)?;
-        let g = grants.remove(i).map_err(|_| ENOENT)?;
-        g.end_on_current();
-        Ok(())
-    }
+/// Without preempt notifiers a grant could not follow the thread.
+#[cfg(not(CONFIG_PREEMPT_NOTIFIERS))]
+fn pce_grant(_file: &File, _arg: usize, _access: Access) -> Result {
+    pr_info_once!("PCE grants need a kernel with CONFIG_PREEMPT_NOTIFIERS\n");
+    Err(EOPNOTSUPP)
+}
 
-    /// Without preempt notifiers a grant could not follow the thread.
-    #[cfg(not(CONFIG_PREEMPT_NOTIFIERS))]
-    fn pce_grant(&self) -> Result {
-        pr_info_once!("PCE grants need a kernel with CONFIG_PREEMPT_NOTIFIERS\n");
-        Err(EOPNOTSUPP)
-    }
+#[cfg(CONFIG_PREEMPT_NOTIFIERS)]
+fn pce_revoke() -> Result {
+    pce::revoke()
+}
 
-    #[cfg(not(CONFIG_PREEMPT_NOTIFIERS))]
-    fn pce_revoke(&self) -> Result {
-        Err(EOPNOTSUPP)
-    }
+#[cfg(not(CONFIG_PREEMPT_NOTIFIERS))]
+fn pce_revoke() -> Result {
+    Err(EOPNOTSUPP)
 }
 
 /// Whether the caller holds `CAP_SYS_RAWIO`.
@@ -188,6 +219,7 @@ fn info(arg: usize) -> Result<isize> {
         max_cpu_delay_ns: uapi::MAX_CPU_DELAY_NS as u32,
         ops_supported: (1u64 << (uapi::opcode::MAX + 1)) - 2,
         flags_supported: uapi::F_ALL,
+        max_cpu_busy_ns: uapi::MAX_CPU_BUSY_NS as u32,
         ..Info::default()
     };
     UserSlice::new(UserPtr::from_addr(arg), size_of::<Info>())
@@ -196,28 +228,35 @@ fn info(arg: usize) -> Result<isize> {
     Ok(0)
 }
 
-fn run_batch(arg: usize) -> Result<isize> {
+fn run_batch(arg: usize, access: Access) -> Result<isize> {
     let (mut hdr_reader, mut hdr_writer) =
         UserSlice::new(UserPtr::from_addr(arg), size_of::<Batch>()).reader_writer();
     let mut hdr: Batch = hdr_reader.read()?;
 
-    let outcome = run_checked(&hdr);
-    let (ret, nr_failed, err_index) = match outcome {
-        Ok(nr_failed) => (Ok(0), nr_failed, uapi::NO_INDEX),
+    let (ret, nr_failed, err_index, out_flags) = match run_checked(&hdr, access) {
+        Ok(Ran { nr_failed, copied: true }) => (Ok(0), nr_failed, uapi::NO_INDEX, uapi::OUT_RAN),
+        // The ops ran but their results could not be copied back (another
+        // thread unmapped or write-protected the array meanwhile): never
+        // EFAULT, which says that nothing ran.
+        Ok(Ran { nr_failed, copied: false }) => (Err(ENOTRECOVERABLE), nr_failed, uapi::NO_INDEX, uapi::OUT_RAN),
         // EFAULT on the ops array leaves the header alone, like any EFAULT.
         Err(r) if r.err == EFAULT => return Err(EFAULT),
-        Err(r) => (Err(r.err), 0, r.index),
+        Err(r) => (Err(r.err), 0, r.index, 0),
     };
     hdr.nr_failed = nr_failed;
     hdr.err_index = err_index;
-    hdr_writer.write(&hdr)?;
-    ret
+    hdr.out_flags = out_flags;
+    match hdr_writer.write(&hdr) {
+        Err(_) if out_flags & uapi::OUT_RAN != 0 => Err(ENOTRECOVERABLE),
+        Err(e) => Err(e),
+        Ok(()) => ret,
+    }
 }
 
 /// Copies `n` ops in from user space, straight into uninitialised memory
 /// (no zero-fill pass: the copy is the batch's biggest cost per op).
 fn read_ops(ptr: UserPtr, n: usize) -> Result<KVVec<Op>> {
-    let mut ops = KVVec::<Op>::with_capacity(n, GFP_KERNEL)?;
+    let mut ops = KVVec::<Op>::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
     let spare = &mut ops.spare_capacity_mut()[..n];
     // SAFETY: `spare` is `n` `MaybeUninit<Op>`, i.e. `n * size_of::<Op>()`
     // bytes that may be uninitialised, which is what `MaybeUninit<u8>` allows.
@@ -238,30 +277,61 @@ fn write_ops(ptr: UserPtr, ops: &[Op]) -> Result {
         .write_slice(AsBytes::as_bytes(ops))
 }
 
-/// Validates, runs and copies back one batch; returns the number of failed ops.
-fn run_checked(hdr: &Batch) -> Result<u32, batch::Rejected> {
+/// A batch that ran.
+struct Ran {
+    /// Ops whose status is not 0.
+    nr_failed: u32,
+    /// The results reached the caller's array.
+    copied: bool,
+}
+
+/// The checks a batch that writes must pass, in msr.c's order: a descriptor
+/// open for writing (`EBADF`), no lockdown (`EPERM`), `allow_writes` (`EPERM`).
+fn check_writes(ops: &[Op], plan: &batch::Plan, access: Access) -> Result<(), batch::Rejected> {
+    let Some(first) = plan.first_write else {
+        return Ok(());
+    };
+    let refuse = |err| batch::Rejected { err, index: first };
+    if !access.write {
+        return Err(refuse(EBADF));
+    }
+    if msr_writes_locked_down() {
+        return Err(refuse(EPERM));
+    }
+    let msr = ops.get(first as usize).map_or(0, |op| op.reg);
+    glue::filter_writes(msr, plan.nr_writes).map_err(refuse)
+}
+
+/// Validates, runs and copies back one batch.
+fn run_checked(hdr: &Batch, access: Access) -> Result<Ran, batch::Rejected> {
     batch::check_header(hdr)?;
+    // Every batch returns what it read: it needs a descriptor open for reading.
+    if !access.read {
+        return Err(EBADF.into());
+    }
     let ptr = UserPtr::from_addr(usize::try_from(hdr.ops).map_err(|_| EFAULT)?);
     let mut ops = read_ops(ptr, hdr.nr_ops as usize)?;
 
     let plan = batch::plan(&ops)?;
-    if plan.has_writes {
+    check_writes(&ops, &plan, access)?;
+    if plan.has_writes() {
         // Make sure the results can be copied back before anything is
         // written: a batch whose array is not writable fails with EFAULT and
         // changes nothing. Writing back the bytes just read leaves the array
         // as it was. (A batch that only reads changes nothing either way.)
         write_ops(ptr, &ops)?;
-        if msr_writes_locked_down() {
-            return Err(EPERM.into());
-        }
-        // Like arch/x86/kernel/msr.c: a raw MSR write takes the CPU out of spec.
+    }
+    let stop = hdr.flags & uapi::F_STOP_ON_ERROR != 0;
+    // SAFETY: `check_writes` allowed the batch's writes.
+    let nr_failed = unsafe { batch::execute(&mut ops, &plan, stop) }?;
+    if plan.has_writes() && ops.iter().any(|op| batch::is_write(op) && op.status == 0) {
+        // Like arch/x86/kernel/msr.c: a raw MSR write takes the CPU out of
+        // spec; only a write that ran taints.
         // SAFETY: `add_taint` may be called from process context.
         unsafe { bindings::add_taint(bindings::TAINT_CPU_OUT_OF_SPEC, bindings::lockdep_ok_LOCKDEP_STILL_OK) };
     }
-    let stop = hdr.flags & uapi::F_STOP_ON_ERROR != 0;
-    let nr_failed = batch::execute(&mut ops, &plan, stop)?;
-    write_ops(ptr, &ops)?;
-    Ok(nr_failed)
+    let copied = write_ops(ptr, &ops).is_ok();
+    Ok(Ran { nr_failed, copied })
 }
 
 // Silence "unused" for the decoding helpers until another ioctl needs them.

@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * msrbatch: the small C part of the module.
+ *
+ * Everything here is a kernel interface that Rust cannot reach from an
+ * out-of-tree module: macros and inline functions (module_param_cb,
+ * pr_*_ratelimited, preempt_notifier_init, irq_work, READ_ONCE on task
+ * state), and kernel structures that the Rust bindings do not cover (perf's
+ * PMU device, mm->context). The Rust side declares these functions in
+ * glue.rs; each one is a thin wrapper with no policy of its own, except
+ * allow_writes, which mirrors arch/x86/kernel/msr.c.
+ */
+
+#include <linux/device.h>
+#include <linux/irq_work.h>
+#include <linux/math64.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+#include <linux/perf_event.h>
+#include <linux/preempt.h>
+#include <linux/sched.h>
+#include <linux/sched/task.h>
+#include <linux/string.h>
+#include <linux/workqueue.h>
+#include <asm/cpufeature.h>
+#include <asm/msr-index.h>
+#include <asm/tsc.h>
+
+#include "glue.h"
+
+/* ---- allow_writes: msr.c's switch, for this module ---------------------- */
+
+enum allow_writes {
+	ALLOW_WRITES_ON,
+	ALLOW_WRITES_OFF,
+	ALLOW_WRITES_DEFAULT,
+};
+
+static const char *const allow_writes_names[] = {
+	[ALLOW_WRITES_ON] = "on",
+	[ALLOW_WRITES_OFF] = "off",
+	[ALLOW_WRITES_DEFAULT] = "default",
+};
+
+static enum allow_writes allow_writes = ALLOW_WRITES_DEFAULT;
+
+static int set_allow_writes(const char *val, const struct kernel_param *kp)
+{
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(allow_writes_names); i++) {
+		if (sysfs_streq(val, allow_writes_names[i])) {
+			WRITE_ONCE(allow_writes, i);
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int get_allow_writes(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%s\n", allow_writes_names[READ_ONCE(allow_writes)]);
+}
+
+static const struct kernel_param_ops allow_writes_ops = {
+	.set = set_allow_writes,
+	.get = get_allow_writes,
+};
+
+module_param_cb(allow_writes, &allow_writes_ops, NULL, 0600);
+MODULE_PARM_DESC(allow_writes,
+		 "MSR writes: on (allowed), off (refused with EPERM), default (allowed, logged)");
+
+/*
+ * Decides a batch that writes nr_writes MSRs, the first of them msr, for the
+ * calling process: -EPERM when writes are off; otherwise 0, with a
+ * rate-limited warning in "default" mode, as msr.c's filter_write() does
+ * (which also lets MSR_IA32_ENERGY_PERF_BIAS pass silently).
+ */
+int msrbatch_filter_writes(u32 msr, u32 nr_writes)
+{
+	switch (READ_ONCE(allow_writes)) {
+	case ALLOW_WRITES_ON:
+		return 0;
+	case ALLOW_WRITES_OFF:
+		return -EPERM;
+	default:
+		if (nr_writes == 1 && msr == MSR_IA32_ENERGY_PERF_BIAS)
+			return 0;
+		pr_warn_ratelimited("msrbatch: write to MSR 0x%x (%u write ops in the batch) by %s (pid %d)\n",
+				    msr, nr_writes, current->comm, task_pid_nr(current));
+		return 0;
+	}
+}
+
+/* ---- perf's rdpmc policy, read from the kernel, not from a path --------- */
+
+/*
+ * The x86 core PMU's "rdpmc" attribute (x86_pmu.attr_rdpmc, shown in sysfs
+ * as /sys/bus/event_source/devices/cpu/rdpmc). It is found once, at load,
+ * through a disabled kernel counter's PMU device, and read through the
+ * attribute's own show method, so no mount namespace or file system is
+ * involved. The buffer is a page because that is what show methods may
+ * assume; the raw lock serialises its users (it may be taken in the
+ * scheduler's notifiers, under the runqueue lock, as the innermost lock).
+ */
+static struct device *rdpmc_dev;
+static struct device_attribute *rdpmc_attr;
+static char *rdpmc_buf;
+static DEFINE_RAW_SPINLOCK(rdpmc_lock);
+static int rdpmc_state = -EIO;	/* -ENODEV: no PMU; -EIO: PMU, knob unknown; 0: found */
+
+static struct device_attribute *find_dev_attr(struct device *dev, const char *name)
+{
+	const struct attribute_group **g;
+	struct attribute **a;
+
+	for (g = dev->groups; g && *g; g++)
+		for (a = (*g)->attrs; a && *a; a++)
+			if (!strcmp((*a)->name, name))
+				return container_of(*a, struct device_attribute, attr);
+	return NULL;
+}
+
+void msrbatch_rdpmc_policy_init(void)
+{
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_HARDWARE,
+		.size = sizeof(attr),
+		.config = PERF_COUNT_HW_CPU_CYCLES,
+		.disabled = 1,	/* never scheduled: takes no counter */
+	};
+	struct perf_event *event;
+	struct device_attribute *da = NULL;
+	int cpu;
+
+	cpus_read_lock();
+	cpu = cpumask_first(cpu_online_mask);
+	event = perf_event_create_kernel_counter(&attr, cpu, NULL, NULL, NULL);
+	cpus_read_unlock();
+	if (IS_ERR(event)) {
+		/* ENOENT: no PMU handles hardware events, so perf has no policy. */
+		rdpmc_state = PTR_ERR(event) == -ENOENT ? -ENODEV : -EIO;
+		if (rdpmc_state == -EIO)
+			pr_info("msrbatch: cannot read perf's rdpmc setting (%ld): PCE grants refused\n",
+				PTR_ERR(event));
+		return;
+	}
+	if (event->pmu->dev)
+		da = find_dev_attr(event->pmu->dev, "rdpmc");
+	if (da && da->show) {
+		rdpmc_buf = (char *)__get_free_page(GFP_KERNEL);
+		if (rdpmc_buf) {
+			rdpmc_dev = get_device(event->pmu->dev);
+			rdpmc_attr = da;
+			rdpmc_state = 0;
+		}
+	}
+	perf_event_release_kernel(event);
+	if (rdpmc_state)
+		pr_info("msrbatch: the PMU has no readable rdpmc setting: PCE grants refused\n");
+}
+
+void msrbatch_rdpmc_policy_exit(void)
+{
+	if (rdpmc_dev)
+		put_device(rdpmc_dev);
+	free_page((unsigned long)rdpmc_buf);
+}
+
+/*
+ * perf's user-RDPMC policy now: 0 (never), 1 (processes with a perf event
+ * mmapped), 2 (always); -ENODEV when there is no PMU and so no policy;
+ * -EIO when it cannot be read. Any context.
+ */
+int msrbatch_rdpmc_policy(void)
+{
+	unsigned long flags;
+	ssize_t n;
+	int v;
+
+	if (rdpmc_state)
+		return rdpmc_state;
+	raw_spin_lock_irqsave(&rdpmc_lock, flags);
+	n = rdpmc_attr->show(rdpmc_dev, rdpmc_attr, rdpmc_buf);
+	v = n > 0 && rdpmc_buf[0] >= '0' && rdpmc_buf[0] <= '2' ? rdpmc_buf[0] - '0' : -EIO;
+	raw_spin_unlock_irqrestore(&rdpmc_lock, flags);
+	return v;
+}
+
+/*
+ * Whether perf has allowed user RDPMC in the current task's address space (a
+ * perf event of the process is mmapped): the per-mm half of the kernel's
+ * own CR4.PCE rule, cr4_update_pce_mm() in arch/x86/mm/tlb.c. Uses the
+ * active mm, which an exiting task keeps after its mm is gone.
+ */
+bool msrbatch_mm_rdpmc_allowed(void)
+{
+#ifdef CONFIG_PERF_EVENTS
+	struct mm_struct *mm = current->active_mm;
+
+	return mm && atomic_read(&mm->context.perf_rdpmc_allowed);
+#else
+	return false;
+#endif
+}
+
+/* Under Xen PV, CR4 is the hypervisor's: a grant could not set PCE. */
+bool msrbatch_xen_pv(void)
+{
+	return boot_cpu_has(X86_FEATURE_XENPV);
+}
+
+/* ---- small wrappers for inline kernel helpers --------------------------- */
+
+void msrbatch_preempt_notifier_init(struct preempt_notifier *n, struct preempt_ops *ops)
+{
+	preempt_notifier_init(n, ops);
+}
+
+/* Whether the current task is making its final switch (do_task_dead()). */
+bool msrbatch_current_is_dead(void)
+{
+	return READ_ONCE(current->__state) == TASK_DEAD;
+}
+
+/* ns to TSC ticks (1 tick per ns when the TSC rate is unknown). */
+u64 msrbatch_ns_to_tsc(u64 ns)
+{
+	unsigned int khz = READ_ONCE(tsc_khz);
+
+	return khz ? mul_u64_u32_div(ns, khz, 1000000) : ns;
+}
+
+void msrbatch_log_refused_grant(const char *why)
+{
+	pr_info_ratelimited("msrbatch: PCE grant refused for %s (pid %d): %s\n",
+			    current->comm, task_pid_nr(current), why);
+}
+
+/* ---- the grant reaper ---------------------------------------------------- */
+
+/*
+ * A granted thread's final switch marks its grant dead from the scheduler
+ * (runqueue lock held, interrupts off), where nothing may sleep or queue
+ * work directly. It raises an irq_work, which queues the reaper work, which
+ * frees dead grants after an RCU grace period (grants.rs). Module exit waits
+ * for both, so no module code runs after the module's last reference is
+ * dropped by the reaper.
+ */
+static void reap_workfn(struct work_struct *work)
+{
+	msrbatch_reap_grants();
+}
+
+static DECLARE_WORK(reap_work, reap_workfn);
+
+static void reap_irq_workfn(struct irq_work *work)
+{
+	schedule_work(&reap_work);
+}
+
+static DEFINE_IRQ_WORK(reap_irq_work, reap_irq_workfn);
+
+void msrbatch_kick_reaper(void)
+{
+	irq_work_queue(&reap_irq_work);
+}
+
+void msrbatch_reaper_sync(void)
+{
+	irq_work_sync(&reap_irq_work);
+	flush_work(&reap_work);
+}

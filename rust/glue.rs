@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The Rust side of `glue.c`: declarations of its functions and safe
+//! wrappers where a call has no precondition.
+
+use core::ffi::{c_char, c_int};
+use kernel::{bindings, prelude::*};
+
+extern "C" {
+    fn msrbatch_filter_writes(msr: u32, nr_writes: u32) -> c_int;
+    fn msrbatch_rdpmc_policy_init();
+    fn msrbatch_rdpmc_policy_exit();
+    fn msrbatch_rdpmc_policy() -> c_int;
+    fn msrbatch_mm_rdpmc_allowed() -> bool;
+    fn msrbatch_xen_pv() -> bool;
+    fn msrbatch_current_is_dead() -> bool;
+    fn msrbatch_ns_to_tsc(ns: u64) -> u64;
+    fn msrbatch_log_refused_grant(why: *const c_char);
+    fn msrbatch_kick_reaper();
+    fn msrbatch_reaper_sync();
+    pub(crate) fn msrbatch_preempt_notifier_init(
+        n: *mut bindings::preempt_notifier,
+        ops: *mut bindings::preempt_ops,
+    );
+}
+
+/// The `allow_writes` parameter's verdict on a batch with `nr_writes` write
+/// ops, the first to `msr`: `EPERM` when writes are off. Logs a rate-limited
+/// warning naming the process in `default` mode. Process context.
+pub(crate) fn filter_writes(msr: u32, nr_writes: u32) -> Result {
+    // SAFETY: No preconditions; process context.
+    kernel::error::to_result(unsafe { msrbatch_filter_writes(msr, nr_writes) })
+}
+
+/// perf's user-RDPMC policy, as the kernel holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RdpmcPolicy {
+    /// `rdpmc` = 0: never.
+    Never,
+    /// `rdpmc` = 1: in processes that mmap a perf event of their own.
+    PerfMmap,
+    /// `rdpmc` = 2: always.
+    Always,
+    /// No PMU is registered with perf: there is no policy.
+    NoPmu,
+    /// A PMU exists but its setting could not be read.
+    Unknown,
+}
+
+impl RdpmcPolicy {
+    /// Decodes `msrbatch_rdpmc_policy()`'s return value.
+    pub(crate) fn from_raw(v: c_int) -> Self {
+        match v {
+            0 => Self::Never,
+            1 => Self::PerfMmap,
+            2 => Self::Always,
+            v if v == -(bindings::ENODEV as c_int) => Self::NoPmu,
+            _ => Self::Unknown,
+        }
+    }
+
+    /// Reads the policy now. Any context (it is read in the scheduler's
+    /// notifiers; `glue.c` explains how).
+    pub(crate) fn now() -> Self {
+        // SAFETY: No preconditions.
+        Self::from_raw(unsafe { msrbatch_rdpmc_policy() })
+    }
+
+    /// Whether a grant may apply PCE under this policy (fails closed).
+    pub(crate) fn grant_applies(self) -> bool {
+        matches!(self, Self::PerfMmap | Self::Always | Self::NoPmu)
+    }
+
+    /// The CR4.PCE value the kernel's shadow holds for a task whose address
+    /// space has (`mm_allowed`) or has not a perf event mmapped: the rule of
+    /// `cr4_update_pce_mm()`. Unknown behaves as the kernel's default (1).
+    pub(crate) fn kernel_pce(self, mm_allowed: bool) -> bool {
+        match self {
+            Self::Always => true,
+            Self::Never => false,
+            Self::PerfMmap | Self::NoPmu | Self::Unknown => mm_allowed,
+        }
+    }
+}
+
+/// Finds perf's rdpmc setting (at module load; process context).
+pub(crate) fn rdpmc_policy_init() {
+    // SAFETY: Process context, once, before any grant.
+    unsafe { msrbatch_rdpmc_policy_init() }
+}
+
+/// Releases what [`rdpmc_policy_init`] took (at module unload).
+pub(crate) fn rdpmc_policy_exit() {
+    // SAFETY: Called once at unload, when no grant exists any more.
+    unsafe { msrbatch_rdpmc_policy_exit() }
+}
+
+/// The per-address-space half of the kernel's PCE rule for `current`.
+pub(crate) fn mm_rdpmc_allowed() -> bool {
+    // SAFETY: Reads `current->active_mm`; any context.
+    unsafe { msrbatch_mm_rdpmc_allowed() }
+}
+
+/// The CR4.PCE value the kernel's shadow holds for `current` right now.
+pub(crate) fn kernel_pce_now() -> bool {
+    RdpmcPolicy::now().kernel_pce(mm_rdpmc_allowed())
+}
+
+/// Whether this is a Xen PV guest (CR4 belongs to the hypervisor).
+pub(crate) fn xen_pv() -> bool {
+    // SAFETY: No preconditions.
+    unsafe { msrbatch_xen_pv() }
+}
+
+/// Whether `current` is in its final switch (a volatile read of `__state`).
+pub(crate) fn current_is_dead() -> bool {
+    // SAFETY: Reads `current->__state`; any context.
+    unsafe { msrbatch_current_is_dead() }
+}
+
+/// Converts nanoseconds to TSC ticks.
+pub(crate) fn ns_to_tsc(ns: u64) -> u64 {
+    // SAFETY: No preconditions.
+    unsafe { msrbatch_ns_to_tsc(ns) }
+}
+
+/// Logs (rate-limited) why a PCE grant was refused.
+pub(crate) fn log_refused_grant(why: &'static core::ffi::CStr) {
+    // SAFETY: `why` is a NUL-terminated string.
+    unsafe { msrbatch_log_refused_grant(why.as_ptr()) }
+}
+
+/// Queues the grant reaper; callable in any context, even the scheduler's.
+pub(crate) fn kick_reaper() {
+    // SAFETY: `irq_work_queue` is NMI-safe.
+    unsafe { msrbatch_kick_reaper() }
+}
+
+/// Waits until the reaper is neither queued nor running (module unload).
+pub(crate) fn reaper_sync() {
+    // SAFETY: Process context.
+    unsafe { msrbatch_reaper_sync() }
+}
+
+#[kunit_tests(msrbatch_glue)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rdpmc_policy_rules() -> Result {
+        use RdpmcPolicy::*;
+        let enodev = -(bindings::ENODEV as c_int);
+        let raw = [(0, Never), (1, PerfMmap), (2, Always), (enodev, NoPmu), (3, Unknown), (-5, Unknown)];
+        for (v, p) in raw {
+            assert_eq!(RdpmcPolicy::from_raw(v), p);
+        }
+        // A grant applies PCE unless perf forbids user RDPMC or we cannot tell.
+        let applies = [(Never, false), (PerfMmap, true), (Always, true), (NoPmu, true), (Unknown, false)];
+        for (p, a) in applies {
+            assert_eq!(p.grant_applies(), a);
+        }
+        // The kernel's PCE rule (cr4_update_pce_mm): always, never, or per mm.
+        for mm in [false, true] {
+            assert!(Always.kernel_pce(mm));
+            assert!(!Never.kernel_pce(mm));
+            assert_eq!(PerfMmap.kernel_pce(mm), mm);
+            assert_eq!(NoPmu.kernel_pce(mm), mm);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn policy_matches_this_machine() -> Result {
+        // The guest has no PMU (QEMU TCG): perf has no policy here. On a machine
+        // with a PMU this reads the real knob, one of the three values.
+        let p = RdpmcPolicy::now();
+        assert!(p != RdpmcPolicy::Unknown);
+        Ok(())
+    }
+}
