@@ -103,7 +103,8 @@ static void test_info(void)
 	check(info.version == MSRBATCH_ABI_VERSION && info.max_ops == MSRBATCH_MAX_OPS &&
 	      info.max_delay_ns == MSRBATCH_MAX_DELAY_NS &&
 	      info.max_cpu_delay_ns == MSRBATCH_MAX_CPU_DELAY_NS &&
-	      info.flags_supported == MSRBATCH_F_ALL && info.reserved0 == 0,
+	      info.flags_supported == MSRBATCH_F_ALL &&
+	      info.max_cpu_busy_ns == MSRBATCH_MAX_CPU_BUSY_NS && info.reserved[0] == 0,
 	      "INFO reports version %u, max_ops %u", info.version, info.max_ops);
 	check(info.ops_supported == (((1ull << (MSRBATCH_OP_MAX + 1)) - 1) & ~1ull),
 	      "INFO lists op codes 1..%d", MSRBATCH_OP_MAX);
@@ -296,8 +297,12 @@ static void test_header_validation(void)
 	check(run_hdr(&b) == -EPROTONOSUPPORT, "version 2 -> EPROTONOSUPPORT");
 	b = good, b.flags = 1u << 31;
 	check(run_hdr(&b) == -EINVAL, "unknown batch flag -> EINVAL");
-	b = good, b.reserved0 = 1;
-	check(run_hdr(&b) == -EINVAL, "reserved0 -> EINVAL");
+	b = good, b.reserved[0] = 1;
+	check(run_hdr(&b) == -EINVAL, "reserved[0] -> EINVAL");
+	b = good, b.out_flags = ~0u, b.nr_failed = 9, b.err_index = 3;
+	check(run_hdr(&b) == 0 && b.out_flags == MSRBATCH_OUT_RAN && b.nr_failed == 0 &&
+	      b.err_index == MSRBATCH_NO_INDEX,
+	      "outputs left in the header are ignored and rewritten (out_flags %#x)", b.out_flags);
 	b = good, b.reserved[1] = 1;
 	check(run_hdr(&b) == -EINVAL, "reserved[1] -> EINVAL");
 	b = good, b.nr_ops = 0;

@@ -1,0 +1,704 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The attack suite: who may do what, and lifetimes under races. Each test
+ * tries to make happen what the module promises cannot (Documentation/
+ * security.md, pce.md, abi.md) and passes only if it does not.
+ *
+ * User-mode RDPMC tells CR4.PCE apart as in pce_test.c: #GP (SIGSEGV) with
+ * PCE clear, #UD (SIGILL) with PCE set under QEMU TCG (no PMU).
+ *
+ * "attack_test --fds" (run through "msrbatch exec --rdpmc") prints how many
+ * of its descriptors are /dev/msrbatch and how many of those could write an
+ * MSR, then "pce=on|off".
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/msrbatch.h>
+
+#define TSC_AUX 0xc0000103u
+#define PAT 0x277u
+#define PARAM "/sys/module/msrbatch/parameters/allow_writes"
+
+static int passed, failed, ncpus;
+
+static void check(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#include <stdarg.h>
+static void check(int cond, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%s - ", cond ? "ok" : "not ok");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	if (cond)
+		passed++;
+	else
+		failed++;
+}
+
+static void skip(const char *what, const char *why)
+{
+	printf("ok - # SKIP %s: %s\n", what, why);
+}
+
+static __thread sigjmp_buf probe_jb;
+
+static void on_fault(int sig)
+{
+	siglongjmp(probe_jb, sig);
+}
+
+static int pce_on(void)
+{
+	unsigned int lo, hi;
+	int sig = sigsetjmp(probe_jb, 1);
+
+	if (sig)
+		return sig != SIGSEGV;
+	asm volatile("rdpmc" : "=a"(lo), "=d"(hi) : "c"(0));
+	return 1;
+}
+
+static int dev_open(int flags)
+{
+	int fd = open("/dev/msrbatch", flags | O_CLOEXEC);
+
+	if (fd < 0)
+		printf("# open /dev/msrbatch (flags %#x): %s\n", flags, strerror(errno));
+	return fd;
+}
+
+static struct msrbatch_op mkop(unsigned int code, unsigned int cpu, unsigned int reg,
+			       __u64 a0, __u64 a1)
+{
+	struct msrbatch_op o;
+
+	memset(&o, 0, sizeof(o));
+	o.op = code;
+	o.cpu = cpu;
+	o.reg = reg;
+	o.arg[0] = a0;
+	o.arg[1] = a1;
+	return o;
+}
+
+/* Runs n ops; returns 0 or -errno; the header is left in *out when given. */
+static int run(int fd, struct msrbatch_op *ops, unsigned int n, struct msrbatch_batch *out)
+{
+	struct msrbatch_batch b;
+	int r;
+
+	memset(&b, 0, sizeof(b));
+	b.version = MSRBATCH_ABI_VERSION;
+	b.nr_ops = n;
+	b.ops = (__u64)(uintptr_t)ops;
+	r = ioctl(fd, MSRBATCH_IOC_BATCH, &b) ? -errno : 0;
+	if (out)
+		*out = b;
+	return r;
+}
+
+static int rdmsr(int fd, unsigned int cpu, unsigned int msr, __u64 *v)
+{
+	struct msrbatch_op o = mkop(MSRBATCH_OP_RDMSR, cpu, msr, 0, 0);
+	int r = run(fd, &o, 1, NULL);
+
+	if (!r && o.status)
+		r = o.status;
+	*v = o.val[0];
+	return r;
+}
+
+static int wrmsr(int fd, unsigned int cpu, unsigned int msr, __u64 v)
+{
+	struct msrbatch_op o = mkop(MSRBATCH_OP_WRMSR, cpu, msr, v, 0);
+	int r = run(fd, &o, 1, NULL);
+
+	return r ? r : o.status;
+}
+
+static int pce_grant(int fd, unsigned long arg)
+{
+	return ioctl(fd, MSRBATCH_IOC_PCE_GRANT, arg) ? -errno : 0;
+}
+
+static int pce_revoke(int fd)
+{
+	return ioctl(fd, MSRBATCH_IOC_PCE_REVOKE, 0) ? -errno : 0;
+}
+
+static int read_file(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = 0;
+	buf[strcspn(buf, "\n")] = 0;
+	return 0;
+}
+
+static int write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, s, strlen(s));
+	close(fd);
+	return n < 0 ? -errno : 0;
+}
+
+static unsigned long tainted(void)
+{
+	char buf[32];
+
+	return read_file("/proc/sys/kernel/tainted", buf, sizeof(buf)) ? ~0ul : strtoul(buf, NULL, 10);
+}
+
+/* ---- /dev/kmsg: what the module logged since kmsg_mark() ---------------- */
+
+static int kmsg_fd = -1;
+
+static void kmsg_mark(void)
+{
+	if (kmsg_fd < 0)
+		kmsg_fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
+	if (kmsg_fd >= 0)
+		lseek(kmsg_fd, 0, SEEK_END);
+}
+
+/* 1 if a record logged since the mark contains needle. */
+static int kmsg_has(const char *needle)
+{
+	char rec[1024];
+	ssize_t n;
+	int found = 0;
+
+	if (kmsg_fd < 0)
+		return 0;
+	while ((n = read(kmsg_fd, rec, sizeof(rec) - 1)) > 0 || (n < 0 && errno == EPIPE)) {
+		if (n <= 0)
+			continue;
+		rec[n] = 0;
+		if (strstr(rec, needle))
+			found = 1;
+	}
+	return found;
+}
+
+/* ---- 1. descriptor modes ------------------------------------------------- */
+
+static void test_modes(void)
+{
+	int rw = dev_open(O_RDWR), ro = dev_open(O_RDONLY), wo = dev_open(O_WRONLY);
+	struct msrbatch_op ops[2];
+	struct msrbatch_batch h;
+	__u64 before, after, v;
+	int r;
+
+	if (rw < 0 || ro < 0 || wo < 0)
+		return;
+	rdmsr(rw, 0, TSC_AUX, &before);
+	check(rdmsr(ro, 0, PAT, &v) == 0 && v != 0, "O_RDONLY: a read batch works");
+	ops[0] = mkop(MSRBATCH_OP_RDMSR, 0, PAT, 0, 0);
+	ops[1] = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, before ^ 0x5a, 0);
+	r = run(ro, ops, 2, &h);
+	rdmsr(rw, 0, TSC_AUX, &after);
+	check(r == -EBADF && h.err_index == 1 && after == before && ops[0].status == 0 &&
+	      ops[0].val[0] == 0,
+	      "O_RDONLY: WRMSR batch is EBADF at op 1, nothing ran (r=%d, err_index=%u, TSC_AUX %#llx -> %#llx)",
+	      r, h.err_index, (unsigned long long)before, (unsigned long long)after);
+	ops[0] = mkop(MSRBATCH_OP_RMWMSR, 0, TSC_AUX, 0xff, 0x5a);
+	r = run(ro, ops, 1, NULL);
+	rdmsr(rw, 0, TSC_AUX, &after);
+	check(r == -EBADF && after == before, "O_RDONLY: RMW batch is EBADF (r=%d)", r);
+	r = pce_grant(ro, 0);
+	check(r == -EBADF && !pce_on(), "O_RDONLY: PCE grant is EBADF (r=%d)", r);
+	r = pce_grant(ro, MSRBATCH_PCE_F_THREAD);
+	check(r == -EBADF && !pce_on(), "O_RDONLY: thread-bound PCE grant is EBADF (r=%d)", r);
+	ops[0] = mkop(MSRBATCH_OP_RDMSR, 0, PAT, 0, 0);
+	r = run(wo, ops, 1, NULL);
+	check(r == -EBADF, "O_WRONLY: a batch (whose results are reads) is EBADF (r=%d)", r);
+	check(pce_revoke(ro) == -ENOENT, "O_RDONLY: revoke without a grant is ENOENT");
+	close(rw);
+	close(ro);
+	close(wo);
+}
+
+/* ---- 2. allow_writes ----------------------------------------------------- */
+
+/* A write that faults under QEMU TCG: IA32_PKRS with reserved bits 63:32. */
+#define FAULTING_MSR 0x6e1u
+#define FAULTING_VALUE (1ull << 32)
+
+static void test_taint_only_when_written(int fd)
+{
+	unsigned long t = tainted();
+	int r;
+
+	if (t == ~0ul) {
+		skip("taint only when a write ran", "/proc/sys/kernel/tainted unreadable");
+		return;
+	}
+	if (t & (1ul << 2)) {
+		skip("taint only when a write ran",
+		     "the kernel is already tainted CPU_OUT_OF_SPEC (run this test first in a fresh boot)");
+		return;
+	}
+	r = wrmsr(fd, 0, FAULTING_MSR, FAULTING_VALUE);
+	check(r == -EIO, "a WRMSR that faults gets -EIO (r=%d)", r);
+	check(!(tainted() & (1ul << 2)), "a write batch whose only write faulted does not taint");
+	write_file(PARAM, "off");
+	r = wrmsr(fd, 0, TSC_AUX, 0);
+	write_file(PARAM, "default");
+	check(r == -EPERM && !(tainted() & (1ul << 2)), "a refused write batch does not taint");
+}
+
+static void test_allow_writes(void)
+{
+	int fd = dev_open(O_RDWR);
+	struct msrbatch_op ops[2];
+	struct msrbatch_batch h;
+	char val[32], needle[96];
+	__u64 before, after, v;
+	int r;
+
+	if (fd < 0)
+		return;
+	check(read_file(PARAM, val, sizeof(val)) == 0 && !strcmp(val, "default"),
+	      "allow_writes is 'default' at load (%s)", val);
+	test_taint_only_when_written(fd);
+	rdmsr(fd, 1, TSC_AUX, &before);
+
+	check(write_file(PARAM, "off") == 0, "allow_writes can be set to off at run time");
+	ops[0] = mkop(MSRBATCH_OP_RDMSR, 1, PAT, 0, 0);
+	ops[1] = mkop(MSRBATCH_OP_WRMSR, 1, TSC_AUX, before + 1, 0);
+	r = run(fd, ops, 2, &h);
+	rdmsr(fd, 1, TSC_AUX, &after);
+	check(r == -EPERM && h.err_index == 1 && after == before && ops[0].val[0] == 0,
+	      "allow_writes=off: WRMSR batch EPERM at op 1, nothing ran (r=%d)", r);
+	ops[0] = mkop(MSRBATCH_OP_RMWMSR, 1, TSC_AUX, 0xff, 1);
+	r = run(fd, ops, 1, NULL);
+	check(r == -EPERM, "allow_writes=off: RMW batch EPERM (r=%d)", r);
+	check(rdmsr(fd, 1, PAT, &v) == 0, "allow_writes=off: reads still work");
+	r = write_file(PARAM, "sometimes");
+	read_file(PARAM, val, sizeof(val));
+	check(r == -EINVAL && !strcmp(val, "off"), "an unknown value is EINVAL and changes nothing (%s)", val);
+
+	write_file(PARAM, "on");
+	kmsg_mark();
+	r = wrmsr(fd, 1, TSC_AUX, before + 2);
+	rdmsr(fd, 1, TSC_AUX, &after);
+	check(r == 0 && after == before + 2 && !kmsg_has("msrbatch: write to MSR"),
+	      "allow_writes=on: the write runs, nothing is logged");
+
+	write_file(PARAM, "default");
+	kmsg_mark();
+	r = wrmsr(fd, 1, TSC_AUX, before);
+	rdmsr(fd, 1, TSC_AUX, &after);
+	snprintf(needle, sizeof(needle), "msrbatch: write to MSR 0x%x (1 write ops in the batch) by attack_test", TSC_AUX);
+	check(r == 0 && after == before && kmsg_has(needle),
+	      "allow_writes=default: the write runs and the log names MSR and process");
+	check(tainted() & (1ul << 2), "a write that ran tainted the kernel CPU_OUT_OF_SPEC");
+	close(fd);
+}
+
+/* ---- 3. one grant per thread ---------------------------------------------- */
+
+static void test_two_grants(void)
+{
+	int fd1 = dev_open(O_RDWR), fd2 = dev_open(O_RDWR);
+	int r1, r2, tries, cancelled = 0;
+
+	if (fd1 < 0 || fd2 < 0)
+		return;
+	for (tries = 0; tries < 20; tries++) {
+		r1 = pce_grant(fd1, 0);
+		r2 = pce_grant(fd2, 0);
+		if (r1 || r2 != -EBUSY)
+			cancelled++;
+		pce_revoke(fd1);
+		pce_revoke(fd2);
+	}
+	check(!cancelled, "a second grant on the same thread through another file is EBUSY (%d of 20 were not)",
+	      cancelled);
+	check(pce_grant(fd1, 0) == 0 && pce_grant(fd1, MSRBATCH_PCE_F_THREAD) == -EBUSY,
+	      "a second grant through the same file, thread-bound or not, is EBUSY");
+	close(fd2);
+	check(pce_on(), "closing a file that holds no grant leaves the thread's grant alone");
+	fd2 = dev_open(O_RDWR);
+	check(pce_revoke(fd2) == 0 && !pce_on(), "revoke through another file ends the thread's grant");
+	check(pce_revoke(fd1) == -ENOENT, "a second revoke is ENOENT");
+	check(pce_grant(fd1, 2) == -EINVAL && pce_grant(fd1, ~0ul) == -EINVAL && !pce_on(),
+	      "unknown grant flags are EINVAL");
+	close(fd1);
+	close(fd2);
+}
+
+/* ---- 4. results that cannot be copied back -------------------------------- */
+
+struct protect_arg {
+	void *addr;
+	size_t len;
+	int usec;
+	volatile int *go;
+};
+
+static void *protect_later(void *p)
+{
+	struct protect_arg *a = p;
+
+	while (!*a->go)
+		;
+	usleep(a->usec);
+	mprotect(a->addr, a->len, PROT_READ);
+	return NULL;
+}
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+static void unpin(void)
+{
+	cpu_set_t set;
+	int i;
+
+	CPU_ZERO(&set);
+	for (i = 0; i < ncpus; i++)
+		CPU_SET(i, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+/* WRMSR + 10 x 1 ms DELAY; another thread write-protects the ops (and the
+ * header, with both) during the delays. */
+static void efault_after_run(int fd, int header_too)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *mem = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct msrbatch_batch *hdr = (void *)(mem + pg);
+	struct msrbatch_op *ops = (void *)mem;
+	struct protect_arg a;
+	volatile int go = 0;
+	__u64 before, after;
+	int i, r = 0, tries, usec = 3000;
+	pthread_t t;
+
+	if (mem == MAP_FAILED)
+		return;
+	rdmsr(fd, 0, TSC_AUX, &before);
+	for (tries = 0; tries < 6; tries++, usec /= 2) {
+		mprotect(mem, 2 * pg, PROT_READ | PROT_WRITE);
+		ops[0] = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, before ^ (0x100 + tries), 0);
+		for (i = 1; i <= 10; i++)
+			ops[i] = mkop(MSRBATCH_OP_DELAY, 0, 0, 1000000, 0);
+		memset(hdr, 0, sizeof(*hdr));
+		hdr->version = MSRBATCH_ABI_VERSION;
+		hdr->nr_ops = 11;
+		hdr->ops = (__u64)(uintptr_t)ops;
+		a.addr = header_too ? mem : (void *)ops;
+		a.len = header_too ? 2 * pg : pg;
+		a.usec = usec;
+		a.go = &go;
+		go = 0;
+		pthread_create(&t, NULL, protect_later, &a);
+		pin(1);
+		go = 1;
+		r = ioctl(fd, MSRBATCH_IOC_BATCH, hdr) ? -errno : 0;
+		unpin();
+		pthread_join(t, NULL);
+		if (r)
+			break;	/* the protection landed during the run */
+	}
+	rdmsr(fd, 0, TSC_AUX, &after);
+	check(r == -ENOTRECOVERABLE && after != before,
+	      "ops%s write-protected mid-run: the write happened and the ioctl says so with ENOTRECOVERABLE, not EFAULT (r=%d, TSC_AUX %#llx -> %#llx)",
+	      header_too ? " and header" : "", r, (unsigned long long)before, (unsigned long long)after);
+	if (!header_too)
+		check(hdr->out_flags == MSRBATCH_OUT_RAN && hdr->nr_failed == 0,
+		      "the header, still writable, says the batch ran (out_flags %#x, nr_failed %u)",
+		      hdr->out_flags, hdr->nr_failed);
+	wrmsr(fd, 0, TSC_AUX, before);
+	munmap(mem, 2 * pg);
+}
+
+static void test_results_lost(void)
+{
+	int fd = dev_open(O_RDWR);
+	struct msrbatch_op o = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
+	struct msrbatch_batch h;
+
+	if (fd < 0)
+		return;
+	int r;
+
+	h.out_flags = 0;
+	r = run(fd, &o, 1, &h);
+	check(r == 0 && h.out_flags == MSRBATCH_OUT_RAN, "a batch that ran has out_flags RAN (%#x)", h.out_flags);
+	efault_after_run(fd, 0);
+	efault_after_run(fd, 1);
+	close(fd);
+}
+
+/* ---- 5. perf's policy is not read from a path the caller controls ---------- */
+
+static void test_policy_not_from_path(void)
+{
+	pid_t pid = fork();
+	int status = -1;
+
+	if (pid == 0) {
+		const char *dir = "/sys/bus/event_source/devices";
+		int fd, r;
+
+		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+		    mount("tmpfs", dir, "tmpfs", 0, NULL))
+			_exit(3);
+		mkdir("/sys/bus/event_source/devices/cpu", 0755);
+		fd = open("/sys/bus/event_source/devices/cpu/rdpmc", O_CREAT | O_WRONLY, 0644);
+		if (fd < 0 || write(fd, "0\n", 2) != 2)
+			_exit(4);
+		close(fd);
+		fd = dev_open(O_RDWR);
+		r = pce_grant(fd, 0);
+		_exit(r == 0 && pce_on() ? 0 : 1);
+	}
+	waitpid(pid, &status, 0);
+	check(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "a fake rdpmc=0 file in a private mount namespace does not decide the grant (status %#x; the kernel has no PMU here, so no policy)",
+	      status);
+}
+
+/* ---- 7. the grant exec --rdpmc hands over needs no descriptor ------------- */
+
+static int fds_report(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int devs = 0, writable = 0;
+	char path[64], target[PATH_MAX];
+	__u64 aux;
+
+	while (d && (e = readdir(d))) {
+		ssize_t n;
+		int fd = atoi(e->d_name);
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		n = readlink(path, target, sizeof(target) - 1);
+		if (n <= 0)
+			continue;
+		target[n] = 0;
+		if (strcmp(target, "/dev/msrbatch"))
+			continue;
+		devs++;
+		/* Rewrites TSC_AUX with its own value: harmless if it is allowed. */
+		if (rdmsr(fd, 0, TSC_AUX, &aux) == 0 && wrmsr(fd, 0, TSC_AUX, aux) != -EBADF)
+			writable++;
+	}
+	if (d)
+		closedir(d);
+	printf("devices=%d writable=%d pce=%s\n", devs, writable, pce_on() ? "on" : "off");
+	return 0;
+}
+
+static void test_exec_no_descriptor(void)
+{
+	FILE *p = popen("msrbatch exec --rdpmc -- attack_test --fds", "r");
+	char line[128] = "";
+	int rc;
+
+	if (!p || !fgets(line, sizeof(line), p))
+		line[0] = 0;
+	rc = p ? pclose(p) : -1;
+	line[strcspn(line, "\n")] = 0;
+	check(rc == 0 && !strcmp(line, "devices=0 writable=0 pce=on"),
+	      "msrbatch exec --rdpmc: CMD has PCE and no /dev/msrbatch descriptor (%s)", line);
+}
+
+static void test_thread_grant(void)
+{
+	int fd = dev_open(O_RDWR);
+
+	if (fd < 0)
+		return;
+	check(pce_grant(fd, MSRBATCH_PCE_F_THREAD) == 0, "thread-bound grant");
+	close(fd);
+	check(pce_on(), "a thread-bound grant survives the close of its file");
+	fd = dev_open(O_RDONLY);
+	check(pce_revoke(fd) == 0 && !pce_on(), "and ends on revoke, even through a read-only descriptor");
+	close(fd);
+}
+
+/* ---- 6, 7. lifetimes under races --------------------------------------- */
+
+static int shared_fd;
+static volatile int stop_churn;
+
+static void *grant_and_exit(void *arg)
+{
+	long kind = (long)arg;
+	int fd = kind == 0 ? shared_fd : dev_open(O_RDWR);
+
+	if (fd >= 0) {
+		pce_grant(fd, kind == 2 ? MSRBATCH_PCE_F_THREAD : 0);
+		pce_on();
+		if (kind)
+			close(fd);
+	}
+	return NULL;
+}
+
+static void *churn(void *arg)
+{
+	(void)arg;
+	while (!stop_churn) {
+		pce_grant(shared_fd, 0);
+		pce_revoke(shared_fd);
+	}
+	return NULL;
+}
+
+/*
+ * Threads that take grants and exit at once, some through a file another
+ * thread is closing, while another thread churns grants on the same file and
+ * the module is unloaded and loaded again as soon as it can be. On the debug
+ * kernel, a use-after-free of a grant still on a notifier list, or module
+ * code running after its unload, is a KASAN report or an oops, and fails
+ * the run.
+ */
+static void test_lifetime_stress(int seconds)
+{
+	time_t end = time(NULL) + seconds;
+	int rounds = 0, unloads = 0, i;
+	pthread_t t[8], c;
+
+	while (time(NULL) < end) {
+		shared_fd = dev_open(O_RDWR);
+		if (shared_fd < 0)
+			break;
+		stop_churn = 0;
+		pthread_create(&c, NULL, churn, NULL);
+		for (i = 0; i < 8; i++)
+			pthread_create(&t[i], NULL, grant_and_exit, (void *)(long)(i % 3));
+		close(shared_fd);	/* while its grants' threads may still run */
+		for (i = 0; i < 8; i++)
+			pthread_join(t[i], NULL);
+		stop_churn = 1;
+		pthread_join(c, NULL);
+		rounds++;
+		if (rounds % 10 == 0) {
+			/* Unload as soon as the reaper has freed every grant. */
+			for (i = 0; i < 200 && system("rmmod msrbatch 2>/dev/null"); i++)
+				usleep(5000);
+			if (i < 200) {
+				unloads++;
+				if (system("insmod /lib/modules/msrbatch.ko"))
+					break;
+			}
+		}
+	}
+	check(rounds > 0 && unloads == rounds / 10,
+	      "%d rounds of 8 granting threads exiting during close and grant churn; unloaded and reloaded %d times",
+	      rounds, unloads);
+	i = dev_open(O_RDWR);
+	check(i >= 0, "the module answers after the stress");
+	if (i >= 0)
+		close(i);
+}
+
+/* ---- smaller: the busy budget -------------------------------------------- */
+
+static void test_busy_budget(void)
+{
+	int fd = dev_open(O_RDWR), n = MSRBATCH_MAX_OPS, i, eio = 0, etime = 0, order_ok = 1;
+	struct msrbatch_op *ops = calloc(n, sizeof(*ops));
+	struct msrbatch_info info;
+	struct timespec t0, t1;
+	double ms;
+	int r;
+
+	if (fd < 0 || !ops)
+		return;
+	r = ioctl(fd, MSRBATCH_IOC_INFO, &info);
+	check(r == 0 && info.max_cpu_busy_ns == MSRBATCH_MAX_CPU_BUSY_NS,
+	      "INFO reports the per-CPU busy budget (%u ns)", info.max_cpu_busy_ns);
+	/* RDPMC of no counter: #UD (no PMU) on every op, the slowest op there is. */
+	for (i = 0; i < n; i++)
+		ops[i] = mkop(MSRBATCH_OP_RDPMC, 1, 0x7fff0000, 0, 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = run(fd, ops, n, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+	for (i = 0; i < n; i++) {
+		if (ops[i].status == -EIO)
+			eio++;
+		else if (ops[i].status == -ETIME)
+			etime++;
+		if (i && ops[i - 1].status == -ETIME && ops[i].status != -ETIME)
+			order_ok = 0;
+	}
+	check(r == 0 && eio > 0 && etime > 0 && eio + etime == n && order_ok,
+	      "65536 faulting ops on one CPU stop at the budget: %d ran (-EIO), %d not started (-ETIME), %.1f ms",
+	      eio, etime, ms);
+	free(ops);
+	close(fd);
+}
+
+int main(int argc, char **argv)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_fault;
+	sigaction(SIGSEGV, &sa, NULL);
+	sigaction(SIGILL, &sa, NULL);
+	if (argc > 1 && !strcmp(argv[1], "--fds"))
+		return fds_report();
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+	printf("# msrbatch attack suite, %d CPUs\n", ncpus);
+	test_allow_writes();	/* first: it checks the taint of a fresh boot */
+	test_modes();
+	test_two_grants();
+	test_thread_grant();
+	test_results_lost();
+	test_policy_not_from_path();
+	test_exec_no_descriptor();
+	test_busy_budget();
+	test_lifetime_stress(argc > 1 ? atoi(argv[1]) : 20);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
