@@ -5,13 +5,17 @@
 //! A batch flows through three steps:
 //!
 //! 1. [`check_header`] and [`Plan::new`] validate everything that can be
-//!    validated without running anything, and group the op indices by CPU
-//!    (a stable counting sort, so each CPU keeps the array order).
-//! 2. [`execute`] takes the CPU hotplug read lock, checks that every target
-//!    CPU is online, and sends one cross-call to all of them at once with
-//!    `on_each_cpu_cond_mask()`; the local CPU, when targeted, runs its share
-//!    with interrupts off like the others.
-//! 3. On each CPU, [`run_on_this_cpu`] runs that CPU's ops in array order with
+//!    validated without running anything. A batch whose ops are all on one
+//!    CPU (the common case) needs nothing more; one that spans CPUs is
+//!    grouped by CPU (a stable counting sort, so each CPU keeps the array
+//!    order).
+//! 2. [`execute`] runs a one-CPU batch with one `smp_call_function_single()`
+//!    (which fails with `-ENXIO`, running nothing, if that CPU is offline);
+//!    a batch on several CPUs takes the CPU hotplug read lock, checks that
+//!    every target CPU is online, and sends one cross-call to all of them at
+//!    once with `on_each_cpu_cond_mask()`. The local CPU, when targeted, runs
+//!    its share with interrupts off like the others.
+//! 3. On each CPU, [`run_sequence`] runs that CPU's ops in array order with
 //!    interrupts off. It does not allocate, lock, copy to user space or panic:
 //!    every lookup is a `get()`, every sum `wrapping_*`/`saturating_*`.
 
@@ -140,12 +144,23 @@ pub(crate) struct CpuRun {
     pub(crate) len: u32,
 }
 
-/// A validated batch, grouped by CPU.
+/// Where a validated batch runs.
+pub(crate) enum Targets {
+    /// Every op on this one CPU: array order is execution order, and no
+    /// grouping is needed (the common case, and the fast path).
+    One(u32),
+    /// Several CPUs, grouped.
+    Many {
+        /// Op indices, grouped by CPU (ascending), array order within a CPU.
+        order: KVVec<u32>,
+        /// One entry per target CPU, sorted by CPU number.
+        runs: KVVec<CpuRun>,
+    },
+}
+
+/// A validated batch.
 pub(crate) struct Plan {
-    /// Op indices, grouped by CPU (ascending), array order within a CPU.
-    pub(crate) order: KVVec<u32>,
-    /// One entry per target CPU, sorted by CPU number.
-    pub(crate) runs: KVVec<CpuRun>,
+    pub(crate) targets: Targets,
     /// The index of the first WRMSR or RMWMSR, if any.
     pub(crate) first_write: Option<u32>,
     /// How many ops write.
@@ -157,18 +172,21 @@ impl Plan {
     pub(crate) fn has_writes(&self) -> bool {
         self.first_write.is_some()
     }
-}
 
-impl Plan {
-    /// Validates `ops` and groups them by CPU. `nr_cpus` is `nr_cpu_ids` and
-    /// `possible` tells whether a CPU number below it exists.
+    /// Validates `ops` (in array order: the first invalid op is the one
+    /// named) and groups them by CPU. `nr_cpus` is `nr_cpu_ids` and
+    /// `possible` tells whether a CPU number below it exists. Allocates only
+    /// for a batch that spans several CPUs.
     pub(crate) fn new(
         ops: &[Op],
         nr_cpus: u32,
         possible: impl Fn(u32) -> bool,
     ) -> Result<Plan, Rejected> {
-        let mut count = KVVec::from_elem(0u32, nr_cpus as usize, GFP_KERNEL_ACCOUNT)?;
-        let mut delay = KVVec::from_elem(0u64, nr_cpus as usize, GFP_KERNEL_ACCOUNT)?;
+        let first_cpu = ops.first().map_or(0, |op| op.cpu);
+        // While every op so far is on `first_cpu`: its delay sum. From the
+        // first op elsewhere on: op counts and delay sums per CPU.
+        let mut one_delay = 0u64;
+        let mut per_cpu: Option<(KVVec<u32>, KVVec<u64>)> = None;
         let mut first_write = None;
         let mut nr_writes = 0u32;
 
@@ -177,13 +195,27 @@ impl Plan {
             if op.cpu >= nr_cpus || !possible(op.cpu) {
                 return Err(Rejected::at(ENODEV, i));
             }
-            let cpu = op.cpu as usize;
-            count[cpu] += 1;
-            if op.op == opcode::DELAY {
-                delay[cpu] += op.arg[0];
-                if delay[cpu] > uapi::MAX_CPU_DELAY_NS {
-                    return Err(Rejected::at(ERANGE, i));
+            if per_cpu.is_none() && op.cpu != first_cpu {
+                let mut count = KVVec::from_elem(0u32, nr_cpus as usize, GFP_KERNEL_ACCOUNT)?;
+                let mut delay = KVVec::from_elem(0u64, nr_cpus as usize, GFP_KERNEL_ACCOUNT)?;
+                count[first_cpu as usize] = i as u32;
+                delay[first_cpu as usize] = one_delay;
+                per_cpu = Some((count, delay));
+            }
+            let d = if op.op == opcode::DELAY { op.arg[0] } else { 0 };
+            let sum = match &mut per_cpu {
+                None => {
+                    one_delay += d;
+                    one_delay
                 }
+                Some((count, delay)) => {
+                    count[op.cpu as usize] += 1;
+                    delay[op.cpu as usize] += d;
+                    delay[op.cpu as usize]
+                }
+            };
+            if sum > uapi::MAX_CPU_DELAY_NS {
+                return Err(Rejected::at(ERANGE, i));
             }
             if is_write(op) {
                 first_write = first_write.or(Some(i as u32));
@@ -191,6 +223,20 @@ impl Plan {
             }
         }
 
+        let targets = match per_cpu {
+            None => Targets::One(first_cpu),
+            Some((count, _)) => Self::group(ops, count)?,
+        };
+        Ok(Plan {
+            targets,
+            first_write,
+            nr_writes,
+        })
+    }
+
+    /// Groups `ops` by CPU (a stable counting sort); `count` has each CPU's
+    /// number of ops.
+    fn group(ops: &[Op], mut count: KVVec<u32>) -> Result<Targets, Rejected> {
         // Prefix sums: `count[cpu]` becomes the next free slot of that CPU.
         let mut runs = KVVec::new();
         let mut start = 0u32;
@@ -217,13 +263,7 @@ impl Plan {
             order[*slot as usize] = i as u32;
             *slot += 1;
         }
-
-        Ok(Plan {
-            order,
-            runs,
-            first_write,
-            nr_writes,
-        })
+        Ok(Targets::Many { order, runs })
     }
 }
 
@@ -293,36 +333,62 @@ unsafe fn run_op(op: &mut Op) -> i32 {
 const BUSY_CHECK_EVERY: usize = 16;
 
 /// Runs the ops of one CPU in order. `ops` yields each of them once. Ops not
-/// started within `busy_tsc` ticks of the start get `-ETIME`.
+/// started within `busy_tsc` ticks of the start get `-ETIME`. Returns the
+/// number of ops whose status is not 0.
 ///
 /// # Safety
 ///
 /// Every write among `ops` is allowed (see [`insn::wrmsr`]).
-unsafe fn run_sequence<'a>(ops: impl Iterator<Item = &'a mut Op>, stop_on_error: bool, busy_tsc: u64) {
+unsafe fn run_sequence<'a>(ops: impl Iterator<Item = &'a mut Op>, stop_on_error: bool, busy_tsc: u64) -> u32 {
     let start = insn::rdtsc().unwrap_or(0);
-    let mut failed = false;
+    let mut nr_failed = 0u32;
     let mut expired = false;
     for (n, op) in ops.enumerate() {
         if !expired && (n % BUSY_CHECK_EVERY == 0 || op.op == opcode::DELAY) {
             let now = insn::rdtsc().unwrap_or(start);
             expired = now.wrapping_sub(start) > busy_tsc;
         }
-        let skip = if expired {
-            Some(status::ETIME)
-        } else if failed && stop_on_error {
-            Some(status::ECANCELED)
-        } else {
-            None
-        };
-        if let Some(st) = skip {
-            op.status = st;
+        let status = if expired {
             op.val = [0, 0];
-            continue;
-        }
-        // SAFETY: By the function's requirements.
-        op.status = unsafe { run_op(op) };
-        failed |= op.status != 0;
+            status::ETIME
+        } else if nr_failed != 0 && stop_on_error {
+            op.val = [0, 0];
+            status::ECANCELED
+        } else {
+            // SAFETY: By the function's requirements.
+            unsafe { run_op(op) }
+        };
+        op.status = status;
+        nr_failed = nr_failed.wrapping_add(u32::from(status != 0));
     }
+    nr_failed
+}
+
+/// The one-CPU cross-call's argument.
+struct OneCpu {
+    ops: *mut Op,
+    nr_ops: usize,
+    stop_on_error: bool,
+    busy_tsc: u64,
+    /// Out: failed ops.
+    nr_failed: u32,
+}
+
+/// The cross-call of a batch on one CPU: runs all of its ops.
+///
+/// # Safety
+///
+/// `info` points to a [`OneCpu`] that outlives the call, nothing else
+/// accesses it or its ops meanwhile, and the batch's writes are allowed (see
+/// [`insn::wrmsr`]).
+unsafe extern "C" fn run_one_cpu(info: *mut c_void) {
+    // SAFETY: By the function's safety requirements.
+    let job = unsafe { &mut *info.cast::<OneCpu>() };
+    // SAFETY: `ops` and `nr_ops` describe the caller's slice, which nothing
+    // else touches until the cross-call returns.
+    let ops = unsafe { core::slice::from_raw_parts_mut(job.ops, job.nr_ops) };
+    // SAFETY: By the function's requirements, the writes are allowed.
+    job.nr_failed = unsafe { run_sequence(ops.iter_mut(), job.stop_on_error, job.busy_tsc) };
 }
 
 /// The cross-call: runs the current CPU's share of the batch.
@@ -402,16 +468,66 @@ pub(crate) fn plan(ops: &[Op]) -> Result<Plan, Rejected> {
 /// If the batch writes MSRs, the caller has decided that the writes are
 /// allowed (see [`insn::wrmsr`]).
 pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan, stop_on_error: bool) -> Result<u32, Rejected> {
+    let busy_tsc = crate::glue::ns_to_tsc(uapi::MAX_CPU_BUSY_NS);
+    match &plan.targets {
+        // SAFETY: By our own requirements.
+        Targets::One(cpu) => unsafe { execute_one(ops, *cpu, stop_on_error, busy_tsc) },
+        // SAFETY: By our own requirements.
+        Targets::Many { order, runs } => unsafe { execute_many(ops, order, runs, stop_on_error, busy_tsc) },
+    }
+}
+
+/// Runs a batch whose ops are all on `cpu`, with one
+/// `smp_call_function_single()` (on the calling CPU: a direct call with
+/// interrupts off). It returns `-ENXIO` without running anything when the
+/// CPU is offline, so no hotplug lock is needed.
+///
+/// # Safety
+///
+/// As [`execute`].
+unsafe fn execute_one(ops: &mut [Op], cpu: u32, stop_on_error: bool, busy_tsc: u64) -> Result<u32, Rejected> {
+    let mut job = OneCpu {
+        ops: ops.as_mut_ptr(),
+        nr_ops: ops.len(),
+        stop_on_error,
+        busy_tsc,
+        nr_failed: 0,
+    };
+    let cpu = i32::try_from(cpu).map_err(|_| ENODEV)?;
+    // SAFETY: `run_one_cpu` gets a `OneCpu` that lives until this call returns
+    // (`wait`), describing `ops`, which we do not touch meanwhile; the
+    // writes are allowed by our own requirements. Process context, interrupts
+    // on.
+    let r = unsafe { bindings::smp_call_function_single(cpu, Some(run_one_cpu), (&raw mut job).cast(), true) };
+    if r != 0 {
+        return Err(Rejected { err: ENXIO, index: 0 });
+    }
+    Ok(job.nr_failed)
+}
+
+/// Runs a batch on several CPUs: one cross-call to all of them at once, with
+/// the hotplug lock held so that every CPU checked online runs its share.
+///
+/// # Safety
+///
+/// As [`execute`]; `order` and `runs` come from [`Plan::group`] for `ops`.
+unsafe fn execute_many(
+    ops: &mut [Op],
+    order: &[u32],
+    runs: &[CpuRun],
+    stop_on_error: bool,
+    busy_tsc: u64,
+) -> Result<u32, Rejected> {
     let mut mask = CpumaskVar::new_zero(GFP_KERNEL_ACCOUNT)?;
-    for run in plan.runs.iter() {
+    for run in runs {
         mask.set(CpuId::from_u32(run.cpu).ok_or(ENODEV)?);
     }
 
     let _hotplug = CpusReadGuard::new();
-    for run in plan.runs.iter() {
+    for run in runs {
         let cpu = CpuId::from_u32(run.cpu).ok_or(ENODEV)?;
         if !cpu_online(cpu) {
-            let first = plan.order.get(run.start as usize).copied().unwrap_or(uapi::NO_INDEX);
+            let first = order.get(run.start as usize).copied().unwrap_or(uapi::NO_INDEX);
             return Err(Rejected { err: ENXIO, index: first });
         }
     }
@@ -423,16 +539,16 @@ pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan, stop_on_error: bool) -
     let shared = Shared {
         ops: ops.as_mut_ptr(),
         nr_ops: ops.len(),
-        order: &plan.order,
-        runs: &plan.runs,
+        order,
+        runs,
         stop_on_error,
-        busy_tsc: crate::glue::ns_to_tsc(uapi::MAX_CPU_BUSY_NS),
+        busy_tsc,
     };
     // SAFETY: `run_on_this_cpu` gets a `Shared` that lives until this call
-    // returns (`wait` is true). `Plan::new` put every index below `ops.len()`
-    // into exactly one CPU's run, so the CPUs write disjoint ops. The writes
-    // are allowed by our own requirements. We are in process context with
-    // interrupts on, as the function requires.
+    // returns (`wait` is true). `Plan::group` put every index below
+    // `ops.len()` into exactly one CPU's run, so the CPUs write disjoint ops.
+    // The writes are allowed by our own requirements. We are in process
+    // context with interrupts on, as the function requires.
     unsafe {
         bindings::on_each_cpu_cond_mask(
             None,
@@ -534,9 +650,12 @@ mod tests {
             ops.push(op(opcode::RDTSC, c, 0, [0, 0]), GFP_KERNEL)?;
         }
         let p = Plan::new(&ops, 4, |_| true).map_err(|r| r.err)?;
-        assert_eq!(&p.order[..], &[1, 4, 3, 0, 2, 5]);
+        let Targets::Many { order, runs } = &p.targets else {
+            panic!("three CPUs planned as one");
+        };
+        assert_eq!(&order[..], &[1, 4, 3, 0, 2, 5]);
         assert_eq!(
-            &p.runs[..],
+            &runs[..],
             &[
                 CpuRun { cpu: 0, start: 0, len: 2 },
                 CpuRun { cpu: 1, start: 2, len: 1 },
@@ -544,6 +663,10 @@ mod tests {
             ]
         );
         assert!(!p.has_writes());
+        // All on one CPU: no grouping.
+        let same = [ops[0], ops[2], ops[5]];
+        let p = Plan::new(&same, 4, |_| true).map_err(|r| r.err)?;
+        assert!(matches!(p.targets, Targets::One(2)));
         let w = [ops[0], op(opcode::WRMSR, 1, 0x10, [1, 0]), op(opcode::RMWMSR, 0, 0x10, [1, 1])];
         let p = Plan::new(&w, 4, |_| true).map_err(|r| r.err)?;
         assert_eq!((p.first_write, p.nr_writes), (Some(1), 2));
@@ -613,11 +736,11 @@ mod tests {
     fn busy_budget_stops_the_sequence() -> Result {
         let mut ops = [op(opcode::RDTSC, 0, 0, [0, 0]); 40];
         // SAFETY: No op writes.
-        unsafe { run_sequence(ops.iter_mut(), false, 0) };
-        assert!(ops.iter().all(|o| o.status == status::ETIME && o.val == [0, 0]));
+        let failed = unsafe { run_sequence(ops.iter_mut(), false, 0) };
+        assert!(failed == 40 && ops.iter().all(|o| o.status == status::ETIME && o.val == [0, 0]));
         // SAFETY: No op writes.
-        unsafe { run_sequence(ops.iter_mut(), false, u64::MAX) };
-        assert!(ops.iter().all(|o| o.status == 0 && o.val[0] != 0));
+        let failed = unsafe { run_sequence(ops.iter_mut(), false, u64::MAX) };
+        assert!(failed == 0 && ops.iter().all(|o| o.status == 0 && o.val[0] != 0));
         Ok(())
     }
 

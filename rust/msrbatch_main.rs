@@ -16,6 +16,7 @@
 //! when the `allow_writes` parameter is `off` (`EPERM`), logged when it is
 //! `default`, and taint the kernel once one has run.
 
+use core::mem::MaybeUninit;
 use kernel::{
     bindings,
     fs::File,
@@ -253,21 +254,22 @@ fn run_batch(arg: usize, access: Access) -> Result<isize> {
     }
 }
 
-/// Copies `n` ops in from user space, straight into uninitialised memory
-/// (no zero-fill pass: the copy is the batch's biggest cost per op).
-fn read_ops(ptr: UserPtr, n: usize) -> Result<KVVec<Op>> {
-    let mut ops = KVVec::<Op>::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
-    let spare = &mut ops.spare_capacity_mut()[..n];
-    // SAFETY: `spare` is `n` `MaybeUninit<Op>`, i.e. `n * size_of::<Op>()`
-    // bytes that may be uninitialised, which is what `MaybeUninit<u8>` allows.
+/// Batches of up to this many ops are copied to the stack, not to the heap.
+const INLINE_OPS: usize = 16;
+
+/// Copies `dst.len()` ops in from user space, straight into uninitialised
+/// memory (no zero-fill pass: the copy is the batch's biggest cost per op).
+fn read_ops(ptr: UserPtr, dst: &mut [MaybeUninit<Op>]) -> Result<&mut [Op]> {
+    // SAFETY: `dst` is `dst.len()` `MaybeUninit<Op>`, i.e. that many times
+    // `size_of::<Op>()` bytes that may be uninitialised, which is what
+    // `MaybeUninit<u8>` allows.
     let bytes = unsafe {
-        core::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<core::mem::MaybeUninit<u8>>(), n * size_of::<Op>())
+        core::slice::from_raw_parts_mut(dst.as_mut_ptr().cast::<MaybeUninit<u8>>(), size_of_val(dst))
     };
     UserSlice::new(ptr, bytes.len()).reader().read_raw(bytes)?;
-    // SAFETY: `read_raw` succeeded, so all `n` ops are initialised, and any
-    // bit pattern is a valid `Op` (`FromBytes`).
-    unsafe { ops.inc_len(n) };
-    Ok(ops)
+    // SAFETY: `read_raw` succeeded, so every op is initialised, and any bit
+    // pattern is a valid `Op` (`FromBytes`).
+    Ok(unsafe { &mut *(core::ptr::from_mut(dst) as *mut [Op]) })
 }
 
 /// Copies `ops` out to the user's array at `ptr`.
@@ -310,27 +312,39 @@ fn run_checked(hdr: &Batch, access: Access) -> Result<Ran, batch::Rejected> {
         return Err(EBADF.into());
     }
     let ptr = UserPtr::from_addr(usize::try_from(hdr.ops).map_err(|_| EFAULT)?);
-    let mut ops = read_ops(ptr, hdr.nr_ops as usize)?;
+    let n = hdr.nr_ops as usize;
+    if n <= INLINE_OPS {
+        let mut buf = [const { MaybeUninit::<Op>::uninit() }; INLINE_OPS];
+        let ops = read_ops(ptr, &mut buf[..n])?;
+        run_ops(hdr, access, ptr, ops)
+    } else {
+        let mut heap = KVVec::<Op>::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
+        let ops = read_ops(ptr, &mut heap.spare_capacity_mut()[..n])?;
+        run_ops(hdr, access, ptr, ops)
+    }
+}
 
-    let plan = batch::plan(&ops)?;
-    check_writes(&ops, &plan, access)?;
+/// Validates and runs `ops`, read from `ptr`, and copies them back.
+fn run_ops(hdr: &Batch, access: Access, ptr: UserPtr, ops: &mut [Op]) -> Result<Ran, batch::Rejected> {
+    let plan = batch::plan(ops)?;
+    check_writes(ops, &plan, access)?;
     if plan.has_writes() {
         // Make sure the results can be copied back before anything is
         // written: a batch whose array is not writable fails with EFAULT and
         // changes nothing. Writing back the bytes just read leaves the array
         // as it was. (A batch that only reads changes nothing either way.)
-        write_ops(ptr, &ops)?;
+        write_ops(ptr, ops)?;
     }
     let stop = hdr.flags & uapi::F_STOP_ON_ERROR != 0;
     // SAFETY: `check_writes` allowed the batch's writes.
-    let nr_failed = unsafe { batch::execute(&mut ops, &plan, stop) }?;
+    let nr_failed = unsafe { batch::execute(ops, &plan, stop) }?;
     if plan.has_writes() && ops.iter().any(|op| batch::is_write(op) && op.status == 0) {
         // Like arch/x86/kernel/msr.c: a raw MSR write takes the CPU out of
         // spec; only a write that ran taints.
         // SAFETY: `add_taint` may be called from process context.
         unsafe { bindings::add_taint(bindings::TAINT_CPU_OUT_OF_SPEC, bindings::lockdep_ok_LOCKDEP_STILL_OK) };
     }
-    let copied = write_ops(ptr, &ops).is_ok();
+    let copied = write_ops(ptr, ops).is_ok();
     Ok(Ran { nr_failed, copied })
 }
 

@@ -151,6 +151,10 @@ guest_boot() {
 	# once, on a loaded host, before the module was loaded): a kernel issue,
 	# kept out of this project's runs.
 	local accel=(-accel tcg -cpu max)
+	# GUEST_ICOUNT=1: the guest clock (TSC, CLOCK_MONOTONIC) advances one ns
+	# per guest instruction, so timings are instruction counts, the same on
+	# every run (vCPUs then run one at a time).
+	[ "${GUEST_ICOUNT:-0}" = 1 ] && accel+=(-icount shift=0,sleep=off)
 	[ "${MSRBATCH_KVM:-0}" = 1 ] && accel=(-accel kvm -cpu host)
 	timeout --kill-after=10 "$timeout" qemu-system-x86_64 "${accel[@]}" \
 		-smp "$GUEST_CPUS" -m "$mem" -display none -monitor none -no-reboot \

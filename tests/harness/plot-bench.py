@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""Draw ns/op against N (log-log) from msrbatch-bench JSON as an SVG."""
+"""Draw ns/op (or guest instructions/op, from --icount) against N (log-log)
+from msrbatch-bench JSON as an SVG."""
 import json
 import math
 import sys
@@ -14,6 +15,7 @@ SERIES = [("msrbatch_rdmsr", "msrbatch RDMSR batch", "#1f77b4"),
 def main():
     data = json.load(open(sys.argv[1]))
     rows = data["rows"]
+    unit = "guest instructions" if data.get("icount") else "ns"
     W, H, L, R, T, B = 720, 440, 70, 230, 40, 50
     xs = sorted({r["n"] for r in rows})
     ys = [r["ns_per_op"] for r in rows if r["ns_per_op"] > 0]
@@ -25,8 +27,8 @@ def main():
     py = lambda v: H - B - (math.log10(v) - y0) / (y1 - y0) * (H - T - B)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
            f'<rect width="{W}" height="{H}" fill="white"/>',
-           f'<text x="{L}" y="22" font-size="14">msrbatch vs in-tree msr driver: ns per op against batch size N'
-           f'{" (emulated: compare ratios)" if data.get("hypervisor") else ""}</text>']
+           f'<text x="{L}" y="22" font-size="14">msrbatch vs in-tree msr driver: {unit} per op against batch size N'
+           f'{" (emulated: compare ratios)" if data.get("hypervisor") and not data.get("icount") else ""}</text>']
     for e in range(y0, y1 + 1):
         y = py(10 ** e)
         out.append(f'<line x1="{L}" y1="{y:.1f}" x2="{W - R}" y2="{y:.1f}" stroke="#ddd"/>')
@@ -37,7 +39,7 @@ def main():
         out.append(f'<text x="{x:.1f}" y="{H - B + 16}" text-anchor="middle">{n}</text>')
     out.append(f'<text x="{(L + W - R) / 2}" y="{H - 12}" text-anchor="middle">ops per batch (N)</text>')
     out.append(f'<text x="16" y="{(T + H - B) / 2}" transform="rotate(-90 16 {(T + H - B) / 2})" '
-               'text-anchor="middle">ns per op</text>')
+               f'text-anchor="middle">{unit} per op</text>')
     for i, (key, label, color) in enumerate(SERIES):
         pts = sorted((r["n"], r["ns_per_op"]) for r in rows if r["series"] == key and r["ns_per_op"] > 0)
         if not pts:
