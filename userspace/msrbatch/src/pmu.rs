@@ -879,4 +879,4 @@ pub fn event_name(v: u64) -> Option<&'static str> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
