@@ -613,6 +613,11 @@ pub fn json_str(s: &str) -> String {
 /// hypervisor may enumerate counters it does not provide, and TCG has none.
 /// With PDCM, IA32_PERF_CAPABILITIES is read too.
 pub fn probe<B: Backend + ?Sized>(dev: &B, cpu: u32) -> crate::Result<PmuInfo> {
+    Ok(probe_cpuid(dev, cpu)?.1)
+}
+
+/// [`probe`], also returning the CPUID leaves it read (as [`CPUID_LEAVES`]).
+pub fn probe_cpuid<B: Backend + ?Sized>(dev: &B, cpu: u32) -> crate::Result<(CpuidCpu, PmuInfo)> {
     let mut b = Batch::new();
     for &(leaf, subleaf) in CPUID_LEAVES {
         b.push(cpu, Op::Cpuid { leaf, subleaf });
@@ -625,7 +630,7 @@ pub fn probe<B: Backend + ?Sized>(dev: &B, cpu: u32) -> crate::Result<PmuInfo> {
         },
     );
     dev.run(&mut b)?;
-    let leaves: BTreeMap<(u32, u32), [u32; 4]> = CPUID_LEAVES
+    let leaves = CPUID_LEAVES
         .iter()
         .enumerate()
         .map(|(i, &k)| {
@@ -636,7 +641,11 @@ pub fn probe<B: Backend + ?Sized>(dev: &B, cpu: u32) -> crate::Result<PmuInfo> {
             (k, v)
         })
         .collect();
-    let mut p = PmuInfo::decode(|l, s| leaves.get(&(l, s)).copied().unwrap_or([0; 4]));
+    let leaves = CpuidCpu {
+        label: format!("CPU {cpu}"),
+        leaves,
+    };
+    let mut p = leaves.pmu();
     p.rdpmc_ok = Some(matches!(b.result(rdpmc).map(|r| r.value), Some(Ok(_))));
     if p.pdcm && !p.is_amd() {
         p.perf_capabilities = match b.result(cap).map(|r| r.value) {
@@ -644,7 +653,7 @@ pub fn probe<B: Backend + ?Sized>(dev: &B, cpu: u32) -> crate::Result<PmuInfo> {
             _ => None,
         };
     }
-    Ok(p)
+    Ok((leaves, p))
 }
 
 /// The CPUID leaves of one CPU of a dump. Leaves absent from the dump read as zero.
