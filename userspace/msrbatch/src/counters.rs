@@ -249,10 +249,7 @@ impl Plan {
     /// `ENODEV` without a PMU.
     pub fn new(pmu: &PmuInfo, cpu: u32, events: &[EventSpec]) -> Result<Plan> {
         if !pmu.present() {
-            return Err(Error::new(
-                libc::ENODEV,
-                format!("CPU {cpu}: {}", pmu.absence()),
-            ));
+            return Err(Error::new(libc::ENODEV, pmu.absence()));
         }
         let mut slots = Vec::new();
         let mut used = Vec::new();
@@ -512,10 +509,22 @@ pub struct Saved {
     pub slots: Vec<(u64, u64)>,
 }
 
-/// Where [`Session::push_read`] put its RDPMCs.
+/// Where [`Session::push_read`] put its ops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reading {
     first: usize,
+}
+
+impl Reading {
+    /// The reading whose CPUID fence is op `fence` of its batch.
+    pub fn after_fence(fence: usize) -> Self {
+        Reading { first: fence + 1 }
+    }
+
+    /// The index of its CPUID fence.
+    pub fn fence(self) -> usize {
+        self.first - 1
+    }
 }
 
 /// Values of a restore that could not be put back exactly.

@@ -26,7 +26,7 @@
 //!   with PerfCtrExtCore (the legacy MSRs alias counters 0-3), the PerfMonV2
 //!   global control, status, status-clear and status-set MSRs; #GP on reserved
 //!   PERF_CTL bits and on PERF_CTR bits 63:48.
-//! - RDPMC: Intel ECX[30] selects a fixed counter, ECX[29:0] the index;
+//! - RDPMC: Intel ECX\[30\] selects a fixed counter, ECX\[29:0\] the index;
 //!   anything else, or an absent counter, #GPs. AMD: core counter index.
 //! - Counting: a counter counts when enabled (EN; fixed: its OS/USR field),
 //!   gated by the global control where there is one, in the modes its USR/OS

@@ -145,7 +145,7 @@ pub const CPUID_LEAVES: &[(u32, u32)] = &[
     (0x8000_0022, 0),
 ];
 
-/// Hybrid core type (CPUID.1AH:EAX[31:24]).
+/// Hybrid core type (CPUID.1AH:EAX\[31:24\]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CoreType {
     /// 20H: Intel Atom (E-core).
@@ -159,19 +159,19 @@ pub enum CoreType {
 /// AMD PMU facts (CPUID 80000001H ECX, 80000022H).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AmdPmu {
-    /// 80000022H EAX[0]: PerfCntrGlobalCtl/Status.
+    /// 80000022H EAX\[0\]: PerfCntrGlobalCtl/Status.
     pub perfmon_v2: bool,
-    /// 80000001H ECX[23]: six core counters at PERF_CTL0 (C001_0200H).
+    /// 80000001H ECX\[23\]: six core counters at PERF_CTL0 (C001_0200H).
     pub core_ext: bool,
-    /// 80000001H ECX[24]: northbridge / data fabric counters.
+    /// 80000001H ECX\[24\]: northbridge / data fabric counters.
     pub nb_ext: bool,
-    /// 80000001H ECX[28]: L3 (LLC) counters.
+    /// 80000001H ECX\[28\]: L3 (LLC) counters.
     pub llc_ext: bool,
-    /// 80000022H EBX[15:10]: northbridge / data fabric counters.
+    /// 80000022H EBX\[15:10\]: northbridge / data fabric counters.
     pub nb_counters: u32,
-    /// 80000022H EBX[21:16]: UMC counters.
+    /// 80000022H EBX\[21:16\]: UMC counters.
     pub umc_counters: u32,
-    /// 80000022H EBX[9:4]: LBR v2 stack size.
+    /// 80000022H EBX\[9:4\]: LBR v2 stack size.
     pub lbr_v2_stack: u32,
     /// 80000022H ECX: active UMC mask.
     pub active_umc_mask: u32,
@@ -184,9 +184,9 @@ pub struct PmuInfo {
     pub vendor: String,
     /// CPUID.01H:EAX (family, model, stepping).
     pub signature: u32,
-    /// Hybrid core type, when CPUID.07H:EDX[15] (hybrid) is set.
+    /// Hybrid core type, when CPUID.07H:EDX\[15\] (hybrid) is set.
     pub core_type: Option<CoreType>,
-    /// Intel: CPUID.0AH:EAX[7:0]. AMD: 2 with PerfMonV2, else 1.
+    /// Intel: CPUID.0AH:EAX\[7:0\]. AMD: 2 with PerfMonV2, else 1.
     pub version: u32,
     /// Number of general-purpose counters.
     pub gp_counters: u32,
@@ -202,13 +202,13 @@ pub struct PmuInfo {
     pub fixed_mask: u64,
     /// Intel architectural events available: bit i is `ARCH_EVENTS[i]`.
     pub arch_events: u32,
-    /// Intel: number of architectural events CPUID enumerates (0AH EAX[31:24]).
+    /// Intel: number of architectural events CPUID enumerates (0AH EAX\[31:24\]).
     pub arch_events_len: u32,
-    /// CPUID.0AH:EDX[15]: AnyThread deprecated.
+    /// CPUID.0AH:EDX\[15\]: AnyThread deprecated.
     pub any_thread_deprecated: bool,
-    /// CPUID.23H leaf present: (EBX[0] UMASK2, EBX[1] EQ).
+    /// CPUID.23H leaf present: (EBX\[0\] UMASK2, EBX\[1\] EQ).
     pub ext_leaf_23: Option<(bool, bool)>,
-    /// CPUID.01H:ECX[15] PDCM: IA32_PERF_CAPABILITIES exists.
+    /// CPUID.01H:ECX\[15\] PDCM: IA32_PERF_CAPABILITIES exists.
     pub pdcm: bool,
     /// IA32_PERF_CAPABILITIES as read by [`probe`] (None offline).
     pub perf_capabilities: Option<u64>,
