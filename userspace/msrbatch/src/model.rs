@@ -727,3 +727,144 @@ impl Backend for Model {
         self.state.borrow().nmi_watchdog
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pmu::tests::dump;
+
+    #[test]
+    fn intel_msr_semantics() {
+        let m = Model::new(&dump("skylake.txt"));
+        // IA32_PMCx: EAX sign-extended to 48 bits, EDX ignored.
+        assert!(m.wrmsr(0, msr::IA32_PMC0 + 7, 0xdead_0000_8000_0000));
+        assert_eq!(m.rdmsr(0, msr::IA32_PMC0 + 7), Some(0xffff_8000_0000));
+        // No IA32_A_PMCx without FW_WRITE; with it, bits above 47 #GP.
+        assert!(!m.wrmsr(0, msr::IA32_A_PMC0, 1));
+        m.set_perf_capabilities(0, pmu::PERF_CAP_FW_WRITE);
+        assert!(m.wrmsr(0, msr::IA32_A_PMC0, 0xffff_ffff_ffff));
+        assert!(!m.wrmsr(0, msr::IA32_A_PMC0, 1 << 48));
+        // IA32_PERFEVTSELx: bits 63:32 reserved without TSX / leaf 23H.
+        assert!(m.wrmsr(0, msr::IA32_PERFEVTSEL0, 0xffff_ffff));
+        assert!(!m.wrmsr(0, msr::IA32_PERFEVTSEL0, 1 << 32));
+        // Fixed counters 0-2 (48 bits); IA32_FIXED_CTR3 is absent.
+        assert!(m.wrmsr(0, msr::IA32_FIXED_CTR0 + 2, 0xffff_ffff_ffff));
+        assert!(!m.wrmsr(0, msr::IA32_FIXED_CTR0 + 2, 1 << 48));
+        assert!(!m.wrmsr(0, msr::IA32_FIXED_CTR0 + 3, 0));
+        // IA32_FIXED_CTR_CTRL: three 4-bit fields (version 4 has AnyThread).
+        assert!(m.wrmsr(0, msr::IA32_FIXED_CTR_CTRL, 0xfff));
+        assert!(!m.wrmsr(0, msr::IA32_FIXED_CTR_CTRL, 0x1000));
+        // Global control: PMC0-7 and FIXED_CTR0-2 only.
+        assert!(m.wrmsr(0, msr::IA32_PERF_GLOBAL_CTRL, 0x7_0000_00ff));
+        assert!(!m.wrmsr(0, msr::IA32_PERF_GLOBAL_CTRL, 1 << 8));
+        assert!(!m.wrmsr(0, msr::IA32_PERF_GLOBAL_CTRL, 1 << 35));
+        // Status is read-only; STATUS_SET / OVF_CTRL set and clear it.
+        assert!(!m.wrmsr(0, msr::IA32_PERF_GLOBAL_STATUS, 0));
+        assert!(m.wrmsr(0, msr::IA32_PERF_GLOBAL_STATUS_SET, 1 << 63 | 1 << 33 | 1));
+        assert!(m.wrmsr(0, msr::IA32_PERF_GLOBAL_OVF_CTRL, 1));
+        assert_eq!(
+            m.rdmsr(0, msr::IA32_PERF_GLOBAL_STATUS),
+            Some(1 << 63 | 1 << 33)
+        );
+        // INUSE: event selects with a nonzero event, fixed fields, PMI.
+        assert!(m.wrmsr(0, msr::IA32_PERFEVTSEL0 + 1, 0x10_0000));
+        assert_eq!(
+            m.rdmsr(0, msr::IA32_PERF_GLOBAL_INUSE),
+            Some(1 | 0x7 << 32 | 1 << 63)
+        );
+        assert!(!m.wrmsr(0, msr::IA32_PERF_GLOBAL_INUSE, 0), "read-only");
+        // Other MSRs #GP.
+        assert_eq!(m.rdmsr(0, 0x10), None);
+    }
+
+    #[test]
+    fn version_2_and_absent_msrs() {
+        let m = Model::new(&dump("core2-conroe.txt"));
+        // Version 2: no AnyThread, no STATUS_SET/INUSE, no fixed counters
+        // enumerated, 40-bit counters.
+        assert!(!m.wrmsr(0, msr::IA32_PERFEVTSEL0, evsel::ANY));
+        assert!(!m.wrmsr(0, msr::IA32_PERF_GLOBAL_STATUS_SET, 1));
+        assert_eq!(m.rdmsr(0, msr::IA32_PERF_GLOBAL_INUSE), None);
+        assert!(!m.wrmsr(0, msr::IA32_FIXED_CTR_CTRL, 1));
+        assert!(m.wrmsr(0, msr::IA32_PMC0 + 1, 0xffff_ffff));
+        assert_eq!(m.rdmsr(0, msr::IA32_PMC0 + 1), Some(0xff_ffff_ffff));
+        assert_eq!(m.rdmsr(0, msr::IA32_PMC0 + 2), None);
+        assert_eq!(m.rdmsr(0, msr::IA32_PERF_CAPABILITIES), Some(0), "PDCM");
+    }
+
+    fn rdpmc(m: &Model, ecx: u32) -> std::result::Result<u64, i32> {
+        let mut b = Batch::new();
+        b.push(0, Op::RdPmc { ecx });
+        m.run(&mut b).unwrap();
+        b.result(0)
+            .unwrap()
+            .value
+            .map(|v| v.as_u64().unwrap())
+            .map_err(|e| e.0)
+    }
+
+    #[test]
+    fn rdpmc_index_encoding() {
+        let m = Model::new(&dump("icelake-u.txt"));
+        assert!(m.wrmsr(0, msr::IA32_FIXED_CTR0 + 3, 42));
+        assert!(m.wrmsr(0, msr::IA32_PMC0 + 7, 7));
+        assert_eq!(rdpmc(&m, 1 << 30 | 3), Ok(42), "bit 30: fixed counter 3");
+        assert_eq!(rdpmc(&m, 7), Ok(7));
+        assert_eq!(rdpmc(&m, 8), Err(libc::EIO), "no PMC8");
+        assert_eq!(rdpmc(&m, 1 << 30 | 4), Err(libc::EIO), "no fixed 4");
+        assert_eq!(rdpmc(&m, 1 << 31), Err(libc::EIO));
+        let amd = Model::new(&dump("zen2-matisse.txt"));
+        assert!(amd.wrmsr(0, msr::AMD_PERF_CTR0 + 10, 5));
+        assert_eq!(rdpmc(&amd, 5), Ok(5));
+        assert_eq!(rdpmc(&amd, 6), Err(libc::EIO));
+    }
+
+    #[test]
+    fn amd_msr_semantics() {
+        let m = Model::new(&dump("zen4-raphael.txt"));
+        // PERF_CTL: bits 19, 21 and 63:42 but 41:40 reserved.
+        assert!(m.wrmsr(0, msr::AMD_PERF_CTL0, 3 << 40 | 0xf_ffd7_ffff));
+        assert!(!m.wrmsr(0, msr::AMD_PERF_CTL0, evsel::PC));
+        assert!(!m.wrmsr(0, msr::AMD_PERF_CTL0, 1 << 42));
+        // PERF_CTR: 48 bits.
+        assert!(!m.wrmsr(0, msr::AMD_PERF_CTR0, 1 << 48));
+        // PerfMonV2: six counter bits.
+        assert!(m.wrmsr(0, msr::AMD_PERF_CNTR_GLOBAL_CTL, 0x3f));
+        assert!(!m.wrmsr(0, msr::AMD_PERF_CNTR_GLOBAL_CTL, 0x40));
+        assert!(m.wrmsr(0, msr::AMD_PERF_CNTR_GLOBAL_STATUS_SET, 0x21));
+        assert!(m.wrmsr(0, msr::AMD_PERF_CNTR_GLOBAL_STATUS_CLR, 0x1));
+        assert_eq!(m.rdmsr(0, msr::AMD_PERF_CNTR_GLOBAL_STATUS), Some(0x20));
+        // Zen 2 has no PerfMonV2 MSRs.
+        let z2 = Model::new(&dump("zen2-matisse.txt"));
+        assert_eq!(z2.rdmsr(0, msr::AMD_PERF_CNTR_GLOBAL_CTL), None);
+        // GuestOnly alone counts nothing on the (host) model.
+        assert!(z2.wrmsr(
+            0,
+            msr::AMD_PERF_CTL0,
+            1 << 40 | evsel::EN | evsel::USR | 0x76
+        ));
+        assert!(z2.wrmsr(
+            0,
+            msr::AMD_PERF_CTL0 + 2,
+            1 << 41 | evsel::EN | evsel::USR | 0x76
+        ));
+        z2.execute(0, &[Phase::user(10)]);
+        assert_eq!(z2.rdmsr(0, msr::AMD_PERF_CTR0), Some(0));
+        assert_eq!(z2.rdmsr(0, msr::AMD_PERF_CTR0 + 2), Some(10));
+    }
+
+    #[test]
+    fn stop_on_error_cancels_the_rest_of_the_cpu() {
+        let m = Model::new(&dump("skylake.txt"));
+        let mut b = Batch::new();
+        b.stop_on_error(true);
+        b.push(0, Op::RdMsr { msr: 0x10 });
+        b.push(0, Op::RdTsc);
+        m.run(&mut b).unwrap();
+        assert_eq!(
+            b.result(1).unwrap().value,
+            Err(crate::Errno(libc::ECANCELED))
+        );
+        assert_eq!(b.nr_failed(), 2);
+    }
+}
