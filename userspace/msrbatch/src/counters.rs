@@ -336,7 +336,8 @@ impl Plan {
             .any(|s| matches!(s.counter, Counter::Fixed(_)))
     }
 
-    /// One line per slot: `instructions: IA32_FIXED_CTR0 (IA32_FIXED_CTR_CTRL field 0x3)`.
+    /// One line per slot: `instructions: IA32_FIXED_CTR0 (IA32_FIXED_CTR_CTRL field 0x3)`,
+    /// `branches: IA32_PERFEVTSEL0 = 0x4300c4` (the event select with EN).
     pub fn describe(&self) -> Vec<String> {
         self.slots
             .iter()
@@ -344,11 +345,7 @@ impl Plan {
                 Counter::Gp(i) => {
                     let sel = self.pmu.counter_msrs(i).0;
                     let n = crate::msr_name(sel).unwrap_or_else(|| format!("{sel:#x}"));
-                    format!(
-                        "{}: {n} = {:#x} (EN set to start)",
-                        s.event.name,
-                        s.config | evsel::EN
-                    )
+                    format!("{}: {n} = {:#x}", s.event.name, s.config | evsel::EN)
                 }
                 Counter::Fixed(j) => format!(
                     "{}: IA32_FIXED_CTR{j} (IA32_FIXED_CTR_CTRL field {:#x})",
