@@ -79,14 +79,6 @@ impl Counter {
     }
 }
 
-fn width_mask(w: u32) -> u64 {
-    if w == 0 || w >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << w) - 1
-    }
-}
-
 /// An event to count, as described: an event name or a raw encoding, plus
 /// flags (`instructions:usr`, `event=0x0e:umask=0x01:usr:cmask=1`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -687,7 +679,7 @@ impl<'a, B: Backend + ?Sized> Session<'a, B> {
             .slots
             .iter()
             .zip(start.iter().zip(end))
-            .map(|(s, (a, b))| b.wrapping_sub(*a) & width_mask(s.counter.width(&self.plan.pmu)))
+            .map(|(s, (a, b))| b.wrapping_sub(*a) & pmu::low_mask(s.counter.width(&self.plan.pmu)))
             .collect()
     }
 
@@ -736,14 +728,7 @@ impl Plan {
         let cpu = self.cpu;
         let global = pmu.has_global();
         if global {
-            b.push(
-                cpu,
-                Op::RmwMsr {
-                    msr: pmu.global_ctrl(),
-                    clear: self.mask(),
-                    set: 0,
-                },
-            );
+            self.push_stop(b);
         }
         for s in &self.slots {
             if let Counter::Gp(i) = s.counter {
@@ -859,14 +844,7 @@ impl Plan {
         let mut report = RestoreReport::default();
         let global = pmu.has_global();
         if global {
-            b.push(
-                cpu,
-                Op::RmwMsr {
-                    msr: pmu.global_ctrl(),
-                    clear: self.mask(),
-                    set: 0,
-                },
-            );
+            self.push_stop(&mut b);
         }
         for (s, &(sel, ctr)) in self.slots.iter().zip(&saved.slots) {
             match s.counter {
@@ -880,7 +858,7 @@ impl Plan {
                         },
                     );
                     let m = pmu.counter_full_write_msr(i).unwrap_or_else(|| {
-                        let sext = ctr as u32 as i32 as i64 as u64 & width_mask(pmu.gp_width);
+                        let sext = ctr as u32 as i32 as i64 as u64 & pmu::low_mask(pmu.gp_width);
                         if sext != ctr {
                             report.inexact.push(format!(
                                 "{}: saved {ctr:#x}, restored {sext:#x} (no full-width writes: IA32_PERF_CAPABILITIES.FW_WRITE is clear)",

@@ -141,14 +141,6 @@ struct Gp;
 
 type Access<T> = std::result::Result<T, Gp>;
 
-fn width_mask(w: u32) -> u64 {
-    if w >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << w) - 1
-    }
-}
-
 impl Cpu {
     fn new(cpuid: CpuidCpu) -> Self {
         let pmu = cpuid.pmu();
@@ -343,7 +335,7 @@ impl Cpu {
         if self.amd() {
             if let Some((i, is_ctr)) = self.amd_counter(m) {
                 if is_ctr {
-                    if v & !width_mask(self.pmu.gp_width) != 0 {
+                    if v & !pmu::low_mask(self.pmu.gp_width) != 0 {
                         return Err(Gp);
                     }
                     self.ctr[i as usize] = v;
@@ -375,7 +367,7 @@ impl Cpu {
         }
         let g = self.global();
         let v4 = self.pmu.version >= 4;
-        let gpw = width_mask(self.pmu.gp_width);
+        let gpw = pmu::low_mask(self.pmu.gp_width);
         match m {
             _ if (msr::IA32_PMC0..msr::IA32_PMC0 + MAX as u32).contains(&m)
                 && self.gp(m - msr::IA32_PMC0) =>
@@ -407,7 +399,7 @@ impl Cpu {
             _ if (msr::IA32_FIXED_CTR0..msr::IA32_FIXED_CTR0 + 16).contains(&m)
                 && self.fixed_ok(m - msr::IA32_FIXED_CTR0) =>
             {
-                if v & !width_mask(self.pmu.fixed_width) != 0 {
+                if v & !pmu::low_mask(self.pmu.fixed_width) != 0 {
                     return Err(Gp);
                 }
                 self.fixed[(m - msr::IA32_FIXED_CTR0) as usize] = v;
@@ -470,7 +462,7 @@ impl Cpu {
 
     /// Adds `n` to a counter of width `w`; true if it wrapped.
     fn add(counter: &mut u64, n: u64, w: u32) -> bool {
-        let m = width_mask(w);
+        let m = pmu::low_mask(w);
         let sum = u128::from(*counter) + u128::from(n);
         *counter = (sum & u128::from(m)) as u64;
         sum > u128::from(m)

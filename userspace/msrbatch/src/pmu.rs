@@ -225,7 +225,8 @@ fn bits(v: u32, lo: u32, n: u32) -> u32 {
     (v >> lo) & ((1u32 << n) - 1)
 }
 
-fn low_mask(n: u32) -> u64 {
+/// A mask of the `n` low bits (all bits for 64 and more).
+pub(crate) fn low_mask(n: u32) -> u64 {
     if n >= 64 {
         u64::MAX
     } else {
@@ -373,32 +374,34 @@ impl PmuInfo {
         self.version >= 2
     }
 
+    fn intel_or_amd(&self, intel: u32, amd: u32) -> u32 {
+        if self.is_amd() {
+            amd
+        } else {
+            intel
+        }
+    }
+
     /// IA32_PERF_GLOBAL_CTRL, or AMD's PerfCntrGlobalCtl.
     pub fn global_ctrl(&self) -> u32 {
-        if self.is_amd() {
-            msr::AMD_PERF_CNTR_GLOBAL_CTL
-        } else {
-            msr::IA32_PERF_GLOBAL_CTRL
-        }
+        self.intel_or_amd(msr::IA32_PERF_GLOBAL_CTRL, msr::AMD_PERF_CNTR_GLOBAL_CTL)
     }
 
     /// IA32_PERF_GLOBAL_STATUS, or AMD's PerfCntrGlobalStatus.
     pub fn global_status(&self) -> u32 {
-        if self.is_amd() {
-            msr::AMD_PERF_CNTR_GLOBAL_STATUS
-        } else {
-            msr::IA32_PERF_GLOBAL_STATUS
-        }
+        self.intel_or_amd(
+            msr::IA32_PERF_GLOBAL_STATUS,
+            msr::AMD_PERF_CNTR_GLOBAL_STATUS,
+        )
     }
 
     /// The write-1-to-clear overflow MSR (IA32_PERF_GLOBAL_OVF_CTRL /
     /// STATUS_RESET, or AMD's PerfCntrGlobalStatusClr).
     pub fn global_status_clear(&self) -> u32 {
-        if self.is_amd() {
-            msr::AMD_PERF_CNTR_GLOBAL_STATUS_CLR
-        } else {
-            msr::IA32_PERF_GLOBAL_OVF_CTRL
-        }
+        self.intel_or_amd(
+            msr::IA32_PERF_GLOBAL_OVF_CTRL,
+            msr::AMD_PERF_CNTR_GLOBAL_STATUS_CLR,
+        )
     }
 
     /// Whether IA32_PERF_GLOBAL_INUSE exists (Intel version 4 and later).
