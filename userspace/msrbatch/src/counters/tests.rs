@@ -401,3 +401,40 @@ fn one_batch_measurement() {
     let (a, z) = (s.values(&b, r0).unwrap(), s.values(&b, r1).unwrap());
     assert_eq!(s.deltas(&a, &z), [3000, 0]);
 }
+
+#[test]
+fn intel_version_1_starts_with_en() {
+    // No dump of a version 1 CPU (Core Solo/Duo era) here: synthetic CPUID
+    // from the SDM: 0AH EAX = version 1, 2 counters of 40 bits, 7 events.
+    let d = CpuidDump::parse(
+        "CPUID 00000000: 0000000A-756E6547-6C65746E-49656E69\nCPUID 0000000A: 07280201-00000000-00000000-00000000\n",
+    )
+    .unwrap();
+    let m = Model::new(&d);
+    assert_eq!(
+        m.rdmsr(0, msr::IA32_PERF_GLOBAL_CTRL),
+        None,
+        "no global control"
+    );
+    let mut s = session(&m, 0, "instructions,cycles:os");
+    assert_eq!(
+        s.plan().slots[0].counter,
+        Counter::Gp(0),
+        "no fixed counters"
+    );
+    assert_eq!(
+        m.rdmsr(0, msr::IA32_PERFEVTSEL0),
+        Some(0x3_00c0),
+        "EN clear"
+    );
+    let start = s.start().unwrap();
+    assert_eq!(m.rdmsr(0, msr::IA32_PERFEVTSEL0), Some(0x43_00c0));
+    m.execute(
+        0,
+        &[Phase::user(10).with("instructions", 1), Phase::kernel(5)],
+    );
+    let end = s.stop().unwrap();
+    assert_eq!(s.deltas(&start, &end), [10, 5]);
+    s.restore().unwrap();
+    assert_eq!(m.rdmsr(0, msr::IA32_PERFEVTSEL0 + 1), Some(0));
+}
