@@ -1,102 +1,77 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Program a general-purpose counter and read it, the classic way: write
- * IA32_PERFEVTSEL0 (instructions retired, user+kernel, enabled), then read
- * the counter with RDPMC between CPUID fences, around a 10 us busy-wait, and
- * put everything back; all of it in one batch, atomically on one CPU.
+ * Count instructions retired across a 10 us busy-wait on CPU 0 with the
+ * counter API: msrbatch_counters_open() probes the PMU, places the event
+ * (a fixed counter on Intel version 2 and later, else a general-purpose
+ * one), checks nobody owns the counter and programs it; then one batch
+ * starts it, reads it between CPUID fences around the busy-wait and stops
+ * it, atomically on CPU 0; msrbatch_counters_restore() puts every PMU MSR
+ * back.
  *
- * Needs an Intel architectural PMU (CPUID leaf 0AH). Without one (for
- * example under QEMU TCG) it says so and exits 0. It refuses (exit 1) when
- * counter 0 is already enabled by someone else (NMI watchdog, perf).
+ * With a CPUID dump as argument (count_instructions FILE) it runs against
+ * the library's PMU model of that CPU instead of /dev/msrbatch. Without a
+ * PMU (for example under QEMU TCG) it says so and exits 0. It refuses
+ * (exit 1) when the counter is owned by someone else (NMI watchdog, perf).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <msrbatch.h>
 
-#define IA32_PMC0		0xc1
-#define IA32_PERFEVTSEL0	0x186
-#define IA32_PERF_GLOBAL_CTRL	0x38f
-#define EVTSEL_USR		(1ull << 16)
-#define EVTSEL_OS		(1ull << 17)
-#define EVTSEL_EN		(1ull << 22)
-#define INST_RETIRED		0xc0	/* architectural event, umask 0 */
-
-static struct msrbatch *dev;
-
-static int run(struct msrbatch_req *req)
+int main(int argc, char **argv)
 {
-	int err = msrbatch_run(dev, req);
-
-	if (err)
-		fprintf(stderr, "msrbatch_run: %s (op %ld)\n", msrbatch_errno_name(err),
-			msrbatch_req_err_index(req));
-	return err;
-}
-
-int main(void)
-{
-	uint64_t v[2], evtsel, global = 0, first, second;
-	struct msrbatch_req *probe, *req;
-	unsigned int version, counters;
+	uint64_t first[1], second[1], delta[1];
+	struct msrbatch_counters *ctr;
 	const uint32_t cpu = 0;
+	struct msrbatch_req *req;
+	struct msrbatch *dev;
+	char what[128];
 	long a, b;
 	int err;
 
-	err = msrbatch_open(NULL, &dev);
+	err = argc > 1 ? msrbatch_open_model(argv[1], &dev) : msrbatch_open(NULL, &dev);
 	if (err) {
-		fprintf(stderr, "msrbatch_open: %s\n", strerror(-err));
+		fprintf(stderr, "msrbatch_open: %s\n",
+			argc > 1 ? msrbatch_last_error() : strerror(-err));
 		return 1;
 	}
-	probe = msrbatch_req_new();
-	msrbatch_req_cpuid(probe, cpu, 0xa, 0);
-	if (run(probe) || msrbatch_result(probe, 0, v))
-		return 1;
-	version = v[0] & 0xff;
-	counters = (v[0] >> 8) & 0xff;
-	if (version == 0 || counters == 0) {
-		printf("no PMU: CPUID.0AH version %u, %u counters; nothing to count\n", version, counters);
+	err = msrbatch_counters_open(dev, cpu, "instructions", 0, &ctr);
+	if (err == -ENODEV) {
+		printf("%s; nothing to count\n", msrbatch_last_error());
+		msrbatch_close(dev);
 		return 0;
 	}
-	msrbatch_req_rdmsr(probe, cpu, IA32_PERFEVTSEL0);
-	if (version >= 2)
-		msrbatch_req_rdmsr(probe, cpu, IA32_PERF_GLOBAL_CTRL);
-	if (run(probe) || msrbatch_result(probe, 1, v))
-		return 1;
-	evtsel = v[0];
-	if (version >= 2 && msrbatch_result(probe, 2, v) == 0)
-		global = v[0];
-	if (evtsel & EVTSEL_EN) {
-		fprintf(stderr, "counter 0 is in use (PERFEVTSEL0=%#llx): NMI watchdog or perf?\n",
-			(unsigned long long)evtsel);
+	if (err) {
+		fprintf(stderr, "msrbatch_counters_open: %s: %s\n", msrbatch_errno_name(err),
+			msrbatch_last_error());
+		msrbatch_close(dev);
 		return 1;
 	}
+	msrbatch_counters_describe(ctr, 0, what, sizeof(what));
 
 	req = msrbatch_req_new();
-	msrbatch_req_stop_on_error(req, 0);	/* always reach the restores */
-	msrbatch_req_wrmsr(req, cpu, IA32_PMC0, 0);
-	msrbatch_req_wrmsr(req, cpu, IA32_PERFEVTSEL0,
-			   INST_RETIRED | EVTSEL_USR | EVTSEL_OS | EVTSEL_EN);
-	if (version >= 2)
-		msrbatch_req_rmwmsr(req, cpu, IA32_PERF_GLOBAL_CTRL, 0, 1);
-	msrbatch_req_cpuid(req, cpu, 0, 0);
-	a = msrbatch_req_rdpmc(req, cpu, 0);
+	msrbatch_counters_push_start(ctr, req);
+	a = msrbatch_counters_push_read(ctr, req);
 	msrbatch_req_delay(req, cpu, 10000);
-	msrbatch_req_cpuid(req, cpu, 0, 0);
-	b = msrbatch_req_rdpmc(req, cpu, 0);
-	msrbatch_req_wrmsr(req, cpu, IA32_PERFEVTSEL0, evtsel);
-	if (version >= 2)
-		msrbatch_req_wrmsr(req, cpu, IA32_PERF_GLOBAL_CTRL, global);
-	if (run(req))
-		return 1;
-	if (msrbatch_result(req, a, v) || (first = v[0], msrbatch_result(req, b, v))) {
-		fprintf(stderr, "RDPMC failed\n");
+	b = msrbatch_counters_push_read(ctr, req);
+	msrbatch_counters_push_stop(ctr, req);
+	err = msrbatch_run(dev, req);
+	if (!err)
+		err = msrbatch_counters_values(ctr, req, a, first);
+	if (!err)
+		err = msrbatch_counters_values(ctr, req, b, second);
+	if (msrbatch_counters_restore(ctr) < 0 && !err)
+		err = -EIO;
+	if (err) {
+		fprintf(stderr, "counting failed: %s %s\n", msrbatch_errno_name(err),
+			msrbatch_last_error());
 		return 1;
 	}
-	second = v[0];
-	printf("PMU version %u, %u counters; instructions retired on CPU %u across a 10 us busy-wait: %llu\n",
-	       version, counters, cpu, (unsigned long long)(second - first));
+	msrbatch_counters_deltas(ctr, first, second, delta);
+	printf("instructions retired on CPU %u across a 10 us busy-wait: %llu (%s)\n", cpu,
+	       (unsigned long long)delta[0], what);
 	msrbatch_req_free(req);
-	msrbatch_req_free(probe);
+	msrbatch_counters_close(ctr);
 	msrbatch_close(dev);
 	return 0;
 }

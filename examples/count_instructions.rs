@@ -1,128 +1,102 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Program IA32_PERFEVTSEL0 for instructions retired, read the counter with
-//! RDPMC between CPUID fences around a 10 us busy-wait, and restore the
-//! MSRs: one batch, atomically on CPU 0. Needs an Intel architectural PMU
-//! (CPUID leaf 0AH); without one it says so and exits 0.
+//! Count instructions retired across a 10 us busy-wait on CPU 0 with the
+//! counter API: probe the PMU, place the event, check nobody owns the
+//! counter, program it; then one batch starts it, reads it between CPUID
+//! fences around the busy-wait and stops it, atomically on CPU 0; restore
+//! every PMU MSR. `rust-count-instructions FILE` runs against the PMU model
+//! of the CPU in the CPUID dump FILE instead of /dev/msrbatch. Without a PMU
+//! it says so and exits 0.
 
-use msrbatch::{Batch, Device, Op, Value};
+use msrbatch::counters::{check_ownership, parse_events, Plan, Session};
+use msrbatch::{pmu, Backend, Batch, Device, Op};
 
-const IA32_PMC0: u32 = 0xc1;
-const IA32_PERFEVTSEL0: u32 = 0x186;
-const IA32_PERF_GLOBAL_CTRL: u32 = 0x38f;
-const USR: u64 = 1 << 16;
-const OS: u64 = 1 << 17;
-const EN: u64 = 1 << 22;
-const INST_RETIRED: u64 = 0xc0;
-
-fn value(batch: &Batch, i: usize) -> Result<u64, String> {
-    match batch.result(i).map(|r| r.value) {
-        Some(Ok(v)) => Ok(v.as_u64().unwrap_or(0)),
-        Some(Err(e)) => Err(format!("op {i}: {e}")),
-        None => Err(format!("op {i}: no such op")),
+/// What the example prints, counted through `dev` (device or model).
+fn count<B: Backend + ?Sized>(dev: &B, cpu: u32) -> Result<String, msrbatch::Error> {
+    let info = pmu::probe(dev, cpu)?;
+    if !info.present() {
+        return Ok(format!("{}; nothing to count", info.absence()));
     }
+    let plan = Plan::new(&info, cpu, &parse_events(&["instructions".into()])?)?;
+    let why = check_ownership(dev, &plan)?;
+    if !why.is_empty() {
+        let why: Vec<String> = why.iter().map(ToString::to_string).collect();
+        return Err(msrbatch::Error::new(libc::EBUSY, why.join("; ")));
+    }
+    let what = plan.describe().remove(0);
+    let mut s = Session::program(dev, plan)?;
+    let mut b = Batch::new();
+    s.push_start(&mut b);
+    let first = s.push_read(&mut b);
+    b.push(cpu, Op::Delay { ns: 10_000 });
+    let second = s.push_read(&mut b);
+    s.push_stop(&mut b);
+    let ran = dev.run(&mut b);
+    s.restore()?;
+    ran?;
+    let n = s.deltas(&s.values(&b, first)?, &s.values(&b, second)?)[0];
+    Ok(format!(
+        "instructions retired on CPU {cpu} across a 10 us busy-wait: {n} ({what})"
+    ))
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dev = Device::open()?;
-    let cpu = 0;
-    let mut probe = Batch::new();
-    probe.push(
-        cpu,
-        Op::Cpuid {
-            leaf: 0xa,
-            subleaf: 0,
-        },
-    );
-    probe.push(
-        cpu,
-        Op::RdMsr {
-            msr: IA32_PERFEVTSEL0,
-        },
-    );
-    probe.push(
-        cpu,
-        Op::RdMsr {
-            msr: IA32_PERF_GLOBAL_CTRL,
-        },
-    );
-    dev.run(&mut probe)?;
-    let Some(Ok(Value::Cpuid { eax, .. })) = probe.result(0).map(|r| r.value) else {
-        return Err("CPUID failed".into());
+    let out = match std::env::args().nth(1) {
+        Some(dump) => count(&msrbatch::model::Model::from_file(dump)?, 0)?,
+        None => count(&Device::open()?, 0)?,
     };
-    let (version, counters) = (eax & 0xff, (eax >> 8) & 0xff);
-    if version == 0 || counters == 0 {
-        println!("no PMU: CPUID.0AH version {version}, {counters} counters; nothing to count");
-        return Ok(());
-    }
-    let evtsel = value(&probe, 1)?;
-    let global = if version >= 2 { value(&probe, 2)? } else { 0 };
-    if evtsel & EN != 0 {
-        return Err(format!(
-            "counter 0 is in use (PERFEVTSEL0={evtsel:#x}): NMI watchdog or perf?"
-        )
-        .into());
+    println!("{out}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use msrbatch::model::{Model, Source};
+
+    fn model(name: &str) -> Model {
+        Model::from_file(format!(
+            "{}/testdata/cpuid/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
     }
 
-    let mut b = Batch::new();
-    b.push(
-        cpu,
-        Op::WrMsr {
-            msr: IA32_PMC0,
-            value: 0,
-        },
-    );
-    b.push(
-        cpu,
-        Op::WrMsr {
-            msr: IA32_PERFEVTSEL0,
-            value: INST_RETIRED | USR | OS | EN,
-        },
-    );
-    if version >= 2 {
-        b.push(
-            cpu,
-            Op::RmwMsr {
-                msr: IA32_PERF_GLOBAL_CTRL,
-                clear: 0,
-                set: 1,
-            },
-        );
+    #[test]
+    fn counts_the_busy_wait_on_the_model() {
+        // The model runs a 10 us DELAY as 10000 kernel cycles; say 2
+        // instructions retire per cycle.
+        for (name, counter) in [
+            ("skylake.txt", "IA32_FIXED_CTR0"),
+            ("core2-conroe.txt", "IA32_PERFEVTSEL0"),
+            ("zen4-raphael.txt", "AMD_PERF_CTL0"),
+        ] {
+            let m = model(name);
+            m.set_delay_mix(vec![(Source::Named("instructions"), 2)]);
+            let out = count(&m, 0).unwrap();
+            assert!(
+                out.starts_with(
+                    "instructions retired on CPU 0 across a 10 us busy-wait: 20000 (instructions: "
+                ) && out.contains(counter),
+                "{name}: {out}"
+            );
+        }
     }
-    b.push(
-        cpu,
-        Op::Cpuid {
-            leaf: 0,
-            subleaf: 0,
-        },
-    );
-    let first = b.push(cpu, Op::RdPmc { ecx: 0 });
-    b.push(cpu, Op::Delay { ns: 10_000 });
-    b.push(
-        cpu,
-        Op::Cpuid {
-            leaf: 0,
-            subleaf: 0,
-        },
-    );
-    let second = b.push(cpu, Op::RdPmc { ecx: 0 });
-    b.push(
-        cpu,
-        Op::WrMsr {
-            msr: IA32_PERFEVTSEL0,
-            value: evtsel,
-        },
-    );
-    if version >= 2 {
-        b.push(
-            cpu,
-            Op::WrMsr {
-                msr: IA32_PERF_GLOBAL_CTRL,
-                value: global,
-            },
-        );
+
+    #[test]
+    fn without_a_pmu_it_says_so() {
+        let d = msrbatch::pmu::CpuidDump::parse(
+            "CPUID 00000000: 0000000D-756E6547-6C65746E-49656E69\n",
+        )
+        .unwrap();
+        let out = count(&Model::new(&d), 0).unwrap();
+        assert!(out.starts_with("no PMU: CPUID.0AH version 0"), "{out}");
     }
-    dev.run(&mut b)?;
-    let n = value(&b, second)?.wrapping_sub(value(&b, first)?);
-    println!("PMU version {version}, {counters} counters; instructions retired on CPU {cpu} across a 10 us busy-wait: {n}");
-    Ok(())
+
+    #[test]
+    fn refuses_an_owned_counter() {
+        let m = model("skylake.txt");
+        assert!(m.wrmsr(0, msrbatch::pmu::msr::IA32_FIXED_CTR_CTRL, 3));
+        let e = count(&m, 0).unwrap_err();
+        assert_eq!(e.errno().0, libc::EBUSY, "{e}");
+    }
 }

@@ -68,6 +68,60 @@ int msrbatch_result(const struct msrbatch_req *req, size_t index, uint64_t val[2
 int msrbatch_grant_rdpmc(const struct msrbatch *dev);
 int msrbatch_revoke_rdpmc(const struct msrbatch *dev);
 
+/*
+ * Counter programming (Documentation/counters.md). A PMU model of the CPUs of
+ * a CPUID dump can stand in for the device: msrbatch_open_model() returns a
+ * struct msrbatch that every function here (and msrbatch_run()) accepts;
+ * msrbatch_info() and the RDPMC grants return -EOPNOTSUPP on it.
+ */
+int msrbatch_open_model(const char *cpuid_dump, struct msrbatch **dev);
+/* On a model: each cycle of a DELAY op adds @per_cycle to @event. */
+int msrbatch_model_delay_mix(const struct msrbatch *dev, const char *event, uint32_t per_cycle);
+
+/* Counters programmed on one CPU. */
+struct msrbatch_counters;
+
+/* Do not refuse counters that seem owned (enabled, in use, NMI watchdog). */
+#define MSRBATCH_COUNTERS_FORCE 1u
+
+/*
+ * Probes @cpu's PMU, places @events ("instructions,cycles",
+ * "event=0x0e:umask=0x01:usr", as msrbatch stat -e) on its counters, checks
+ * nobody owns them and programs them, stopped. @dev stays open until
+ * msrbatch_counters_close(). Errors: -EINVAL, -ENODEV (no PMU), -EOPNOTSUPP
+ * (an event this CPU lacks), -ENOSPC (too many events), -EBUSY (owned), -EIO
+ * (an MSR faulted; nothing stays changed). msrbatch_last_error() says more.
+ */
+int msrbatch_counters_open(const struct msrbatch *dev, uint32_t cpu, const char *events,
+			   unsigned int flags, struct msrbatch_counters **ctr);
+size_t msrbatch_counters_len(const struct msrbatch_counters *ctr);
+/* "EVENT: COUNTER ..." of event @i, like snprintf; -ERANGE past the end. */
+int msrbatch_counters_describe(const struct msrbatch_counters *ctr, size_t i, char *buf,
+			       size_t len);
+/* Each runs one batch; @values (may be NULL) gets one count per event. */
+int msrbatch_counters_start(const struct msrbatch_counters *ctr, uint64_t *values);
+int msrbatch_counters_stop(const struct msrbatch_counters *ctr, uint64_t *values);
+int msrbatch_counters_read(const struct msrbatch_counters *ctr, uint64_t *values);
+/* The same ops appended to your own batch, to measure within it. */
+int msrbatch_counters_push_start(const struct msrbatch_counters *ctr, struct msrbatch_req *req);
+int msrbatch_counters_push_stop(const struct msrbatch_counters *ctr, struct msrbatch_req *req);
+/* Returns a handle for msrbatch_counters_values(), or a negative errno. */
+long msrbatch_counters_push_read(const struct msrbatch_counters *ctr, struct msrbatch_req *req);
+int msrbatch_counters_values(const struct msrbatch_counters *ctr, const struct msrbatch_req *req,
+			     long reading, uint64_t *values);
+/* @out[i] = @end[i] - @start[i] modulo the counter's width. */
+int msrbatch_counters_deltas(const struct msrbatch_counters *ctr, const uint64_t *start,
+			     const uint64_t *end, uint64_t *out);
+/*
+ * Puts back every MSR the counters touched: 0, 1 if a counter value could not
+ * be restored exactly (see msrbatch_last_error()), or a negative errno.
+ */
+int msrbatch_counters_restore(struct msrbatch_counters *ctr);
+/* Restores (unless msrbatch_counters_restore() ran) and frees. */
+void msrbatch_counters_close(struct msrbatch_counters *ctr);
+/* What this thread's last failed counter or model call said; "" if none. */
+const char *msrbatch_last_error(void);
+
 /* "EIO" for EIO or -EIO; NULL for values this API does not produce. */
 const char *msrbatch_errno_name(int err);
 

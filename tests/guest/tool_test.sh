@@ -82,6 +82,8 @@ msrbatch pmu >/tmp/pmu.out
 sed 's/^/# /' /tmp/pmu.out
 if [ "$version" -eq 0 ]; then
 	check "pmu reports no PMU (CPUID.0AH version 0, RDPMC faults)" grep -q "^no PMU: " /tmp/pmu.out
+	check "pmu --json: not present, RDPMC 0 faulted" \
+		sh -c "msrbatch pmu --json | grep -q '\"present\":false.*\"rdpmc_ok\":false'"
 	msrbatch stat -e instructions -- true >/tmp/stat.out 2>&1
 	rc=$?
 	check "stat without a PMU says so and exits non-zero ($rc)" sh -c "[ $rc -ne 0 ] && grep -q 'no PMU' /tmp/stat.out"

@@ -57,11 +57,19 @@ enum Cmd {
     Rdmsr(msrtools::RdmsrArgs),
     /// Write an MSR, with msr-tools' wrmsr options.
     Wrmsr(msrtools::WrmsrArgs),
-    /// Decode the CPU's performance monitoring unit (CPUID leaf 0AH; AMD).
+    /// Decode the CPU's performance monitoring unit (CPUID leaves 0AH and
+    /// 23H; AMD 80000001H and 80000022H), live or from a CPUID dump.
     Pmu {
         /// CPU to ask.
         #[arg(short = 'C', long = "cpu", default_value_t = 0)]
         cpu: u32,
+        /// Decode every CPU of this CPUID dump (`cpuid -r` or AIDA64
+        /// format) instead of asking the device.
+        #[arg(long, value_name = "FILE")]
+        cpuid_dump: Option<String>,
+        /// One JSON object per CPU and line.
+        #[arg(long)]
+        json: bool,
     },
     /// Encode 'event=0x..,umask=0x..,usr,os,en' into an IA32_PERFEVTSEL
     /// value, or decode a value (a number) into its fields.
@@ -356,6 +364,17 @@ fn main() -> ExitCode {
     // Commands that need no device.
     match &cli.cmd {
         Cmd::Evsel { spec } => return evsel(spec),
+        Cmd::Pmu {
+            cpu,
+            cpuid_dump: Some(f),
+            json,
+        } => return exit_code_of(pmu::pmu(None, *cpu, Some(f), *json, &mut std::io::stdout())),
+        Cmd::Stat(a) if a.offline() => {
+            return match stat::stat(None, a, &mut std::io::stdout()) {
+                Ok(code) => exit_code(code),
+                Err(e) => exit_code_of(Err(e)),
+            }
+        }
         Cmd::Man => return man_page(),
         Cmd::Completions { shell } => {
             use clap::CommandFactory;
@@ -409,11 +428,8 @@ fn main() -> ExitCode {
         }
         Cmd::Rdmsr(a) => return exit_code(msrtools::rdmsr(&dev, &a, &online_cpus())),
         Cmd::Wrmsr(a) => return exit_code(msrtools::wrmsr(&dev, &a, &online_cpus())),
-        Cmd::Pmu { cpu } => pmu::probe(&dev, cpu).map(|p| {
-            print!("{}", p.report(cpu));
-            true
-        }),
-        Cmd::Stat(a) => match stat::stat(&dev, &a) {
+        Cmd::Pmu { cpu, json, .. } => pmu::pmu(Some(&dev), cpu, None, json, &mut std::io::stdout()),
+        Cmd::Stat(a) => match stat::stat(Some(&dev), &a, &mut std::io::stdout()) {
             Ok(code) => return exit_code(code),
             Err(e) => Err(e),
         },
@@ -421,6 +437,11 @@ fn main() -> ExitCode {
         Cmd::Exec { rdpmc: _, cmd } => exec_rdpmc(&dev, &cmd),
         Cmd::Evsel { .. } | Cmd::Man | Cmd::Completions { .. } => unreachable!("handled above"),
     };
+    exit_code_of(result)
+}
+
+/// The exit status of a command's outcome: 0, 1 (some ops failed), 2 (error).
+fn exit_code_of(result: Result<bool, String>) -> ExitCode {
     match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),

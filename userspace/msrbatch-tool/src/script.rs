@@ -64,17 +64,7 @@ fn tokens(line: &str) -> Vec<Tok<'_>> {
     out
 }
 
-/// Parses an unsigned number: `0x` hex, `0b` binary, or decimal (`_` allowed).
-pub fn parse_u64(s: &str) -> Option<u64> {
-    let s = s.replace('_', "");
-    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        u64::from_str_radix(h, 16).ok()
-    } else if let Some(b) = s.strip_prefix("0b") {
-        u64::from_str_radix(b, 2).ok()
-    } else {
-        s.parse().ok()
-    }
-}
+pub use msrbatch::parse_u64;
 
 /// Parses a CPU list (`all`, `3`, `0,2-3`); `all` is `online`.
 pub fn parse_cpus(s: &str, online: &[u32]) -> Result<Vec<u32>, String> {

@@ -1,30 +1,42 @@
 // SPDX-License-Identifier: GPL-2.0
-//! `msrbatch stat`: program counters, run CMD pinned to one CPU, read them.
+//! `msrbatch stat`: count events while CMD runs pinned to one CPU, through
+//! the library's counter API (`msrbatch::counters`).
 
-use crate::pmu::{self, PmuInfo, StatEvent};
+use crate::pmu::batch_as_script;
 use clap::Args;
-use msrbatch::{Batch, Device, Op, Value};
+use msrbatch::counters::{check_ownership, parse_events, Plan, Session};
+use msrbatch::model::Model;
+use msrbatch::pmu::{probe_cpuid, CpuidCpu, CpuidDump};
+use msrbatch::{Backend, Batch};
+use std::cell::Cell;
+use std::io::Write;
 
-/// `msrbatch stat -e EVENTS [-C CPU] [-r N] [--dry-run] [--force] -- CMD...`
+/// `msrbatch stat -e EVENTS [-C CPU] [-r N] [--dry-run [--cpuid-dump FILE]] [--force] -- CMD...`
 #[derive(Args, Debug)]
 pub struct StatArgs {
-    /// Events: architectural names (instructions, cycles, ...) or
+    /// Events: names (instructions, cycles, branches, ...) or
     /// event=0x..:umask=0x..[:usr:os:cmask=..] items, comma-separated.
     #[arg(short = 'e', long = "events", required = true)]
     events: Vec<String>,
-    /// CPU to pin CMD to and count on.
+    /// CPU to pin CMD to and count on (with --cpuid-dump: the dump's Nth CPU).
     #[arg(short = 'C', long = "cpu", default_value_t = 0)]
     cpu: u32,
-    /// Runs per event group (the counts are averaged).
+    /// Run CMD N times per event group; the counts are averaged.
     #[arg(short = 'r', long = "repeat", default_value_t = 1)]
     repeat: u32,
-    /// Print the batches it would issue, and touch nothing.
+    /// Print the batches it would issue, and touch nothing: the counter code
+    /// runs against the PMU model of this CPU (or of --cpuid-dump's CPU).
     #[arg(long)]
     dry_run: bool,
-    /// With --dry-run on a machine without a PMU: the number of counters to plan for.
+    /// With --dry-run: the CPU to plan for, from a CPUID dump (`cpuid -r`
+    /// or AIDA64 format) instead of this machine.
+    #[arg(long, value_name = "FILE", requires = "dry_run")]
+    cpuid_dump: Option<String>,
+    /// With --dry-run on a CPU without a PMU: plan for an Intel architectural
+    /// PMU version 2 with N counters.
     #[arg(long)]
     counters: Option<u32>,
-    /// Program the counters even if the NMI watchdog or perf seem to use them.
+    /// Program the counters even if the NMI watchdog or someone else seems to use them.
     #[arg(long)]
     force: bool,
     /// The command and its arguments.
@@ -32,39 +44,15 @@ pub struct StatArgs {
     cmd: Vec<String>,
 }
 
-/// Reasons not to touch the counters, unless forced.
-fn counters_in_use(dev: &Device, pmu: &PmuInfo, cpu: u32, n: u32) -> Result<Vec<String>, String> {
-    let mut why = Vec::new();
-    if let Ok(s) = std::fs::read_to_string("/proc/sys/kernel/nmi_watchdog") {
-        if s.trim() != "0" {
-            why.push("the NMI watchdog is on (/proc/sys/kernel/nmi_watchdog); it owns a counter (echo 0 > /proc/sys/kernel/nmi_watchdog)".into());
-        }
+impl StatArgs {
+    /// Whether it runs without the device (a dry run of a CPUID dump).
+    pub fn offline(&self) -> bool {
+        self.dry_run && self.cpuid_dump.is_some()
     }
-    let mut b = Batch::new();
-    for i in 0..n {
-        b.push(
-            cpu,
-            Op::RdMsr {
-                msr: pmu.counter_msrs(i).0,
-            },
-        );
-    }
-    dev.run(&mut b).map_err(|e| e.to_string())?;
-    for r in b.results() {
-        if let Ok(Value::U64(v)) = r.value {
-            if v & (1 << 22) != 0 {
-                why.push(format!(
-                    "counter {} is enabled (PERFEVTSEL {v:#x}): perf or another tool owns it",
-                    r.index
-                ));
-            }
-        }
-    }
-    Ok(why)
 }
 
-/// Runs CMD pinned to `cpu`; returns its exit status.
-fn run_pinned(cpu: u32, cmd: &[String]) -> Result<std::process::ExitStatus, String> {
+/// Runs CMD pinned to `cpu`; returns its exit code.
+fn run_pinned(cpu: u32, cmd: &[String]) -> Result<i32, String> {
     use std::os::unix::process::CommandExt;
     let mut c = std::process::Command::new(&cmd[0]);
     c.args(&cmd[1..]);
@@ -79,147 +67,247 @@ fn run_pinned(cpu: u32, cmd: &[String]) -> Result<std::process::ExitStatus, Stri
             Ok(())
         })
     };
-    c.status().map_err(|e| format!("{}: {e}", cmd[0]))
+    let st = c.status().map_err(|e| format!("{}: {e}", cmd[0]))?;
+    Ok(if st.success() {
+        0
+    } else {
+        st.code().unwrap_or(1)
+    })
 }
 
-fn values(b: &Batch) -> Vec<u64> {
-    b.results()
-        .filter(|r| matches!(r.op, Op::RdPmc { .. }))
-        .map(|r| r.value.ok().and_then(|v| v.as_u64()).unwrap_or(0))
-        .collect()
+/// A backend that prints each batch in script form before running it.
+struct Echo<'a, B: ?Sized> {
+    inner: &'a B,
+    out: std::cell::RefCell<&'a mut dyn Write>,
+    batches: Cell<u32>,
 }
 
-/// Runs `msrbatch stat`; returns the exit status.
-pub fn stat(dev: &Device, a: &StatArgs) -> Result<i32, String> {
-    let events = pmu::parse_events(&a.events)?;
-    let mut info = pmu::probe(dev, a.cpu)?;
+impl<B: Backend + ?Sized> Backend for Echo<'_, B> {
+    fn run(&self, batch: &mut Batch) -> msrbatch::Result<()> {
+        self.batches.set(self.batches.get() + 1);
+        let _ = write!(self.out.borrow_mut(), "{}", batch_as_script(batch));
+        self.inner.run(batch)
+    }
+
+    fn nmi_watchdog(&self) -> Option<bool> {
+        self.inner.nmi_watchdog()
+    }
+}
+
+/// Says what the next batches are for (dry run only).
+trait Say {
+    fn say(&self, s: &str);
+}
+
+impl<B: Backend + ?Sized> Say for Echo<'_, B> {
+    fn say(&self, s: &str) {
+        let _ = writeln!(self.out.borrow_mut(), "# {s}");
+    }
+}
+
+struct Quiet;
+
+impl Say for Quiet {
+    fn say(&self, _: &str) {}
+}
+
+/// The stat sequence on `dev` (the device, or the model for a dry run):
+/// plan groups, check ownership, then per repetition and group program,
+/// start, run CMD (`run`), stop and restore. Returns the totals per event
+/// and CMD's last non-zero exit code.
+fn measure<B: Backend + ?Sized>(
+    dev: &B,
+    a: &StatArgs,
+    say: &dyn Say,
+    warn: &mut dyn Write,
+    run: &mut dyn FnMut() -> Result<i32, String>,
+) -> Result<(Vec<String>, Vec<u128>, i32), String> {
+    let events = parse_events(&a.events).map_err(|e| e.to_string())?;
+    say.say(&format!(
+        "probe CPU {}: CPUID leaves, RDPMC 0, IA32_PERF_CAPABILITIES",
+        a.cpu
+    ));
+    let (_, info) = probe_cpuid(dev, a.cpu).map_err(|e| e.to_string())?;
     if !info.present() {
-        if !a.dry_run {
-            return Err(format!(
-                "CPU {}: {}; nothing to count",
-                a.cpu,
-                info.absence()
-            ));
-        }
-        let n = a.counters.unwrap_or(4);
-        println!(
-            "# CPU {}: {}; this dry run plans for an Intel architectural PMU v2 with {n} counters (--counters)",
+        return Err(format!(
+            "CPU {}: {}; nothing to count",
             a.cpu,
             info.absence()
-        );
-        info = PmuInfo {
-            version: 2,
-            gp_counters: n,
-            gp_width: 48,
-            rdpmc_ok: true,
-            ..PmuInfo::default()
-        };
-    } else if let Some(n) = a.counters {
-        info.gp_counters = info.gp_counters.min(n);
-    }
-    let per_group = info.gp_counters.max(1) as usize;
-    let groups: Vec<&[StatEvent]> = events.chunks(per_group).collect();
-    if groups.len() > 1 {
-        println!(
-            "# {} events, {} counters: {} runs of CMD per repetition, rotating event groups",
-            events.len(),
-            per_group,
-            groups.len()
-        );
-    }
-    let global = info.has_global().then_some(0u64);
-
-    if a.dry_run {
-        for (g, group) in groups.iter().enumerate() {
-            let saved = vec![0; group.len()];
-            let (before, after) = pmu::stat_batches(&info, a.cpu, group, &saved, global);
-            let names: Vec<&str> = group.iter().map(|e| e.name.as_str()).collect();
-            println!("# group {} ({}): before CMD (saved PERFEVTSEL and global control values are read first and restored after)", g + 1, names.join(", "));
-            print!("{}", pmu::batch_as_script(&before));
-            println!("# group {}: after CMD", g + 1);
-            print!("{}", pmu::batch_as_script(&after));
-        }
-        return Ok(0);
-    }
-
-    let used = (per_group.min(events.len())) as u32;
-    let why = counters_in_use(dev, &info, a.cpu, used)?;
-    if !why.is_empty() && !a.force {
-        return Err(format!(
-            "refusing to program counters on CPU {} (use --force):\n  {}",
-            a.cpu,
-            why.join("\n  ")
         ));
     }
-
+    let groups = Plan::groups(&info, a.cpu, &events).map_err(|e| e.to_string())?;
+    if groups.len() > 1 {
+        say.say(&format!(
+            "{} events, {} groups: CMD runs once per group and repetition",
+            events.len(),
+            groups.len()
+        ));
+    }
+    for (g, plan) in groups.iter().enumerate() {
+        let names: Vec<&str> = plan.slots.iter().map(|s| s.event.name.as_str()).collect();
+        say.say(&format!(
+            "group {} ({}): ownership check",
+            g + 1,
+            names.join(", ")
+        ));
+        let why = check_ownership(dev, plan).map_err(|e| e.to_string())?;
+        if !why.is_empty() && !a.force {
+            let why: Vec<String> = why.iter().map(ToString::to_string).collect();
+            return Err(format!(
+                "refusing to program counters on CPU {} (use --force):\n  {}",
+                a.cpu,
+                why.join("\n  ")
+            ));
+        }
+    }
     let mut totals = vec![0u128; events.len()];
     let mut status = 0;
     for _ in 0..a.repeat.max(1) {
-        for (g, group) in groups.iter().enumerate() {
-            let mut save = Batch::new();
-            for i in 0..group.len() {
-                save.push(
-                    a.cpu,
-                    Op::RdMsr {
-                        msr: info.counter_msrs(i as u32).0,
-                    },
-                );
+        let mut first = 0;
+        for (g, plan) in groups.iter().enumerate() {
+            let n = plan.slots.len();
+            say.say(&format!(
+                "group {}: save every MSR it touches, stop, zero and program ({})",
+                g + 1,
+                plan.describe().join("; ")
+            ));
+            let mut s = Session::program(dev, plan.clone()).map_err(|e| e.to_string())?;
+            say.say(&format!("group {}: start, fence, read", g + 1));
+            let start = s.start().map_err(|e| e.to_string())?;
+            say.say(&format!("group {}: CMD runs: {}", g + 1, a.cmd.join(" ")));
+            let st = run();
+            say.say(&format!("group {}: fence, read, stop", g + 1));
+            let end = s.stop();
+            say.say(&format!("group {}: restore what was saved", g + 1));
+            let report = s.restore().map_err(|e| e.to_string())?;
+            for line in report.inexact {
+                let _ = writeln!(warn, "msrbatch: stat: warning: {line}");
             }
-            if info.has_global() {
-                save.push(
-                    a.cpu,
-                    Op::RdMsr {
-                        msr: info.global_ctrl(),
-                    },
-                );
+            let end = end.map_err(|e| e.to_string())?;
+            let code = st?;
+            if code != 0 {
+                status = code;
             }
-            dev.run(&mut save).map_err(|e| e.to_string())?;
-            let saved: Vec<u64> = save
-                .results()
-                .map(|r| r.value.ok().and_then(|v| v.as_u64()).unwrap_or(0))
-                .collect();
-            let global = info
-                .has_global()
-                .then(|| saved.last().copied().unwrap_or(0));
-            let (mut before, mut after) = pmu::stat_batches(&info, a.cpu, group, &saved, global);
-            dev.run(&mut before).map_err(|e| e.to_string())?;
-            let st = run_pinned(a.cpu, &a.cmd);
-            dev.run(&mut after).map_err(|e| e.to_string())?;
-            let st = st?;
-            if !st.success() {
-                status = st.code().unwrap_or(1);
+            for (t, d) in totals[first..first + n]
+                .iter_mut()
+                .zip(s.deltas(&start, &end))
+            {
+                *t += u128::from(d);
             }
-            if before.nr_failed() + after.nr_failed() > 0 {
-                return Err(format!(
-                    "{} ops failed while counting (faulting MSR or RDPMC)",
-                    before.nr_failed() + after.nr_failed()
-                ));
-            }
-            let width = if info.gp_width > 0 && info.gp_width < 64 {
-                info.gp_width
-            } else {
-                64
-            };
-            let mask = if width == 64 {
-                u64::MAX
-            } else {
-                (1u64 << width) - 1
-            };
-            for (i, (b, e)) in values(&before).iter().zip(values(&after)).enumerate() {
-                totals[g * per_group + i] += u128::from(e.wrapping_sub(*b) & mask);
-            }
+            first += n;
         }
     }
-    println!(
-        "Performance counter stats for '{}' on CPU {} ({} run{}):",
-        a.cmd.join(" "),
-        a.cpu,
-        a.repeat.max(1),
-        if a.repeat > 1 { "s" } else { "" }
-    );
-    for (ev, total) in events.iter().zip(&totals) {
-        println!("{:>20}  {}", total / u128::from(a.repeat.max(1)), ev.name);
+    let names = groups
+        .iter()
+        .flat_map(|p| p.slots.iter().map(|s| s.event.name.clone()))
+        .collect();
+    Ok((names, totals, status))
+}
+
+/// The CPUID of the CPU a dry run plans for.
+fn dry_run_cpu(
+    dev: Option<&dyn Backend>,
+    a: &StatArgs,
+    out: &mut dyn Write,
+) -> Result<Vec<CpuidCpu>, String> {
+    let mut cpus = match (&a.cpuid_dump, dev) {
+        (Some(path), _) => {
+            let d = CpuidDump::read(path)?;
+            if a.cpu as usize >= d.cpus.len() {
+                return Err(format!(
+                    "{path}: no CPU {} (it has {})",
+                    a.cpu,
+                    d.cpus.len()
+                ));
+            }
+            d.cpus
+        }
+        (None, Some(dev)) => {
+            let (leaves, info) = probe_cpuid(dev, a.cpu).map_err(|e| e.to_string())?;
+            let leaves = if info.present() {
+                leaves
+            } else {
+                let n = a.counters.unwrap_or(4);
+                let _ = writeln!(
+                    out,
+                    "# CPU {}: {}; this dry run plans for an Intel architectural PMU v2 with {n} counters (--counters)",
+                    a.cpu,
+                    info.absence()
+                );
+                let mut c = CpuidCpu::default();
+                c.leaves
+                    .insert((0, 0), [0xa, 0x756e_6547, 0x6c65_746e, 0x4965_6e69]);
+                c.leaves.insert(
+                    (0xa, 0),
+                    [2 | (n & 0xff) << 8 | 48 << 16 | 7 << 24, 0, 0, 0],
+                );
+                c
+            };
+            vec![leaves; a.cpu as usize + 1]
+        }
+        (None, None) => return Err("no device and no --cpuid-dump".into()),
+    };
+    if let Some(n) = a.counters {
+        // Intel: CPUID.0AH EAX[15:8] is the number of counters.
+        let c = &mut cpus[a.cpu as usize];
+        if let Some(l) = c.leaves.get_mut(&(0xa, 0)) {
+            let have = (l[0] >> 8) & 0xff;
+            l[0] = (l[0] & !0xff00) | have.min(n) << 8;
+        }
     }
-    println!("(counts include everything that ran on CPU {} while CMD ran, user and kernel unless the event says otherwise)", a.cpu);
+    Ok(cpus)
+}
+
+/// Runs `msrbatch stat`; returns CMD's exit status. `dev` is None when a
+/// dry run has a dump and no device.
+pub fn stat(dev: Option<&dyn Backend>, a: &StatArgs, out: &mut dyn Write) -> Result<i32, String> {
+    if a.dry_run {
+        let cpus = dry_run_cpu(dev, a, out)?;
+        let model = Model::new(&CpuidDump { cpus });
+        let cmd = a.cmd.join(" ");
+        let echo = Echo {
+            inner: &model,
+            out: std::cell::RefCell::new(out),
+            batches: Cell::new(0),
+        };
+        measure(&echo, a, &echo, &mut std::io::sink(), &mut || Ok(0))?;
+        echo.say(&format!(
+            "{} batches; CMD ({cmd}) would run between each group's start and stop",
+            echo.batches.get()
+        ));
+        return Ok(0);
+    }
+    let dev = dev.ok_or("stat needs the device")?;
+    let (cpu, cmd) = (a.cpu, a.cmd.clone());
+    count(dev, a, out, &mut || run_pinned(cpu, &cmd))
+}
+
+/// Counts with `run` standing for CMD, and prints the counts.
+fn count<B: Backend + ?Sized>(
+    dev: &B,
+    a: &StatArgs,
+    out: &mut dyn Write,
+    run: &mut dyn FnMut() -> Result<i32, String>,
+) -> Result<i32, String> {
+    let (names, totals, status) = measure(dev, a, &Quiet, &mut std::io::stderr(), run)?;
+    print_counts(a, &names, &totals, out);
     Ok(status)
 }
+
+fn print_counts(a: &StatArgs, names: &[String], totals: &[u128], out: &mut dyn Write) {
+    let runs = a.repeat.max(1);
+    let _ = writeln!(
+        out,
+        "Performance counter stats for '{}' on CPU {} ({runs} run{}):",
+        a.cmd.join(" "),
+        a.cpu,
+        if runs > 1 { "s" } else { "" }
+    );
+    for (name, total) in names.iter().zip(totals) {
+        let _ = writeln!(out, "{:>20}  {name}", total / u128::from(runs));
+    }
+    let _ = writeln!(out, "(counts include everything that ran on CPU {} while CMD ran, user and kernel unless the event says otherwise)", a.cpu);
+}
+
+#[cfg(test)]
+mod tests;

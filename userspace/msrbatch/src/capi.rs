@@ -8,11 +8,44 @@
 //! pointers, whose validity is the C caller's contract (documented in the
 //! header).
 
-use crate::{uapi::msrbatch_info, Batch, Device, Errno, Op};
-use std::ffi::{c_char, c_int, c_long, CStr};
+use crate::counters::{check_ownership, parse_events, Plan, Reading, Session};
+use crate::model::{Model, Source};
+use crate::{uapi::msrbatch_info, Backend, Batch, Device, Errno, Op};
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_long, CStr, CString};
 
-/// An open device (`struct msrbatch`).
-pub struct CDevice(Device);
+/// An open device, or a PMU model standing in for one (`struct msrbatch`).
+pub enum CDevice {
+    /// `/dev/msrbatch`.
+    Device(Device),
+    /// [`Model`] (`msrbatch_open_model`).
+    Model(Model),
+}
+
+impl Backend for CDevice {
+    fn run(&self, batch: &mut Batch) -> crate::Result<()> {
+        match self {
+            CDevice::Device(d) => Backend::run(d, batch),
+            CDevice::Model(m) => m.run(batch),
+        }
+    }
+
+    fn nmi_watchdog(&self) -> Option<bool> {
+        match self {
+            CDevice::Device(d) => d.nmi_watchdog(),
+            CDevice::Model(m) => m.nmi_watchdog(),
+        }
+    }
+}
+
+impl CDevice {
+    fn device(&self) -> Option<&Device> {
+        match self {
+            CDevice::Device(d) => Some(d),
+            CDevice::Model(_) => None,
+        }
+    }
+}
 
 /// A batch (`struct msrbatch_req`).
 pub struct CBatch(Batch);
@@ -43,7 +76,7 @@ pub unsafe extern "C" fn msrbatch_open(path: *const c_char, dev: *mut *mut CDevi
     match Device::open_path(path) {
         Ok(d) => {
             // SAFETY: `dev` is valid for a write, by the caller's contract.
-            unsafe { *dev = Box::into_raw(Box::new(CDevice(d))) };
+            unsafe { *dev = Box::into_raw(Box::new(CDevice::Device(d))) };
             0
         }
         Err(e) => neg(&e),
@@ -74,7 +107,10 @@ pub unsafe extern "C" fn msrbatch_info(dev: *const CDevice, info: *mut msrbatch_
     let (Some(dev), false) = (unsafe { dev.as_ref() }, info.is_null()) else {
         return -libc::EINVAL;
     };
-    match crate::sys::info(std::os::fd::AsFd::as_fd(dev.0.file())) {
+    let Some(d) = dev.device() else {
+        return -libc::EOPNOTSUPP;
+    };
+    match crate::sys::info(std::os::fd::AsFd::as_fd(d.file())) {
         Ok(i) => {
             // SAFETY: `info` is valid for a write, by the caller's contract.
             unsafe { info.write(i) };
@@ -207,7 +243,7 @@ pub unsafe extern "C" fn msrbatch_run(dev: *const CDevice, req: *mut CBatch) -> 
     let (Some(dev), Some(b)) = (unsafe { dev.as_ref() }, unsafe { req_mut(req) }) else {
         return -libc::EINVAL;
     };
-    match dev.0.run(b) {
+    match dev.run(b) {
         Ok(()) => 0,
         Err(e) => neg(&e),
     }
@@ -275,7 +311,8 @@ pub unsafe extern "C" fn msrbatch_result(req: *const CBatch, index: usize, val: 
 pub unsafe extern "C" fn msrbatch_grant_rdpmc(dev: *const CDevice) -> c_int {
     // SAFETY: By the caller's contract.
     match unsafe { dev.as_ref() } {
-        Some(d) => d.0.grant_rdpmc().map_or_else(|e| neg(&e), |()| 0),
+        Some(CDevice::Device(d)) => d.grant_rdpmc().map_or_else(|e| neg(&e), |()| 0),
+        Some(CDevice::Model(_)) => -libc::EOPNOTSUPP,
         None => -libc::EINVAL,
     }
 }
@@ -289,7 +326,8 @@ pub unsafe extern "C" fn msrbatch_grant_rdpmc(dev: *const CDevice) -> c_int {
 pub unsafe extern "C" fn msrbatch_revoke_rdpmc(dev: *const CDevice) -> c_int {
     // SAFETY: By the caller's contract.
     match unsafe { dev.as_ref() } {
-        Some(d) => d.0.revoke_rdpmc().map_or_else(|e| neg(&e), |()| 0),
+        Some(CDevice::Device(d)) => d.revoke_rdpmc().map_or_else(|e| neg(&e), |()| 0),
+        Some(CDevice::Model(_)) => -libc::EOPNOTSUPP,
         None => -libc::EINVAL,
     }
 }
@@ -301,6 +339,404 @@ pub extern "C" fn msrbatch_errno_name(err: c_int) -> *const c_char {
     Errno(err.saturating_abs())
         .c_name()
         .map_or(std::ptr::null(), CStr::as_ptr)
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// Records `e` as this thread's last counter error and returns its negative errno.
+fn fail(e: &crate::Error) -> c_int {
+    set_last_error(e.what());
+    neg(e)
+}
+
+fn set_last_error(msg: &str) {
+    let msg = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|l| *l.borrow_mut() = msg);
+}
+
+/// `const char *msrbatch_last_error(void)`: what the calling thread's last
+/// failed counter or model call said ("" if none). Valid until its next
+/// failing call.
+#[no_mangle]
+pub extern "C" fn msrbatch_last_error() -> *const c_char {
+    LAST_ERROR.with(|l| l.borrow().as_ptr())
+}
+
+/// `int msrbatch_open_model(const char *cpuid_dump, struct msrbatch **dev)`:
+/// a PMU model of the CPUs of a CPUID dump, usable wherever a device is.
+///
+/// # Safety
+///
+/// `cpuid_dump` is a NUL-terminated string; `dev` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_open_model(
+    cpuid_dump: *const c_char,
+    dev: *mut *mut CDevice,
+) -> c_int {
+    if dev.is_null() || cpuid_dump.is_null() {
+        return -libc::EINVAL;
+    }
+    // SAFETY: A NUL-terminated string, by the caller's contract.
+    let Ok(path) = unsafe { CStr::from_ptr(cpuid_dump) }.to_str() else {
+        return -libc::EINVAL;
+    };
+    match Model::from_file(path) {
+        Ok(m) => {
+            // SAFETY: `dev` is valid for a write, by the caller's contract.
+            unsafe { *dev = Box::into_raw(Box::new(CDevice::Model(m))) };
+            0
+        }
+        Err(e) => fail(&crate::Error::new(libc::EINVAL, e)),
+    }
+}
+
+/// `int msrbatch_model_delay_mix(struct msrbatch *dev, const char *event, uint32_t per_cycle)`:
+/// on a model, each cycle of a DELAY op adds `per_cycle` to `event`.
+///
+/// # Safety
+///
+/// `dev` came from `msrbatch_open_model`; `event` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_model_delay_mix(
+    dev: *const CDevice,
+    event: *const c_char,
+    per_cycle: u32,
+) -> c_int {
+    // SAFETY: By the caller's contract.
+    let Some(CDevice::Model(m)) = (unsafe { dev.as_ref() }) else {
+        return -libc::EINVAL;
+    };
+    if event.is_null() {
+        return -libc::EINVAL;
+    }
+    // SAFETY: A NUL-terminated string, by the caller's contract.
+    let name = unsafe { CStr::from_ptr(event) }.to_str().unwrap_or("");
+    let Some(name) = crate::pmu::ARCH_EVENTS
+        .iter()
+        .map(|e| e.name)
+        .chain(crate::pmu::AMD_EVENTS.iter().map(|e| e.0))
+        .find(|n| *n == name)
+    else {
+        return fail(&crate::Error::new(
+            libc::EINVAL,
+            format!("no event called '{name}'"),
+        ));
+    };
+    m.set_delay_mix(vec![(Source::Named(name), per_cycle)]);
+    0
+}
+
+/// Programmed counters (`struct msrbatch_counters`).
+pub struct CCounters(Session<'static, CDevice>);
+
+/// Do not refuse counters that seem owned (`MSRBATCH_COUNTERS_FORCE`).
+pub const MSRBATCH_COUNTERS_FORCE: u32 = 1;
+
+/// `int msrbatch_counters_open(struct msrbatch *dev, uint32_t cpu, const char *events, unsigned int flags, struct msrbatch_counters **ctr)`
+///
+/// Probes CPU `cpu`'s PMU, places `events` (the `-e` syntax of `msrbatch
+/// stat`) on its counters, checks that nobody owns them and programs them
+/// (stopped). Errors: `-EINVAL` (bad events), `-ENODEV` (no PMU),
+/// `-EOPNOTSUPP` (an event the CPU does not have), `-ENOSPC` (too many
+/// events), `-EBUSY` (owned, without `MSRBATCH_COUNTERS_FORCE`), `-EIO` (an
+/// MSR faulted; nothing stays changed); `msrbatch_last_error()` says more.
+///
+/// # Safety
+///
+/// `dev` came from `msrbatch_open`/`msrbatch_open_model` and stays open until
+/// `msrbatch_counters_close(*ctr)`; `events` is a NUL-terminated string;
+/// `ctr` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_counters_open(
+    dev: *const CDevice,
+    cpu: u32,
+    events: *const c_char,
+    flags: u32,
+    ctr: *mut *mut CCounters,
+) -> c_int {
+    // SAFETY: By the caller's contract, `dev` outlives the session.
+    let Some(dev) = (unsafe { dev.as_ref::<'static>() }) else {
+        return -libc::EINVAL;
+    };
+    if events.is_null() || ctr.is_null() || flags & !MSRBATCH_COUNTERS_FORCE != 0 {
+        return -libc::EINVAL;
+    }
+    // SAFETY: A NUL-terminated string, by the caller's contract.
+    let Ok(events) = unsafe { CStr::from_ptr(events) }.to_str() else {
+        return -libc::EINVAL;
+    };
+    let open = || -> crate::Result<Session<'static, CDevice>> {
+        let events = parse_events(&[events.to_string()])?;
+        let info = crate::pmu::probe(dev, cpu)?;
+        let plan = Plan::new(&info, cpu, &events)?;
+        let why = check_ownership(dev, &plan)?;
+        if !why.is_empty() && flags & MSRBATCH_COUNTERS_FORCE == 0 {
+            let why: Vec<String> = why.iter().map(ToString::to_string).collect();
+            return Err(crate::Error::new(libc::EBUSY, why.join("; ")));
+        }
+        Session::program(dev, plan)
+    };
+    match open() {
+        Ok(s) => {
+            // SAFETY: `ctr` is valid for a write, by the caller's contract.
+            unsafe { *ctr = Box::into_raw(Box::new(CCounters(s))) };
+            0
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+/// # Safety
+///
+/// `ctr` is NULL or came from `msrbatch_counters_open`.
+unsafe fn session<'a>(ctr: *const CCounters) -> Option<&'a Session<'static, CDevice>> {
+    // SAFETY: By the caller's contract.
+    unsafe { ctr.as_ref() }.map(|c| &c.0)
+}
+
+/// `size_t msrbatch_counters_len(const struct msrbatch_counters *ctr)`: the number of events.
+///
+/// # Safety
+///
+/// `ctr` is NULL or came from `msrbatch_counters_open`.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_counters_len(ctr: *const CCounters) -> usize {
+    // SAFETY: By the caller's contract.
+    unsafe { session(ctr) }.map_or(0, |s| s.plan().slots.len())
+}
+
+/// `int msrbatch_counters_describe(const struct msrbatch_counters *ctr, size_t i, char *buf, size_t len)`:
+/// writes "EVENT: COUNTER ..." for event `i` (truncated, NUL-terminated) and
+/// returns its full length, like snprintf; `-ERANGE` past the end.
+///
+/// # Safety
+///
+/// `ctr` came from `msrbatch_counters_open`; `buf` is valid for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_counters_describe(
+    ctr: *const CCounters,
+    i: usize,
+    buf: *mut c_char,
+    len: usize,
+) -> c_int {
+    // SAFETY: By the caller's contract.
+    let Some(s) = (unsafe { session(ctr) }) else {
+        return -libc::EINVAL;
+    };
+    let Some(line) = s.plan().describe().into_iter().nth(i) else {
+        return -libc::ERANGE;
+    };
+    if !buf.is_null() && len > 0 {
+        let n = line.len().min(len - 1);
+        // SAFETY: `buf` is valid for `len` bytes, by the caller's contract.
+        unsafe {
+            std::ptr::copy_nonoverlapping(line.as_ptr().cast(), buf, n);
+            buf.add(n).write(0);
+        }
+    }
+    c_int::try_from(line.len()).unwrap_or(c_int::MAX)
+}
+
+/// # Safety
+///
+/// `values` is NULL or valid for `n` writes.
+unsafe fn store(r: crate::Result<Vec<u64>>, values: *mut u64) -> c_int {
+    match r {
+        Ok(v) => {
+            if !values.is_null() {
+                // SAFETY: Valid for one write per event, by the caller's contract.
+                unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), values, v.len()) };
+            }
+            0
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+macro_rules! counter_fns {
+    ($($(#[$doc:meta])* $name:ident => $method:ident;)*) => {$(
+        $(#[$doc])*
+        ///
+        /// # Safety
+        ///
+        /// `ctr` came from `msrbatch_counters_open`; `values` is NULL or valid
+        /// for `msrbatch_counters_len(ctr)` writes.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(ctr: *const CCounters, values: *mut u64) -> c_int {
+            // SAFETY: By the caller's contract.
+            let Some(s) = (unsafe { session(ctr) }) else {
+                return -libc::EINVAL;
+            };
+            // SAFETY: By the caller's contract.
+            unsafe { store(s.$method(), values) }
+        }
+    )*};
+}
+
+counter_fns! {
+    /// `int msrbatch_counters_start(const struct msrbatch_counters *ctr, uint64_t *values)`:
+    /// starts the counters and reads them (one batch).
+    msrbatch_counters_start => start;
+    /// `int msrbatch_counters_stop(const struct msrbatch_counters *ctr, uint64_t *values)`:
+    /// reads the counters and stops them (one batch).
+    msrbatch_counters_stop => stop;
+    /// `int msrbatch_counters_read(const struct msrbatch_counters *ctr, uint64_t *values)`:
+    /// reads the counters (CPUID fence, then RDPMC).
+    msrbatch_counters_read => read;
+}
+
+macro_rules! counter_push_fns {
+    ($($(#[$doc:meta])* $name:ident => $method:ident;)*) => {$(
+        $(#[$doc])*
+        ///
+        /// # Safety
+        ///
+        /// `ctr` came from `msrbatch_counters_open`, `req` from `msrbatch_req_new`.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(ctr: *const CCounters, req: *mut CBatch) -> c_int {
+            // SAFETY: By the caller's contract.
+            let (Some(s), Some(b)) = (unsafe { session(ctr) }, unsafe { req_mut(req) }) else {
+                return -libc::EINVAL;
+            };
+            s.$method(b);
+            0
+        }
+    )*};
+}
+
+counter_push_fns! {
+    /// `int msrbatch_counters_push_start(const struct msrbatch_counters *ctr, struct msrbatch_req *req)`:
+    /// appends the ops that start the counters.
+    msrbatch_counters_push_start => push_start;
+    /// `int msrbatch_counters_push_stop(const struct msrbatch_counters *ctr, struct msrbatch_req *req)`:
+    /// appends the ops that stop them.
+    msrbatch_counters_push_stop => push_stop;
+}
+
+/// `long msrbatch_counters_push_read(const struct msrbatch_counters *ctr, struct msrbatch_req *req)`:
+/// appends a CPUID fence and one RDPMC per event; returns a handle for
+/// `msrbatch_counters_values`.
+///
+/// # Safety
+///
+/// `ctr` came from `msrbatch_counters_open`, `req` from `msrbatch_req_new`.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_counters_push_read(
+    ctr: *const CCounters,
+    req: *mut CBatch,
+) -> c_long {
+    // SAFETY: By the caller's contract.
+    let (Some(s), Some(b)) = (unsafe { session(ctr) }, unsafe { req_mut(req) }) else {
+        return -c_long::from(libc::EINVAL);
+    };
+    let first = b.len();
+    s.push_read(b);
+    c_long::try_from(first).unwrap_or(-c_long::from(libc::E2BIG))
+}
+
+/// `int msrbatch_counters_values(const struct msrbatch_counters *ctr, const struct msrbatch_req *req, long reading, uint64_t *values)`:
+/// the counts a `msrbatch_counters_push_read` of the run `req` got.
+///
+/// # Safety
+///
+/// `ctr` came from `msrbatch_counters_open`, `req` from `msrbatch_req_new`;
+/// `values` is valid for `msrbatch_counters_len(ctr)` writes.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_counters_values(
+    ctr: *const CCounters,
+    req: *const CBatch,
+    reading: c_long,
+    values: *mut u64,
+) -> c_int {
+    // SAFETY: By the caller's contract.
+    let (Some(s), Some(b)) = (unsafe { session(ctr) }, unsafe { req_ref(req) }) else {
+        return -libc::EINVAL;
+    };
+    let Ok(first) = usize::try_from(reading) else {
+        return -libc::EINVAL;
+    };
+    let n = s.plan().slots.len();
+    let fence_ok = matches!(b.op(first), Some((_, Op::Cpuid { .. })));
+    if !fence_ok || first + n >= b.len() {
+        return -libc::ERANGE;
+    }
+    // SAFETY: By the caller's contract.
+    unsafe { store(s.values(b, Reading::after_fence(first)), values) }
+}
+
+/// `int msrbatch_counters_deltas(const struct msrbatch_counters *ctr, const uint64_t *start, const uint64_t *end, uint64_t *out)`:
+/// `end - start` per event, modulo each counter's width.
+///
+/// # Safety
+///
+/// `ctr` came from `msrbatch_counters_open`; each array holds
+/// `msrbatch_counters_len(ctr)` values.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_counters_deltas(
+    ctr: *const CCounters,
+    start: *const u64,
+    end: *const u64,
+    out: *mut u64,
+) -> c_int {
+    // SAFETY: By the caller's contract.
+    let Some(s) = (unsafe { session(ctr) }) else {
+        return -libc::EINVAL;
+    };
+    if start.is_null() || end.is_null() || out.is_null() {
+        return -libc::EINVAL;
+    }
+    let n = s.plan().slots.len();
+    // SAFETY: Each array holds `n` values, by the caller's contract.
+    let (a, z) = unsafe {
+        (
+            std::slice::from_raw_parts(start, n),
+            std::slice::from_raw_parts(end, n),
+        )
+    };
+    let d = s.deltas(a, z);
+    // SAFETY: `out` is valid for `n` writes.
+    unsafe { std::ptr::copy_nonoverlapping(d.as_ptr(), out, n) };
+    0
+}
+
+/// `int msrbatch_counters_restore(struct msrbatch_counters *ctr)`: puts back
+/// every MSR the counters touched; 1 if a counter value could not be
+/// restored exactly (no full-width writes; `msrbatch_last_error()` says
+/// which), 0 if all was, a negative errno if a restore faulted.
+///
+/// # Safety
+///
+/// `ctr` came from `msrbatch_counters_open`.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_counters_restore(ctr: *mut CCounters) -> c_int {
+    // SAFETY: By the caller's contract.
+    let Some(c) = (unsafe { ctr.as_mut() }) else {
+        return -libc::EINVAL;
+    };
+    match c.0.restore() {
+        Ok(r) if r.inexact.is_empty() => 0,
+        Ok(r) => {
+            set_last_error(&r.inexact.join("; "));
+            1
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+/// `void msrbatch_counters_close(struct msrbatch_counters *ctr)`: restores
+/// (if `msrbatch_counters_restore` was not called) and frees.
+///
+/// # Safety
+///
+/// `ctr` is NULL or came from `msrbatch_counters_open` and is not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_counters_close(ctr: *mut CCounters) {
+    if !ctr.is_null() {
+        // SAFETY: Ownership returns from C, by the caller's contract.
+        drop(unsafe { Box::from_raw(ctr) });
+    }
 }
 
 #[cfg(test)]

@@ -69,6 +69,20 @@ pub struct Error {
 }
 
 impl Error {
+    /// An error with `errno` (positive) and a description of what failed.
+    pub fn new(errno: i32, what: impl Into<String>) -> Self {
+        Error {
+            errno: Errno(errno),
+            what: what.into(),
+            op_index: None,
+        }
+    }
+
+    /// What failed, without the errno.
+    pub fn what(&self) -> &str {
+        &self.what
+    }
+
     pub(crate) fn from_io(what: impl Into<String>, e: &io::Error) -> Self {
         Error {
             errno: Errno(e.raw_os_error().unwrap_or(libc::EIO)),

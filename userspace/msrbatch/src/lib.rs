@@ -28,14 +28,19 @@
 #![warn(missing_docs)]
 
 pub mod capi;
+pub mod counters;
 mod error;
+pub mod model;
 mod names;
+mod number;
+pub mod pmu;
 pub mod sys;
 #[allow(missing_docs)]
 pub mod uapi;
 
 pub use error::{Errno, Error, Result};
 pub use names::{msr_by_name, msr_name};
+pub use number::parse_u64;
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsFd;
@@ -296,6 +301,31 @@ impl Batch {
         (0..self.len()).filter_map(|i| self.result(i))
     }
 
+    /// The op at `index`.
+    pub fn op(&self, index: usize) -> Option<(u32, Op)> {
+        Some((self.raw.get(index)?.cpu, *self.ops.get(index)?))
+    }
+
+    /// Whether each CPU stops at its first failing op.
+    pub fn stops_on_error(&self) -> bool {
+        self.stop_on_error
+    }
+
+    /// Stores op `index`'s outcome as the kernel would (for backends other
+    /// than the device): `status` 0 or a negative errno, and the outputs.
+    pub(crate) fn set_result(&mut self, index: usize, status: i32, val: [u64; 2]) {
+        if let Some(r) = self.raw.get_mut(index) {
+            r.status = status;
+            r.val = val;
+        }
+    }
+
+    /// Records a completed run with `nr_failed` failed ops.
+    pub(crate) fn set_ran(&mut self, nr_failed: u32) {
+        self.nr_failed = nr_failed;
+        self.err_index = None;
+    }
+
     /// The ops in the ABI's layout (for callers that want the raw view).
     pub fn raw_ops(&self) -> &[msrbatch_op] {
         &self.raw
@@ -311,6 +341,32 @@ impl Batch {
             },
             ..Default::default()
         }
+    }
+}
+
+/// Something that runs a [`Batch`]: the device, or the PMU model
+/// ([`model::Model`]) that tests run the same code against.
+pub trait Backend {
+    /// Runs `batch` like [`Device::run`]: `Ok` means it ran and each op has
+    /// its own result; `Err` means nothing ran.
+    fn run(&self, batch: &mut Batch) -> Result<()>;
+
+    /// Whether the kernel's NMI watchdog is on (it owns a counter); None if
+    /// unknown.
+    fn nmi_watchdog(&self) -> Option<bool> {
+        None
+    }
+}
+
+impl Backend for Device {
+    fn run(&self, batch: &mut Batch) -> Result<()> {
+        Device::run(self, batch)
+    }
+
+    fn nmi_watchdog(&self) -> Option<bool> {
+        std::fs::read_to_string("/proc/sys/kernel/nmi_watchdog")
+            .ok()
+            .map(|s| s.trim() != "0")
     }
 }
 

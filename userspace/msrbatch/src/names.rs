@@ -17,12 +17,18 @@ const FIXED: &[(&str, u32)] = &[
     ("IA32_PERF_GLOBAL_STATUS", 0x38e),
     ("IA32_PERF_GLOBAL_CTRL", 0x38f),
     ("IA32_PERF_GLOBAL_OVF_CTRL", 0x390),
+    ("IA32_PERF_GLOBAL_STATUS_SET", 0x391),
+    ("IA32_PERF_GLOBAL_INUSE", 0x392),
     ("IA32_TSC_DEADLINE", 0x6e0),
     ("IA32_EFER", 0xc000_0080),
     ("IA32_FS_BASE", 0xc000_0100),
     ("IA32_GS_BASE", 0xc000_0101),
     ("IA32_KERNEL_GS_BASE", 0xc000_0102),
     ("IA32_TSC_AUX", 0xc000_0103),
+    ("AMD_PERF_CNTR_GLOBAL_STATUS", 0xc000_0300),
+    ("AMD_PERF_CNTR_GLOBAL_CTL", 0xc000_0301),
+    ("AMD_PERF_CNTR_GLOBAL_STATUS_CLR", 0xc000_0302),
+    ("AMD_PERF_CNTR_GLOBAL_STATUS_SET", 0xc000_0303),
 ];
 
 /// Numbered ranges: `PREFIX<n>` is `base + n * stride` for `n < count`.

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The counter C API against the PMU model (msrbatch_open_model): argv[1] is
+ * the Skylake CPUID dump, argv[2] a dump without a PMU. Prints TAP lines;
+ * exits 1 on the first failure.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <msrbatch.h>
+
+static int failed;
+
+static void ok(int cond, const char *what)
+{
+	printf("%s - C API: %s\n", cond ? "ok" : "not ok", what);
+	if (!cond)
+		failed = 1;
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t a[2], z[2], d[2];
+	struct msrbatch_counters *ctr, *other;
+	struct msrbatch *dev, *none;
+	struct msrbatch_info info;
+	struct msrbatch_req *req;
+	char buf[96];
+	long r0, r1;
+
+	if (argc != 3)
+		return 2;
+	ok(msrbatch_open_model(argv[1], &dev) == 0, "msrbatch_open_model opens a CPUID dump");
+	ok(msrbatch_open_model("/nonexistent", &none) == -EINVAL && strstr(msrbatch_last_error(), "/nonexistent"),
+	   "a missing dump is -EINVAL and named");
+	ok(msrbatch_info(dev, &info) == -EOPNOTSUPP, "msrbatch_info on a model is -EOPNOTSUPP");
+	ok(msrbatch_model_delay_mix(dev, "instructions", 3) == 0, "delay mix: 3 instructions per cycle");
+	ok(msrbatch_counters_open(dev, 0, "bogus", 0, &ctr) == -EINVAL, "unknown event: -EINVAL");
+	ok(msrbatch_counters_open(dev, 0, "topdown-slots", 0, &ctr) == -EOPNOTSUPP,
+	   "an event CPUID does not enumerate: -EOPNOTSUPP");
+	ok(msrbatch_counters_open(dev, 0, "instructions,branches:usr", 0, &ctr) == 0, "open two events");
+	ok(msrbatch_counters_len(ctr) == 2, "two events");
+	ok(msrbatch_counters_describe(ctr, 0, buf, sizeof(buf)) > 0 && strstr(buf, "IA32_FIXED_CTR0"),
+	   "instructions on IA32_FIXED_CTR0");
+	ok(msrbatch_counters_describe(ctr, 2, buf, sizeof(buf)) == -ERANGE, "describe past the end: -ERANGE");
+	ok(msrbatch_counters_open(dev, 0, "instructions", 0, &other) == -EBUSY,
+	   "a second open of the same counter: -EBUSY");
+	ok(msrbatch_counters_start(ctr, a) == 0, "start");
+	req = msrbatch_req_new();
+	msrbatch_req_delay(req, 0, 1000);
+	ok(msrbatch_run(dev, req) == 0, "a 1 us DELAY runs on the model");
+	ok(msrbatch_counters_stop(ctr, z) == 0, "stop");
+	msrbatch_counters_deltas(ctr, a, z, d);
+	ok(d[0] == 3000 && d[1] == 0, "counted 3000 instructions (kernel mode) and 0 user branches");
+	msrbatch_req_free(req);
+	req = msrbatch_req_new();
+	msrbatch_counters_push_start(ctr, req);
+	r0 = msrbatch_counters_push_read(ctr, req);
+	msrbatch_req_delay(req, 0, 2000);
+	r1 = msrbatch_counters_push_read(ctr, req);
+	msrbatch_counters_push_stop(ctr, req);
+	ok(msrbatch_run(dev, req) == 0 && msrbatch_counters_values(ctr, req, r0, a) == 0 &&
+	   msrbatch_counters_values(ctr, req, r1, z) == 0, "one batch: start, read, delay, read, stop");
+	msrbatch_counters_deltas(ctr, a, z, d);
+	ok(d[0] == 6000, "counted 6000 instructions within the batch");
+	ok(msrbatch_counters_values(ctr, req, r1 + 1, a) == -ERANGE, "a bad reading handle: -ERANGE");
+	ok(msrbatch_counters_restore(ctr) == 0, "restore");
+	ok(msrbatch_counters_open(dev, 0, "instructions", 0, &other) == 0, "after restore the counter is free");
+	msrbatch_counters_close(other);
+	msrbatch_counters_close(ctr);
+	msrbatch_req_free(req);
+	msrbatch_close(dev);
+	ok(msrbatch_open_model(argv[2], &none) == 0 &&
+	   msrbatch_counters_open(none, 0, "instructions", 0, &ctr) == -ENODEV &&
+	   strstr(msrbatch_last_error(), "no PMU"), "no PMU: -ENODEV and why");
+	msrbatch_close(none);
+	return failed;
+}

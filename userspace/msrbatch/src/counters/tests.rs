@@ -1,0 +1,440 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The counter API against the PMU model of real CPUs: every programming
+//! sequence is judged by what the model counts and by the MSR state it
+//! leaves, not by the text of the ops.
+
+use super::*;
+use crate::model::{Model, Phase};
+use crate::pmu::probe;
+use crate::pmu::tests::dump;
+
+fn model(name: &str) -> Model {
+    Model::new(&dump(name))
+}
+
+fn events(s: &str) -> Vec<EventSpec> {
+    parse_events(&[s.to_string()]).unwrap()
+}
+
+fn session<'a>(m: &'a Model, cpu: u32, ev: &str) -> Session<'a, Model> {
+    let info = probe(m, cpu).unwrap();
+    let plan = Plan::new(&info, cpu, &events(ev)).unwrap();
+    assert!(check_ownership(m, &plan).unwrap().is_empty());
+    Session::program(m, plan).unwrap()
+}
+
+const ALL: &[&str] = &[
+    "core2-conroe.txt",
+    "nehalem-ep.txt",
+    "sandybridge.txt",
+    "sandybridge-cpuid-r.txt",
+    "skylake.txt",
+    "icelake-u.txt",
+    "raptorlake-hybrid.txt",
+    "zen2-matisse.txt",
+    "zen4-raphael.txt",
+];
+
+#[test]
+fn probe_finds_the_pmu_of_every_real_cpu() {
+    // The bug of the seed: probe never set rdpmc_ok, so present() was false
+    // on every CPU with a PMU. Probe decides it from RDPMC 0's status.
+    for name in ALL {
+        let m = model(name);
+        for cpu in 0..m.nr_cpus() {
+            let p = probe(&m, cpu).unwrap();
+            assert_eq!(p.rdpmc_ok, Some(true), "{name} CPU {cpu}");
+            assert!(p.present(), "{name} CPU {cpu}: {}", p.absence());
+            assert!(p.report(&format!("CPU {cpu}")).contains("counters"));
+        }
+    }
+}
+
+#[test]
+fn probe_without_a_pmu() {
+    // TCG-like: CPUID.0AH all zero; RDPMC faults.
+    let d = CpuidDump::parse(
+        "CPUID 00000000: 0000000D-756E6547-6C65746E-49656E69\nCPUID 0000000A: 00000000-00000000-00000000-00000000\n",
+    )
+    .unwrap();
+    let m = Model::new(&d);
+    let p = probe(&m, 0).unwrap();
+    assert_eq!(p.rdpmc_ok, Some(false));
+    assert!(!p.present());
+    assert!(p.report("CPU 0").contains("no PMU: CPUID.0AH version 0"));
+    let err = Plan::new(&p, 0, &events("instructions")).unwrap_err();
+    assert_eq!(err.errno().0, libc::ENODEV);
+    // A CPU the model does not have: the whole batch is refused.
+    assert_eq!(probe(&m, 5).unwrap_err().errno().0, libc::ENXIO);
+}
+
+use crate::pmu::CpuidDump;
+
+#[test]
+fn seed_example_counts_user_uops_only() {
+    // event=0x0e:umask=0x01:usr (UOPS_ISSUED.ANY) on Skylake: PERFEVTSEL0 =
+    // 0x41010E, started through IA32_PERF_GLOBAL_CTRL bit 0.
+    let m = model("skylake.txt");
+    m.wrmsr(0, msr::IA32_PMC0, 0x1234);
+    m.wrmsr(0, msr::IA32_PERF_GLOBAL_CTRL, 1 << 33);
+    let mut s = session(&m, 0, "event=0x0e:umask=0x01:usr");
+    assert_eq!(s.plan().slots[0].counter, Counter::Gp(0));
+    assert_eq!(m.rdmsr(0, msr::IA32_PERFEVTSEL0), Some(0x41_010e));
+    assert_eq!(
+        m.rdmsr(0, msr::IA32_PERF_GLOBAL_CTRL),
+        Some(1 << 33),
+        "programmed, not started"
+    );
+    m.execute(0, &[Phase::user(100).raw(0x0e, 0x01, 4)]);
+    let start = s.start().unwrap();
+    assert_eq!(start, [0], "nothing counted before start");
+    assert_eq!(m.rdmsr(0, msr::IA32_PERF_GLOBAL_CTRL), Some(1 << 33 | 1));
+    m.execute(
+        0,
+        &[
+            Phase::user(1000).raw(0x0e, 0x01, 3),
+            Phase::kernel(500).raw(0x0e, 0x01, 2),
+        ],
+    );
+    let end = s.stop().unwrap();
+    assert_eq!(s.deltas(&start, &end), [3000]);
+    m.execute(0, &[Phase::user(1000).raw(0x0e, 0x01, 3)]);
+    assert_eq!(s.read().unwrap(), [3000], "stopped");
+    s.restore().unwrap();
+    assert_eq!(m.rdmsr(0, msr::IA32_PERFEVTSEL0), Some(0));
+    assert_eq!(m.rdmsr(0, msr::IA32_PMC0), Some(0x1234));
+    assert_eq!(m.rdmsr(0, msr::IA32_PERF_GLOBAL_CTRL), Some(1 << 33));
+}
+
+#[test]
+fn usr_os_and_both() {
+    let m = model("nehalem-ep.txt");
+    let s = session(
+        &m,
+        0,
+        "event=0xc4:umask=0:usr,event=0xc4:umask=0:os,branches",
+    );
+    let start = s.start().unwrap();
+    m.execute(
+        0,
+        &[
+            Phase::user(100).with("branches", 2),
+            Phase::kernel(10).with("branches", 5),
+        ],
+    );
+    let end = s.stop().unwrap();
+    assert_eq!(s.deltas(&start, &end), [200, 50, 250]);
+}
+
+#[test]
+fn fixed_counters_count_instructions_and_cycles() {
+    let m = model("skylake.txt");
+    let s = session(&m, 0, "instructions,cycles,ref-cycles,instructions:usr");
+    let c: Vec<Counter> = s.plan().slots.iter().map(|s| s.counter).collect();
+    assert_eq!(
+        c,
+        [
+            Counter::Fixed(0),
+            Counter::Fixed(1),
+            Counter::Fixed(2),
+            Counter::Gp(0)
+        ]
+    );
+    // OS|USR field 3 for fixed 0-2.
+    assert_eq!(m.rdmsr(0, msr::IA32_FIXED_CTR_CTRL), Some(0x333));
+    let start = s.start().unwrap();
+    m.execute(
+        0,
+        &[
+            Phase::user(1000).with("instructions", 2),
+            Phase::kernel(300).with("instructions", 1),
+        ],
+    );
+    let end = s.stop().unwrap();
+    assert_eq!(s.deltas(&start, &end), [2300, 1300, 1300, 2000]);
+}
+
+#[test]
+fn a_counter_off_in_global_ctrl_counts_nothing() {
+    let m = model("skylake.txt");
+    let s = session(&m, 0, "instructions:usr:int,cycles:usr:edge");
+    let start = s.start().unwrap();
+    // Clear counter 0's enable bit behind the session's back.
+    let g = m.rdmsr(0, msr::IA32_PERF_GLOBAL_CTRL).unwrap();
+    assert!(m.wrmsr(0, msr::IA32_PERF_GLOBAL_CTRL, g & !1));
+    m.execute(0, &[Phase::user(100).with("instructions", 2)]);
+    let end = s.stop().unwrap();
+    // Counter 0 off; counter 1 (cycles, edge) counts one rising edge.
+    assert_eq!(s.deltas(&start, &end), [0, 1]);
+}
+
+#[test]
+fn cmask_inv_edge() {
+    let m = model("sandybridge.txt");
+    let s = session(
+        &m,
+        0,
+        "instructions:usr:cmask=2,instructions:usr:cmask=2:inv,instructions:usr:cmask=2:edge,instructions:usr",
+    );
+    let start = s.start().unwrap();
+    m.execute(
+        0,
+        &[
+            Phase::user(10).with("instructions", 3),
+            Phase::user(20).with("instructions", 1),
+            Phase::user(30).with("instructions", 2),
+            Phase::kernel(5).with("instructions", 4),
+            Phase::user(7).with("instructions", 4),
+        ],
+    );
+    let end = s.stop().unwrap();
+    // cmask=2: cycles with >= 2: 10 + 30 + 7. inv: cycles with < 2 (user): 20.
+    // edge: starts of >= 2 runs: at 0, at 30, at 65 (after the kernel phase,
+    // where a usr-only counter sees nothing). Plain: 30 + 20 + 60 + 28.
+    assert_eq!(s.deltas(&start, &end), [47, 20, 3, 138]);
+}
+
+#[test]
+fn overflow_sets_global_status_and_restore_clears_it() {
+    let m = model("skylake.txt");
+    // Someone's pending overflow on counter 2 must survive.
+    assert!(m.wrmsr(0, msr::IA32_PERF_GLOBAL_STATUS_SET, 1 << 2));
+    let mut s = session(&m, 0, "event=0x0e:umask=1:usr:int");
+    s.start().unwrap();
+    // The counter is 48 bits wide: push it to just below the top.
+    assert!(!m.wrmsr(0, msr::IA32_PMC0 + 8, 0), "no PMC8 on Skylake");
+    assert!(m.wrmsr(0, msr::IA32_PMC0, 0xffff_fff0)); // sign-extends
+    assert_eq!(m.rdmsr(0, msr::IA32_PMC0), Some(0xffff_ffff_fff0));
+    m.execute(0, &[Phase::user(20).raw(0x0e, 1, 1)]);
+    assert_eq!(s.read().unwrap(), [4], "wrapped at 48 bits");
+    assert_eq!(m.rdmsr(0, msr::IA32_PERF_GLOBAL_STATUS), Some(0b101));
+    assert_eq!(m.pmis(0), 1);
+    s.restore().unwrap();
+    assert_eq!(m.rdmsr(0, msr::IA32_PERF_GLOBAL_STATUS), Some(0b100));
+}
+
+#[test]
+fn reserved_bits_fault_and_nothing_stays_changed() {
+    // AnyThread (bit 21) is reserved before version 3: Core 2 is version 2.
+    let m = model("core2-conroe.txt");
+    m.wrmsr(0, msr::IA32_PMC0, 77);
+    let info = probe(&m, 0).unwrap();
+    let plan = Plan::new(&info, 0, &events("event=0xc0:umask=0:any")).unwrap();
+    let err = Session::program(&m, plan).unwrap_err();
+    assert_eq!(err.errno().0, libc::EIO);
+    assert!(err.what().contains("IA32_PERFEVTSEL0"), "{err}");
+    assert_eq!(m.rdmsr(0, msr::IA32_PERFEVTSEL0), Some(0));
+    assert_eq!(m.rdmsr(0, msr::IA32_PMC0), Some(77));
+    assert_eq!(m.rdmsr(0, msr::IA32_PERF_GLOBAL_CTRL), Some(0));
+    // On Nehalem (version 3) the same event programs.
+    let m = model("nehalem-ep.txt");
+    drop(session(&m, 0, "event=0xc0:umask=0:any"));
+}
+
+#[test]
+fn ownership_conflicts() {
+    let m = model("skylake.txt");
+    let info = probe(&m, 0).unwrap();
+    let plan = Plan::new(&info, 0, &events("branches,instructions")).unwrap();
+    assert!(check_ownership(&m, &plan).unwrap().is_empty());
+    m.wrmsr(0, msr::IA32_PERFEVTSEL0, 0x43_00c4);
+    m.wrmsr(0, msr::IA32_FIXED_CTR_CTRL, 0x2);
+    m.set_nmi_watchdog(Some(true));
+    let c = check_ownership(&m, &plan).unwrap();
+    assert_eq!(
+        c,
+        [
+            Conflict::Enabled {
+                counter: Counter::Gp(0),
+                msr: msr::IA32_PERFEVTSEL0,
+                value: 0x43_00c4
+            },
+            Conflict::Enabled {
+                counter: Counter::Fixed(0),
+                msr: msr::IA32_FIXED_CTR_CTRL,
+                value: 2
+            },
+            Conflict::InUse {
+                counter: Counter::Gp(0),
+                inuse: 1 | 1 << 32
+            },
+            Conflict::InUse {
+                counter: Counter::Fixed(0),
+                inuse: 1 | 1 << 32
+            },
+            Conflict::NmiWatchdog,
+        ]
+    );
+    // IA32_PERF_GLOBAL_INUSE alone (event select written, EN clear).
+    m.set_nmi_watchdog(Some(false));
+    m.wrmsr(0, msr::IA32_PERFEVTSEL0, 0xc4);
+    m.wrmsr(0, msr::IA32_FIXED_CTR_CTRL, 0);
+    assert_eq!(
+        check_ownership(&m, &plan).unwrap(),
+        [Conflict::InUse {
+            counter: Counter::Gp(0),
+            inuse: 1
+        }]
+    );
+}
+
+#[test]
+fn counter_restore_needs_full_width_writes() {
+    for fw in [false, true] {
+        let m = model("skylake.txt");
+        m.set_perf_capabilities(0, PERF_CAP_FW_WRITE);
+        assert!(m.wrmsr(0, msr::IA32_A_PMC0, 0x1_0000_0005));
+        assert!(
+            !m.wrmsr(0, msr::IA32_A_PMC0, 1 << 48),
+            "above the width: #GP"
+        );
+        if !fw {
+            m.set_perf_capabilities(0, 0);
+        }
+        let mut s = session(&m, 0, "event=0x0e:umask=1");
+        let report = s.restore().unwrap();
+        let want = if fw { 0x1_0000_0005 } else { 5 };
+        assert_eq!(m.rdmsr(0, msr::IA32_PMC0), Some(want));
+        assert_eq!(report.inexact.len(), usize::from(!fw), "{report:?}");
+    }
+}
+
+use crate::pmu::PERF_CAP_FW_WRITE;
+
+#[test]
+fn amd_legacy_and_perfmon_v2() {
+    // Zen 2: no global control, EN starts and stops.
+    let m = model("zen2-matisse.txt");
+    let s = session(
+        &m,
+        0,
+        "cycles,instructions:usr,branches,branch-misses,cycles:os,instructions",
+    );
+    assert_eq!(
+        m.rdmsr(0, msr::AMD_PERF_CTL0),
+        Some(0x3_0076),
+        "programmed, EN clear"
+    );
+    let start = s.start().unwrap();
+    assert_eq!(m.rdmsr(0, msr::AMD_PERF_CTL0), Some(0x43_0076));
+    assert_eq!(
+        m.rdmsr(0, msr::AMD_K7_PERF_CTL0 + 1),
+        m.rdmsr(0, msr::AMD_PERF_CTL0 + 2),
+        "legacy MSRs alias counters 0-3"
+    );
+    m.execute(
+        0,
+        &[Phase::user(100)
+            .with("instructions", 2)
+            .with("branches", 1)
+            .raw(0xc3, 0, 0)],
+    );
+    m.execute(0, &[Phase::kernel(50).with("instructions", 1)]);
+    let end = s.stop().unwrap();
+    assert_eq!(s.deltas(&start, &end), [150, 200, 100, 0, 50, 250]);
+    drop(s);
+    assert_eq!(m.rdmsr(0, msr::AMD_PERF_CTL0), Some(0), "dropped: restored");
+    // Zen 4: PerfMonV2 global control.
+    let m = model("zen4-raphael.txt");
+    m.wrmsr(0, msr::AMD_PERF_CNTR_GLOBAL_CTL, 0x20);
+    let mut s = session(&m, 0, "instructions");
+    assert_eq!(m.rdmsr(0, msr::AMD_PERF_CTL0), Some(0x43_00c0));
+    let start = s.start().unwrap();
+    assert_eq!(m.rdmsr(0, msr::AMD_PERF_CNTR_GLOBAL_CTL), Some(0x21));
+    m.execute(0, &[Phase::user(10).with("instructions", 3)]);
+    let end = s.stop().unwrap();
+    assert_eq!(s.deltas(&start, &end), [30]);
+    s.restore().unwrap();
+    assert_eq!(m.rdmsr(0, msr::AMD_PERF_CNTR_GLOBAL_CTL), Some(0x20));
+    // AMD has no architectural ref-cycles.
+    let info = probe(&m, 0).unwrap();
+    let e = Plan::new(&info, 0, &events("ref-cycles")).unwrap_err();
+    assert_eq!(e.errno().0, libc::EOPNOTSUPP);
+}
+
+#[test]
+fn unavailable_events_and_groups() {
+    let m = model("skylake.txt");
+    let info = probe(&m, 0).unwrap();
+    // 0AH EAX[31:24] = 7: topdown-slots (bit 7) is not enumerated.
+    let e = Plan::new(&info, 0, &events("topdown-slots")).unwrap_err();
+    assert_eq!(e.errno().0, libc::EOPNOTSUPP);
+    // 12 events: 3 fixed + 8 general-purpose fit; the 12th opens group 2.
+    let ev = events("instructions,cycles,ref-cycles,branches,branch-misses,llc-misses,llc-references,event=0x0e:umask=1,event=0x0e:umask=2,event=0x0e:umask=3,event=0x0e:umask=4,event=0x0e:umask=5");
+    let g = Plan::groups(&info, 0, &ev).unwrap();
+    assert_eq!(g.iter().map(|p| p.slots.len()).collect::<Vec<_>>(), [11, 1]);
+    assert_eq!(
+        Plan::new(&info, 0, &ev).unwrap_err().errno().0,
+        libc::ENOSPC
+    );
+    assert!(EventSpec::parse("instructions:event=0xc0").is_err());
+    assert!(EventSpec::parse("usr").is_err());
+    assert!(EventSpec::parse("bogus").is_err());
+}
+
+#[test]
+fn hybrid_cpus_program_independently() {
+    let m = model("raptorlake-hybrid.txt");
+    let p = session(&m, 0, "instructions");
+    let e = session(&m, 1, "instructions");
+    let (a, b) = (p.start().unwrap(), e.start().unwrap());
+    m.execute(0, &[Phase::user(10).with("instructions", 5)]);
+    m.execute(1, &[Phase::user(10).with("instructions", 2)]);
+    assert_eq!(p.deltas(&a, &p.stop().unwrap()), [50]);
+    assert_eq!(e.deltas(&b, &e.stop().unwrap()), [20]);
+}
+
+#[test]
+fn one_batch_measurement() {
+    // start, a busy-wait, read and stop in one batch: the model runs the
+    // DELAY as kernel cycles with the configured mix.
+    let m = model("icelake-u.txt");
+    m.set_delay_mix(vec![(crate::model::Source::Named("instructions"), 3)]);
+    let s = session(&m, 0, "instructions,cycles:usr");
+    let mut b = Batch::new();
+    s.push_start(&mut b);
+    let r0 = s.push_read(&mut b);
+    b.push(0, Op::Delay { ns: 1000 });
+    let r1 = s.push_read(&mut b);
+    s.push_stop(&mut b);
+    m.run(&mut b).unwrap();
+    let (a, z) = (s.values(&b, r0).unwrap(), s.values(&b, r1).unwrap());
+    assert_eq!(s.deltas(&a, &z), [3000, 0]);
+}
+
+#[test]
+fn intel_version_1_starts_with_en() {
+    // No dump of a version 1 CPU (Core Solo/Duo era) here: synthetic CPUID
+    // from the SDM: 0AH EAX = version 1, 2 counters of 40 bits, 7 events.
+    let d = CpuidDump::parse(
+        "CPUID 00000000: 0000000A-756E6547-6C65746E-49656E69\nCPUID 0000000A: 07280201-00000000-00000000-00000000\n",
+    )
+    .unwrap();
+    let m = Model::new(&d);
+    assert_eq!(
+        m.rdmsr(0, msr::IA32_PERF_GLOBAL_CTRL),
+        None,
+        "no global control"
+    );
+    let mut s = session(&m, 0, "instructions,cycles:os");
+    assert_eq!(
+        s.plan().slots[0].counter,
+        Counter::Gp(0),
+        "no fixed counters"
+    );
+    assert_eq!(
+        m.rdmsr(0, msr::IA32_PERFEVTSEL0),
+        Some(0x3_00c0),
+        "EN clear"
+    );
+    let start = s.start().unwrap();
+    assert_eq!(m.rdmsr(0, msr::IA32_PERFEVTSEL0), Some(0x43_00c0));
+    m.execute(
+        0,
+        &[Phase::user(10).with("instructions", 1), Phase::kernel(5)],
+    );
+    let end = s.stop().unwrap();
+    assert_eq!(s.deltas(&start, &end), [10, 5]);
+    s.restore().unwrap();
+    assert_eq!(m.rdmsr(0, msr::IA32_PERFEVTSEL0 + 1), Some(0));
+}
