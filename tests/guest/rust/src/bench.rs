@@ -78,7 +78,10 @@ struct Row {
 
 fn main() {
     let json_path = std::env::args().skip_while(|a| a != "--json").nth(1);
-    ICOUNT.store(std::env::args().any(|a| a == "--icount"), std::sync::atomic::Ordering::Relaxed);
+    ICOUNT.store(
+        std::env::args().any(|a| a == "--icount"),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let budget_only = std::env::args().any(|a| a == "--budget");
     let unit = if icount() { "instr" } else { "ns" };
     let dev = Device::open().unwrap_or_else(|e| {
@@ -242,8 +245,14 @@ fn main() {
             ("pread_one_msr", pread_one),
             ("ioctl_one_rdmsr", rdmsr_one),
             ("ioctl_one_rdtsc", ioctl_ns),
-            ("rdmsr64_per_op", get("msrbatch_rdmsr", 64).unwrap_or(f64::NAN)),
-            ("rdtsc4096_per_op", get("msrbatch_rdtsc", 4096).unwrap_or(f64::NAN)),
+            (
+                "rdmsr64_per_op",
+                get("msrbatch_rdmsr", 64).unwrap_or(f64::NAN),
+            ),
+            (
+                "rdtsc4096_per_op",
+                get("msrbatch_rdtsc", 4096).unwrap_or(f64::NAN),
+            ),
             ("exec_loop_per_op", exec_per_op),
         ] {
             println!("BUDGET {name} {v:.1}");
