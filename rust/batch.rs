@@ -165,6 +165,8 @@ pub(crate) struct Plan {
     pub(crate) first_write: Option<u32>,
     /// How many ops write.
     pub(crate) nr_writes: u32,
+    /// The code of every op, if they all have the same.
+    pub(crate) uniform: Option<u16>,
 }
 
 impl Plan {
@@ -183,6 +185,8 @@ impl Plan {
         possible: impl Fn(u32) -> bool,
     ) -> Result<Plan, Rejected> {
         let first_cpu = ops.first().map_or(0, |op| op.cpu);
+        let first_code = ops.first().map_or(0, |op| op.op);
+        let mut uniform = true;
         // While every op so far is on `first_cpu`: its delay sum. From the
         // first op elsewhere on: op counts and delay sums per CPU.
         let mut one_delay = 0u64;
@@ -221,6 +225,7 @@ impl Plan {
                 first_write = first_write.or(Some(i as u32));
                 nr_writes += 1;
             }
+            uniform &= op.op == first_code;
         }
 
         let targets = match per_cpu {
@@ -231,6 +236,7 @@ impl Plan {
             targets,
             first_write,
             nr_writes,
+            uniform: uniform.then_some(first_code),
         })
     }
 
@@ -277,15 +283,21 @@ struct Shared<'a> {
     stop_on_error: bool,
     /// `MSRBATCH_MAX_CPU_BUSY_NS` in TSC ticks.
     busy_tsc: u64,
+    /// The code of every op, if they share one.
+    uniform: Option<u16>,
 }
 
-/// Runs one op on the current CPU; returns its status.
+/// Runs one op on the current CPU as op `code` (its own code, or the same
+/// value as a constant, for a loop specialised to one code); returns its
+/// status.
 ///
 /// # Safety
 ///
-/// If `op` writes an MSR, the write is allowed (see [`insn::wrmsr`]).
-unsafe fn run_op(op: &mut Op) -> i32 {
-    let out: insn::InsnResult<[u64; 2]> = match op.op {
+/// `code == op.op`. If `op` writes an MSR, the write is allowed (see
+/// [`insn::wrmsr`]).
+#[inline(always)]
+unsafe fn run_op(code: u16, op: &mut Op) -> i32 {
+    let out: insn::InsnResult<[u64; 2]> = match code {
         opcode::RDMSR => insn::rdmsr(op.reg).map(|v| [v, 0]),
         // SAFETY: By the function's requirements.
         opcode::WRMSR => unsafe { insn::wrmsr(op.reg, op.arg[0]) }.map(|()| [0, 0]),
@@ -330,36 +342,83 @@ unsafe fn run_op(op: &mut Op) -> i32 {
 }
 
 /// How many ops run between two looks at the clock (and before every DELAY).
-const BUSY_CHECK_EVERY: usize = 16;
+const BUSY_CHECK_EVERY: u32 = 16;
 
 /// Runs the ops of one CPU in order. `ops` yields each of them once. Ops not
 /// started within `busy_tsc` ticks of the start get `-ETIME`. Returns the
-/// number of ops whose status is not 0.
+/// number of ops whose status is not 0. `uniform` is the op code of every
+/// op of the batch, if they share one: the hot read ops then run in a loop
+/// specialised to that code, without the dispatch.
 ///
 /// # Safety
 ///
-/// Every write among `ops` is allowed (see [`insn::wrmsr`]).
-unsafe fn run_sequence<'a>(ops: impl Iterator<Item = &'a mut Op>, stop_on_error: bool, busy_tsc: u64) -> u32 {
+/// Every write among `ops` is allowed (see [`insn::wrmsr`]); `uniform`, if
+/// given, is the code of every op.
+unsafe fn run_sequence<'a>(
+    ops: impl Iterator<Item = &'a mut Op>,
+    stop_on_error: bool,
+    busy_tsc: u64,
+    uniform: Option<u16>,
+) -> u32 {
+    // SAFETY (all four): By the function's requirements; the closures
+    // pass the code each op has.
+    match uniform {
+        Some(opcode::RDMSR) => unsafe {
+            run_loop(ops, stop_on_error, busy_tsc, |op| run_op(opcode::RDMSR, op))
+        },
+        Some(opcode::RDPMC) => unsafe {
+            run_loop(ops, stop_on_error, busy_tsc, |op| run_op(opcode::RDPMC, op))
+        },
+        Some(opcode::RDTSC) => unsafe {
+            run_loop(ops, stop_on_error, busy_tsc, |op| run_op(opcode::RDTSC, op))
+        },
+        _ => unsafe { run_loop(ops, stop_on_error, busy_tsc, |op| run_op(op.op, op)) },
+    }
+}
+
+/// The loop of [`run_sequence`], with `exec` running one op.
+///
+/// # Safety
+///
+/// `exec` may be called on every op of `ops`.
+#[inline(always)]
+unsafe fn run_loop<'a>(
+    mut ops: impl Iterator<Item = &'a mut Op>,
+    stop_on_error: bool,
+    busy_tsc: u64,
+    exec: impl Fn(&mut Op) -> i32,
+) -> u32 {
     let start = insn::rdtsc().unwrap_or(0);
     let mut nr_failed = 0u32;
-    let mut expired = false;
-    for (n, op) in ops.enumerate() {
-        if !expired && (n % BUSY_CHECK_EVERY == 0 || op.op == opcode::DELAY) {
-            let now = insn::rdtsc().unwrap_or(start);
-            expired = now.wrapping_sub(start) > busy_tsc;
+    let mut until_check = 0u32;
+    let mut skip = 0;
+    for op in ops.by_ref() {
+        if until_check == 0 || op.op == opcode::DELAY {
+            if insn::rdtsc().unwrap_or(start).wrapping_sub(start) > busy_tsc {
+                skip = status::ETIME;
+                op.status = skip;
+                op.val = [0, 0];
+                nr_failed = nr_failed.wrapping_add(1);
+                break;
+            }
+            until_check = BUSY_CHECK_EVERY;
         }
-        let status = if expired {
-            op.val = [0, 0];
-            status::ETIME
-        } else if nr_failed != 0 && stop_on_error {
-            op.val = [0, 0];
-            status::ECANCELED
-        } else {
-            // SAFETY: By the function's requirements.
-            unsafe { run_op(op) }
-        };
+        until_check -= 1;
+        let status = exec(op);
         op.status = status;
-        nr_failed = nr_failed.wrapping_add(u32::from(status != 0));
+        if status != 0 {
+            nr_failed = nr_failed.wrapping_add(1);
+            if stop_on_error {
+                skip = status::ECANCELED;
+                break;
+            }
+        }
+    }
+    // After the budget ran out, or the first failure with stop-on-error.
+    for op in ops {
+        op.status = skip;
+        op.val = [0, 0];
+        nr_failed = nr_failed.wrapping_add(1);
     }
     nr_failed
 }
@@ -370,6 +429,8 @@ struct OneCpu {
     nr_ops: usize,
     stop_on_error: bool,
     busy_tsc: u64,
+    /// The code of every op, if they share one.
+    uniform: Option<u16>,
     /// Out: failed ops.
     nr_failed: u32,
 }
@@ -388,7 +449,7 @@ unsafe extern "C" fn run_one_cpu(info: *mut c_void) {
     // else touches until the cross-call returns.
     let ops = unsafe { core::slice::from_raw_parts_mut(job.ops, job.nr_ops) };
     // SAFETY: By the function's requirements, the writes are allowed.
-    job.nr_failed = unsafe { run_sequence(ops.iter_mut(), job.stop_on_error, job.busy_tsc) };
+    job.nr_failed = unsafe { run_sequence(ops.iter_mut(), job.stop_on_error, job.busy_tsc, job.uniform) };
 }
 
 /// The cross-call: runs the current CPU's share of the batch.
@@ -420,7 +481,7 @@ unsafe extern "C" fn run_on_this_cpu(info: *mut c_void) {
         (i < shared.nr_ops).then(|| unsafe { &mut *shared.ops.add(i) })
     });
     // SAFETY: By the function's requirements, the writes are allowed.
-    unsafe { run_sequence(ops, shared.stop_on_error, shared.busy_tsc) };
+    unsafe { run_sequence(ops, shared.stop_on_error, shared.busy_tsc, shared.uniform) };
 }
 
 /// Holds the CPU hotplug read lock: no CPU goes on- or offline meanwhile.
@@ -471,9 +532,11 @@ pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan, stop_on_error: bool) -
     let busy_tsc = crate::glue::ns_to_tsc(uapi::MAX_CPU_BUSY_NS);
     match &plan.targets {
         // SAFETY: By our own requirements.
-        Targets::One(cpu) => unsafe { execute_one(ops, *cpu, stop_on_error, busy_tsc) },
+        Targets::One(cpu) => unsafe { execute_one(ops, *cpu, stop_on_error, busy_tsc, plan.uniform) },
         // SAFETY: By our own requirements.
-        Targets::Many { order, runs } => unsafe { execute_many(ops, order, runs, stop_on_error, busy_tsc) },
+        Targets::Many { order, runs } => unsafe {
+            execute_many(ops, order, runs, stop_on_error, busy_tsc, plan.uniform)
+        },
     }
 }
 
@@ -485,12 +548,19 @@ pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan, stop_on_error: bool) -
 /// # Safety
 ///
 /// As [`execute`].
-unsafe fn execute_one(ops: &mut [Op], cpu: u32, stop_on_error: bool, busy_tsc: u64) -> Result<u32, Rejected> {
+unsafe fn execute_one(
+    ops: &mut [Op],
+    cpu: u32,
+    stop_on_error: bool,
+    busy_tsc: u64,
+    uniform: Option<u16>,
+) -> Result<u32, Rejected> {
     let mut job = OneCpu {
         ops: ops.as_mut_ptr(),
         nr_ops: ops.len(),
         stop_on_error,
         busy_tsc,
+        uniform,
         nr_failed: 0,
     };
     let cpu = i32::try_from(cpu).map_err(|_| ENODEV)?;
@@ -517,6 +587,7 @@ unsafe fn execute_many(
     runs: &[CpuRun],
     stop_on_error: bool,
     busy_tsc: u64,
+    uniform: Option<u16>,
 ) -> Result<u32, Rejected> {
     let mut mask = CpumaskVar::new_zero(GFP_KERNEL_ACCOUNT)?;
     for run in runs {
@@ -543,6 +614,7 @@ unsafe fn execute_many(
         runs,
         stop_on_error,
         busy_tsc,
+        uniform,
     };
     // SAFETY: `run_on_this_cpu` gets a `Shared` that lives until this call
     // returns (`wait` is true). `Plan::group` put every index below
@@ -736,10 +808,10 @@ mod tests {
     fn busy_budget_stops_the_sequence() -> Result {
         let mut ops = [op(opcode::RDTSC, 0, 0, [0, 0]); 40];
         // SAFETY: No op writes.
-        let failed = unsafe { run_sequence(ops.iter_mut(), false, 0) };
+        let failed = unsafe { run_sequence(ops.iter_mut(), false, 0, None) };
         assert!(failed == 40 && ops.iter().all(|o| o.status == status::ETIME && o.val == [0, 0]));
         // SAFETY: No op writes.
-        let failed = unsafe { run_sequence(ops.iter_mut(), false, u64::MAX) };
+        let failed = unsafe { run_sequence(ops.iter_mut(), false, u64::MAX, Some(opcode::RDTSC)) };
         assert!(failed == 0 && ops.iter().all(|o| o.status == 0 && o.val[0] != 0));
         Ok(())
     }
