@@ -25,6 +25,7 @@ use core::ffi::c_void;
 use kernel::{
     bindings,
     cpu::{nr_cpu_ids, CpuId},
+    interrupt::local_interrupt_disable,
     cpumask::{Cpumask, CpumaskVar},
     prelude::*,
 };
@@ -107,6 +108,7 @@ pub(crate) fn is_write(op: &Op) -> bool {
 }
 
 /// Checks one op's code and operands; CPU existence is checked by the caller.
+#[inline]
 pub(crate) fn check_op(op: &Op) -> Result {
     if op.op == 0 || op.op > opcode::MAX {
         return Err(EOPNOTSUPP);
@@ -194,10 +196,16 @@ impl Plan {
         let mut first_write = None;
         let mut nr_writes = 0u32;
 
+        // The CPU of the previous op, known to exist (batches name few CPUs,
+        // usually one after the other: look each up once per run).
+        let mut known_cpu = None;
         for (i, op) in ops.iter().enumerate() {
             check_op(op).map_err(|e| Rejected::at(e, i))?;
-            if op.cpu >= nr_cpus || !possible(op.cpu) {
-                return Err(Rejected::at(ENODEV, i));
+            if known_cpu != Some(op.cpu) {
+                if op.cpu >= nr_cpus || !possible(op.cpu) {
+                    return Err(Rejected::at(ENODEV, i));
+                }
+                known_cpu = Some(op.cpu);
             }
             if per_cpu.is_none() && op.cpu != first_cpu {
                 let mut count = KVVec::from_elem(0u32, nr_cpus as usize, GFP_KERNEL_ACCOUNT)?;
@@ -540,10 +548,10 @@ pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan, stop_on_error: bool) -
     }
 }
 
-/// Runs a batch whose ops are all on `cpu`, with one
-/// `smp_call_function_single()` (on the calling CPU: a direct call with
-/// interrupts off). It returns `-ENXIO` without running anything when the
-/// CPU is offline, so no hotplug lock is needed.
+/// Runs a batch whose ops are all on `cpu`: directly, with interrupts off,
+/// when that is the calling CPU; otherwise with one
+/// `smp_call_function_single()`, which fails with `-ENXIO`, running nothing,
+/// when the CPU is offline. So no hotplug lock is needed.
 ///
 /// # Safety
 ///
@@ -563,12 +571,23 @@ unsafe fn execute_one(
         uniform,
         nr_failed: 0,
     };
+    let info = (&raw mut job).cast::<c_void>();
+    {
+        // With interrupts off we stay on this CPU, as a cross-call would run.
+        let _irq = local_interrupt_disable();
+        if CpuId::current().as_u32() == cpu {
+            // SAFETY: `info` is our `OneCpu`, describing `ops`, which we do not
+            // touch meanwhile; we run on `cpu` with interrupts off; the writes
+            // are allowed by our own requirements.
+            unsafe { run_one_cpu(info) };
+            return Ok(job.nr_failed);
+        }
+    }
     let cpu = i32::try_from(cpu).map_err(|_| ENODEV)?;
     // SAFETY: `run_one_cpu` gets a `OneCpu` that lives until this call returns
-    // (`wait`), describing `ops`, which we do not touch meanwhile; the
-    // writes are allowed by our own requirements. Process context, interrupts
-    // on.
-    let r = unsafe { bindings::smp_call_function_single(cpu, Some(run_one_cpu), (&raw mut job).cast(), true) };
+    // (`wait`), describing `ops`, which we do not touch meanwhile; the writes
+    // are allowed by our own requirements. Process context, interrupts on.
+    let r = unsafe { bindings::smp_call_function_single(cpu, Some(run_one_cpu), info, true) };
     if r != 0 {
         return Err(Rejected { err: ENXIO, index: 0 });
     }
