@@ -21,6 +21,7 @@
 #include <linux/sched.h>
 #include <linux/sched/task.h>
 #include <linux/string.h>
+#include <linux/vmalloc.h>
 #include <linux/workqueue.h>
 #include <asm/cpufeature.h>
 #include <asm/msr-index.h>
@@ -236,6 +237,25 @@ void msrbatch_log_refused_grant(const char *why)
 {
 	pr_info_ratelimited("msrbatch: PCE grant refused for %s (pid %d): %s\n",
 			    current->comm, task_pid_nr(current), why);
+}
+
+/* ---- memory a prepared batch's results live in (prepared.rs) ------------ */
+
+/* Zeroed, page-aligned, mappable memory (VM_USERMAP), a whole number of pages. */
+void *msrbatch_results_alloc(unsigned long bytes)
+{
+	return vmalloc_user(bytes);
+}
+
+void msrbatch_results_free(void *addr)
+{
+	vfree(addr);
+}
+
+/* Maps an area from msrbatch_results_alloc() into vma, from its start. */
+int msrbatch_results_mmap(struct vm_area_struct *vma, void *addr)
+{
+	return remap_vmalloc_range(vma, addr, 0);
 }
 
 /* ---- the grant reaper ---------------------------------------------------- */

@@ -10,6 +10,7 @@
 
 struct preempt_notifier;
 struct preempt_ops;
+struct vm_area_struct;
 
 int msrbatch_filter_writes(u32 msr, u32 nr_writes);
 void msrbatch_rdpmc_policy_init(void);
@@ -21,6 +22,9 @@ void msrbatch_preempt_notifier_init(struct preempt_notifier *n, struct preempt_o
 bool msrbatch_current_is_dead(void);
 u64 msrbatch_ns_to_tsc(u64 ns);
 void msrbatch_log_refused_grant(const char *why);
+void *msrbatch_results_alloc(unsigned long bytes);
+void msrbatch_results_free(void *addr);
+int msrbatch_results_mmap(struct vm_area_struct *vma, void *addr);
 void msrbatch_kick_reaper(void);
 void msrbatch_reaper_sync(void);
 

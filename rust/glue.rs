@@ -16,6 +16,10 @@ extern "C" {
     fn msrbatch_current_is_dead() -> bool;
     fn msrbatch_ns_to_tsc(ns: u64) -> u64;
     fn msrbatch_log_refused_grant(why: *const c_char);
+    fn msrbatch_results_alloc(bytes: core::ffi::c_ulong) -> *mut core::ffi::c_void;
+    fn msrbatch_results_free(addr: *mut core::ffi::c_void);
+    // `struct vm_area_struct *`, passed opaque (Rust sees it as not FFI-safe).
+    fn msrbatch_results_mmap(vma: *mut core::ffi::c_void, addr: *mut core::ffi::c_void) -> c_int;
     fn msrbatch_kick_reaper();
     fn msrbatch_reaper_sync();
     pub(crate) fn msrbatch_preempt_notifier_init(
@@ -128,6 +132,35 @@ pub(crate) fn ns_to_tsc(ns: u64) -> u64 {
 pub(crate) fn log_refused_grant(why: &'static core::ffi::CStr) {
     // SAFETY: `why` is a NUL-terminated string.
     unsafe { msrbatch_log_refused_grant(why.as_ptr()) }
+}
+
+/// Zeroed, page-aligned memory that [`results_mmap`] can map into user
+/// space (`vmalloc_user()`); `bytes` is a multiple of the page size.
+pub(crate) fn results_alloc(bytes: usize) -> Option<core::ptr::NonNull<core::ffi::c_void>> {
+    // SAFETY: Process context.
+    core::ptr::NonNull::new(unsafe { msrbatch_results_alloc(bytes as core::ffi::c_ulong) })
+}
+
+/// Frees memory from [`results_alloc`] (`vfree()`; mappings keep their pages).
+///
+/// # Safety
+///
+/// `addr` came from [`results_alloc`] and is not used afterwards.
+pub(crate) unsafe fn results_free(addr: core::ptr::NonNull<core::ffi::c_void>) {
+    // SAFETY: By the function's requirements.
+    unsafe { msrbatch_results_free(addr.as_ptr()) }
+}
+
+/// Maps memory from [`results_alloc`] into `vma`, from its start
+/// (`remap_vmalloc_range()`).
+///
+/// # Safety
+///
+/// `vma` is being set up by `mmap()`, and `addr` came from
+/// [`results_alloc`] with at least the VMA's size, and is still allocated.
+pub(crate) unsafe fn results_mmap(vma: *mut bindings::vm_area_struct, addr: core::ptr::NonNull<core::ffi::c_void>) -> Result {
+    // SAFETY: By the function's requirements.
+    kernel::error::to_result(unsafe { msrbatch_results_mmap(vma.cast(), addr.as_ptr()) })
 }
 
 /// Queues the grant reaper; callable in any context, even the scheduler's.

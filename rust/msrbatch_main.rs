@@ -19,6 +19,8 @@
 use core::mem::MaybeUninit;
 use kernel::{
     bindings,
+    new_mutex,
+    sync::Mutex,
     fs::File,
     ioctl::{_IOC_NR, _IOC_SIZE, _IOC_TYPE, _IO, _IOR, _IOWR},
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
@@ -32,6 +34,7 @@ mod glue;
 mod insn;
 #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
 mod pce;
+mod prepared;
 mod uapi;
 
 use uapi::{Batch, Info, Op};
@@ -39,6 +42,9 @@ use uapi::{Batch, Info, Op};
 const MAGIC: u32 = 0xB9;
 const IOC_INFO: u32 = _IOR::<Info>(MAGIC, 0x00);
 const IOC_BATCH: u32 = _IOWR::<Batch>(MAGIC, 0x01);
+const IOC_PREPARE: u32 = _IOWR::<uapi::Prepare>(MAGIC, 0x02);
+const IOC_RUN: u32 = _IO(MAGIC, 0x03);
+const IOC_UNPREPARE: u32 = _IO(MAGIC, 0x04);
 const IOC_PCE_GRANT: u32 = _IO(MAGIC, 0x10);
 const IOC_PCE_REVOKE: u32 = _IO(MAGIC, 0x11);
 
@@ -106,9 +112,13 @@ impl Drop for Globals {
     }
 }
 
-/// Per-open state: none. (PCE grants record the `struct file` that made
-/// them, see [`file_id`].)
-struct MsrBatchFile;
+/// Per-open state: the file's prepared batches. (PCE grants record the
+/// `struct file` that made them, see [`file_id`].)
+#[pin_data]
+struct MsrBatchFile {
+    #[pin]
+    prepared: Mutex<prepared::Table>,
+}
 
 /// An open file's identity while it is open, as file-bound grants record it.
 fn file_id(file: &File) -> usize {
@@ -141,7 +151,12 @@ impl MiscDevice for MsrBatchFile {
         if !has_rawio() {
             return Err(EPERM);
         }
-        Ok(KBox::pin(MsrBatchFile, GFP_KERNEL_ACCOUNT)?)
+        KBox::try_pin_init(
+            try_pin_init!(MsrBatchFile {
+                prepared <- new_mutex!(prepared::Table::new()),
+            }),
+            GFP_KERNEL_ACCOUNT,
+        )
     }
 
     fn release(this: Pin<KBox<Self>>, file: &File) {
@@ -150,16 +165,93 @@ impl MiscDevice for MsrBatchFile {
         drop(this);
     }
 
-    fn ioctl(_this: Pin<&MsrBatchFile>, file: &File, cmd: u32, arg: usize) -> Result<isize> {
+    fn ioctl(this: Pin<&MsrBatchFile>, file: &File, cmd: u32, arg: usize) -> Result<isize> {
         let access = Access::of(file);
         match cmd {
             IOC_INFO => info(arg),
             IOC_BATCH => run_batch(arg, access),
+            IOC_PREPARE => this.prepare(arg, access),
+            IOC_RUN => this.run_prepared(arg, access),
+            IOC_UNPREPARE => this.prepared.lock().remove(arg).map(|_| 0),
             IOC_PCE_GRANT => pce_grant(file, arg, access).map(|()| 0),
             IOC_PCE_REVOKE if arg == 0 => pce_revoke().map(|()| 0),
             IOC_PCE_REVOKE => Err(EINVAL),
             _ => Err(ENOTTY),
         }
+    }
+
+    fn mmap(this: Pin<&MsrBatchFile>, _file: &File, vma: &kernel::mm::virt::VmaNew) -> Result {
+        // SAFETY: `vma` is a valid VMA being set up by `mmap()`.
+        let pgoff = unsafe { (*vma.as_ptr()).vm_pgoff } as usize;
+        let p = this.prepared.lock().get(prepared::handle_of(pgoff)?).map_err(|_| EINVAL)?;
+        p.mmap(vma)
+    }
+}
+
+impl MsrBatchFile {
+    /// `MSRBATCH_IOC_PREPARE`: validates and keeps a batch; returns 0.
+    fn prepare(&self, arg: usize, access: Access) -> Result<isize> {
+        let (mut reader, mut writer) =
+            UserSlice::new(UserPtr::from_addr(arg), size_of::<uapi::Prepare>()).reader_writer();
+        let mut req: uapi::Prepare = reader.read()?;
+        let hdr = Batch {
+            version: req.version,
+            flags: req.flags,
+            nr_ops: req.nr_ops,
+            ops: req.ops,
+            ..Batch::default()
+        };
+        let made = (|| -> Result<(u32, u64), batch::Rejected> {
+            if req.reserved != 0 {
+                return Err(EINVAL.into());
+            }
+            batch::check_header(&hdr)?;
+            if !access.read {
+                return Err(EBADF.into());
+            }
+            let ptr = UserPtr::from_addr(usize::try_from(hdr.ops).map_err(|_| EFAULT)?);
+            let n = hdr.nr_ops as usize;
+            let mut ops = KVVec::<Op>::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
+            read_ops(ptr, &mut ops.spare_capacity_mut()[..n])?;
+            // SAFETY: `read_ops` initialised the first `n` ops.
+            unsafe { ops.inc_len(n) };
+            let plan = batch::plan(&ops)?;
+            check_writes(&ops, &plan, access)?;
+            let p = prepared::Prepared::new(ops, plan, hdr.flags & uapi::F_STOP_ON_ERROR != 0)?;
+            let size = p.mmap_size() as u64;
+            let handle = self.prepared.lock().insert(p)?;
+            Ok((handle, size))
+        })();
+        let ret = match made {
+            Ok((handle, size)) => {
+                req.handle = handle;
+                req.mmap_offset = prepared::mmap_offset(handle);
+                req.mmap_size = size;
+                req.err_index = uapi::NO_INDEX;
+                Ok(0)
+            }
+            Err(r) if r.err == EFAULT => return Err(EFAULT),
+            Err(r) => {
+                req.err_index = r.index;
+                Err(r.err)
+            }
+        };
+        if let Err(e) = writer.write(&req) {
+            if ret.is_ok() {
+                // The caller cannot learn the handle: do not keep the batch.
+                let _ = self.prepared.lock().remove(req.handle as usize);
+            }
+            return Err(e);
+        }
+        ret
+    }
+
+    /// `MSRBATCH_IOC_RUN`: runs prepared batch `handle`; returns the number
+    /// of failed ops.
+    fn run_prepared(&self, handle: usize, access: Access) -> Result<isize> {
+        let p = self.prepared.lock().get(handle)?;
+        let nr_failed = p.run(|ops, plan| check_writes(ops, plan, access))?;
+        Ok(nr_failed as isize)
     }
 }
 
@@ -324,6 +416,15 @@ fn run_checked(hdr: &Batch, access: Access) -> Result<Ran, batch::Rejected> {
     }
 }
 
+/// Like arch/x86/kernel/msr.c: a raw MSR write takes the CPU out of spec;
+/// only a write that ran taints.
+pub(crate) fn taint_if_written(ops: &[Op]) {
+    if ops.iter().any(|op| batch::is_write(op) && op.status == 0) {
+        // SAFETY: `add_taint` may be called from process context.
+        unsafe { bindings::add_taint(bindings::TAINT_CPU_OUT_OF_SPEC, bindings::lockdep_ok_LOCKDEP_STILL_OK) };
+    }
+}
+
 /// Validates and runs `ops`, read from `ptr`, and copies them back.
 fn run_ops(hdr: &Batch, access: Access, ptr: UserPtr, ops: &mut [Op]) -> Result<Ran, batch::Rejected> {
     let plan = batch::plan(ops)?;
@@ -338,12 +439,7 @@ fn run_ops(hdr: &Batch, access: Access, ptr: UserPtr, ops: &mut [Op]) -> Result<
     let stop = hdr.flags & uapi::F_STOP_ON_ERROR != 0;
     // SAFETY: `check_writes` allowed the batch's writes.
     let nr_failed = unsafe { batch::execute(ops, &plan, stop) }?;
-    if plan.has_writes() && ops.iter().any(|op| batch::is_write(op) && op.status == 0) {
-        // Like arch/x86/kernel/msr.c: a raw MSR write takes the CPU out of
-        // spec; only a write that ran taints.
-        // SAFETY: `add_taint` may be called from process context.
-        unsafe { bindings::add_taint(bindings::TAINT_CPU_OUT_OF_SPEC, bindings::lockdep_ok_LOCKDEP_STILL_OK) };
-    }
+    taint_if_written(ops);
     let copied = write_ops(ptr, ops).is_ok();
     Ok(Ran { nr_failed, copied })
 }

@@ -43,6 +43,10 @@ pub(crate) const F_ALL: u32 = F_STOP_ON_ERROR;
 pub(crate) const OUT_RAN: u32 = 1 << 0;
 /// `MSRBATCH_PCE_F_THREAD`.
 pub(crate) const PCE_F_THREAD: usize = 1 << 0;
+/// `MSRBATCH_MAX_PREPARED`.
+pub(crate) const MAX_PREPARED: usize = 64;
+/// `MSRBATCH_PREPARED_STRIDE`.
+pub(crate) const PREPARED_STRIDE: usize = 2 << 20;
 /// `MSRBATCH_NO_INDEX`.
 pub(crate) const NO_INDEX: u32 = u32::MAX;
 
@@ -87,6 +91,35 @@ pub(crate) struct Info {
     pub(crate) reserved: [u64; 4],
 }
 
+/// `struct msrbatch_prepare`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct Prepare {
+    pub(crate) version: u32,
+    pub(crate) flags: u32,
+    pub(crate) nr_ops: u32,
+    pub(crate) handle: u32,
+    pub(crate) ops: u64,
+    pub(crate) mmap_offset: u64,
+    pub(crate) mmap_size: u64,
+    pub(crate) err_index: u32,
+    pub(crate) reserved: u32,
+}
+
+/// `struct msrbatch_result`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct OpResult {
+    pub(crate) status: i32,
+    pub(crate) reserved: u32,
+    pub(crate) val: [u64; 2],
+}
+
+// SAFETY: `Prepare` is `repr(C)`, integers only, no padding (checked below).
+unsafe impl FromBytes for Prepare {}
+// SAFETY: As above.
+unsafe impl AsBytes for Prepare {}
+
 // SAFETY: `Op` is `repr(C)`, made of integers only, with no padding (checked
 // below); every bit pattern is a valid value.
 unsafe impl FromBytes for Op {}
@@ -111,6 +144,9 @@ assert_layout!(Op, 48, (op, 0), (flags, 2), (cpu, 4), (reg, 8), (status, 12),
                (arg, 16), (val, 32));
 assert_layout!(Batch, 48, (version, 0), (flags, 4), (nr_ops, 8), (nr_failed, 12),
                (ops, 16), (err_index, 24), (out_flags, 28), (reserved, 32));
+assert_layout!(Prepare, 48, (version, 0), (flags, 4), (nr_ops, 8), (handle, 12), (ops, 16),
+               (mmap_offset, 24), (mmap_size, 32), (err_index, 40), (reserved, 44));
+assert_layout!(OpResult, 24, (status, 0), (reserved, 4), (val, 8));
 assert_layout!(Info, 64, (version, 0), (max_ops, 4), (max_delay_ns, 8),
                (max_cpu_delay_ns, 12), (ops_supported, 16), (flags_supported, 24),
                (max_cpu_busy_ns, 28), (reserved, 32));

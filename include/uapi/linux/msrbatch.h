@@ -131,6 +131,49 @@ struct msrbatch_info {
 	__u64 reserved[4];
 };
 
+/**
+ * struct msrbatch_prepare - argument of MSRBATCH_IOC_PREPARE (48 bytes)
+ * @version:     MSRBATCH_ABI_VERSION.
+ * @flags:       MSRBATCH_F_* batch flags; unknown bits must be 0.
+ * @nr_ops:      number of entries at @ops, 1..MSRBATCH_MAX_OPS.
+ * @handle:      out: the prepared batch's handle, for MSRBATCH_IOC_RUN and
+ *               MSRBATCH_IOC_UNPREPARE.
+ * @ops:         user address of struct msrbatch_op[@nr_ops]; read once.
+ * @mmap_offset: out: mmap() the descriptor at this offset to see the
+ *               results, struct msrbatch_result[@nr_ops].
+ * @mmap_size:   out: the size of that mapping (whole pages).
+ * @err_index:   out: when the ioctl fails validating an op, that op's index,
+ *               else MSRBATCH_NO_INDEX.
+ * @reserved:    must be 0.
+ */
+struct msrbatch_prepare {
+	__u32 version;
+	__u32 flags;
+	__u32 nr_ops;
+	__u32 handle;
+	__u64 ops;
+	__u64 mmap_offset;
+	__u64 mmap_size;
+	__u32 err_index;
+	__u32 reserved;
+};
+
+/**
+ * struct msrbatch_result - one op's outputs in a prepared batch's mapping (24 bytes)
+ * @status:   as struct msrbatch_op's, written by every run.
+ * @reserved: 0.
+ * @val:      as struct msrbatch_op's.
+ */
+struct msrbatch_result {
+	__s32 status;
+	__u32 reserved;
+	__u64 val[2];
+};
+
+/* Prepared batches a descriptor may hold at once; each mapping's stride. */
+#define MSRBATCH_MAX_PREPARED		64
+#define MSRBATCH_PREPARED_STRIDE	(2U << 20)
+
 #define MSRBATCH_IOC_MAGIC	0xB9
 
 #define MSRBATCH_IOC_INFO	_IOR(MSRBATCH_IOC_MAGIC, 0x00, struct msrbatch_info)
@@ -147,6 +190,17 @@ struct msrbatch_info {
  * made it, through any msrbatch descriptor. See Documentation/pce.md.
  */
 #define MSRBATCH_PCE_F_THREAD	(1U << 0)
+
+/*
+ * Prepared batches: PREPARE validates a batch once and keeps the kernel's
+ * own copy of its ops; RUN (argument: the handle) runs it again and again
+ * and returns the number of failed ops, writing every op's status and values
+ * into the results that the caller has mapped; UNPREPARE (argument: the
+ * handle) frees it. See Documentation/abi.md.
+ */
+#define MSRBATCH_IOC_PREPARE	_IOWR(MSRBATCH_IOC_MAGIC, 0x02, struct msrbatch_prepare)
+#define MSRBATCH_IOC_RUN	_IO(MSRBATCH_IOC_MAGIC, 0x03)
+#define MSRBATCH_IOC_UNPREPARE	_IO(MSRBATCH_IOC_MAGIC, 0x04)
 
 #define MSRBATCH_IOC_PCE_GRANT	_IO(MSRBATCH_IOC_MAGIC, 0x10)
 #define MSRBATCH_IOC_PCE_REVOKE	_IO(MSRBATCH_IOC_MAGIC, 0x11)

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Prepared batches: validated once, run many times, with the results in
+//! memory the caller maps from the device.
+//!
+//! `MSRBATCH_IOC_PREPARE` copies the ops in, validates and plans them as a
+//! plain batch would, and keeps that private copy: the caller cannot change
+//! an op after it was checked. The results live in `vmalloc_user()` memory,
+//! which `mmap()` of the descriptor at the batch's offset maps into the
+//! caller (`remap_vmalloc_range()`). `MSRBATCH_IOC_RUN` runs the private
+//! copy (its `status`/`val` fields are the run's scratch space), then
+//! publishes every op's status and values into the results, and returns the
+//! number of failed ops: no user memory is read or written by a run.
+//!
+//! Lifetimes: the file's table holds an `Arc` per handle; a run holds one
+//! too, so `UNPREPARE` or `close()` during a run frees the batch when the run
+//! ends. A mapping holds its own references to the result pages, so it stays
+//! valid (with the last results) after `UNPREPARE`, `close()` and `vfree()`.
+//! Mappings are not inherited across `fork()` (`VM_DONTCOPY`).
+
+use crate::batch::{self, Plan};
+use crate::uapi::{self, Op, OpResult};
+use core::ptr::NonNull;
+use kernel::{
+    new_mutex,
+    page::PAGE_SIZE,
+    prelude::*,
+    sync::{Arc, Mutex},
+};
+
+/// The results of one prepared batch: zeroed `vmalloc_user()` memory, whole
+/// pages, mappable with `remap_vmalloc_range()`.
+struct Results {
+    ptr: NonNull<OpResult>,
+    len: usize,
+    bytes: usize,
+}
+
+// SAFETY: `Results` owns its allocation; it is written only by runs, which
+// are serialised by `Prepared::ops`, and read by user space.
+unsafe impl Send for Results {}
+// SAFETY: As above.
+unsafe impl Sync for Results {}
+
+impl Results {
+    fn new(len: usize) -> Result<Self> {
+        let bytes = (len * size_of::<OpResult>()).next_multiple_of(PAGE_SIZE);
+        let ptr = crate::glue::results_alloc(bytes).ok_or(ENOMEM)?.cast::<OpResult>();
+        Ok(Results { ptr, len, bytes })
+    }
+
+    /// Publishes the outputs of `ops` (one per result).
+    fn publish(&self, ops: &[Op]) {
+        for (i, op) in ops.iter().enumerate().take(self.len) {
+            let r = OpResult {
+                status: op.status,
+                reserved: 0,
+                val: op.val,
+            };
+            // SAFETY: `i < len`, within the allocation. The memory is shared
+            // with user space, which may read (or scribble on) it at any time:
+            // a volatile write, never a reference.
+            unsafe { self.ptr.as_ptr().add(i).write_volatile(r) };
+        }
+    }
+}
+
+impl Drop for Results {
+    fn drop(&mut self) {
+        // SAFETY: Allocated in `new`, not used afterwards; user mappings keep
+        // their own references to the pages.
+        unsafe { crate::glue::results_free(self.ptr.cast()) };
+    }
+}
+
+/// One prepared batch.
+#[pin_data]
+pub(crate) struct Prepared {
+    /// The validated private copy of the ops; locked for the length of a run,
+    /// which uses their `status`/`val` as scratch space.
+    #[pin]
+    ops: Mutex<KVVec<Op>>,
+    plan: Plan,
+    stop_on_error: bool,
+    results: Results,
+}
+
+impl Prepared {
+    /// Prepares `ops`, already validated and planned as `plan`.
+    pub(crate) fn new(ops: KVVec<Op>, plan: Plan, stop_on_error: bool) -> Result<Arc<Self>> {
+        let results = Results::new(ops.len())?;
+        Arc::pin_init(
+            pin_init!(Prepared {
+                ops <- new_mutex!(ops),
+                plan,
+                stop_on_error,
+                results,
+            }),
+            GFP_KERNEL_ACCOUNT,
+        )
+    }
+
+    /// Bytes of the results mapping.
+    pub(crate) fn mmap_size(&self) -> usize {
+        self.results.bytes
+    }
+
+    /// Runs the batch; `check_writes` decides, at each run, whether its
+    /// writes (if any) are still allowed. Returns the number of failed ops.
+    pub(crate) fn run(
+        &self,
+        check_writes: impl FnOnce(&[Op], &Plan) -> Result<(), batch::Rejected>,
+    ) -> Result<u32> {
+        let mut ops = self.ops.lock();
+        check_writes(&ops, &self.plan).map_err(|r| r.err)?;
+        // SAFETY: The ops were validated when prepared and are the kernel's
+        // own copy; `check_writes` allowed the writes now.
+        let nr_failed = unsafe { batch::execute(&mut ops, &self.plan, self.stop_on_error) }.map_err(|r| r.err)?;
+        if self.plan.has_writes() {
+            crate::taint_if_written(&ops);
+        }
+        self.results.publish(&ops);
+        Ok(nr_failed)
+    }
+
+    /// Maps the results into `vma`, which must not be larger than they are.
+    pub(crate) fn mmap(&self, vma: &kernel::mm::virt::VmaNew) -> Result {
+        if vma.end() - vma.start() > self.results.bytes {
+            return Err(EINVAL);
+        }
+        vma.set_dontcopy();
+        // SAFETY: `vma` is being set up by `mmap()`; the results are an area
+        // from `results_alloc` of `bytes` bytes, no smaller than `vma`, alive
+        // while `self` is.
+        unsafe { crate::glue::results_mmap(vma.as_ptr(), self.results.ptr.cast()) }
+    }
+}
+
+/// A file's prepared batches, by handle.
+pub(crate) struct Table(KVec<Option<Arc<Prepared>>>);
+
+impl Table {
+    pub(crate) const fn new() -> Self {
+        Table(KVec::new())
+    }
+
+    /// Stores `p` under the lowest free handle (`ENOSPC` when the file holds
+    /// `MSRBATCH_MAX_PREPARED` already).
+    pub(crate) fn insert(&mut self, p: Arc<Prepared>) -> Result<u32> {
+        if let Some(i) = self.0.iter().position(Option::is_none) {
+            self.0[i] = Some(p);
+            return Ok(i as u32);
+        }
+        if self.0.len() >= uapi::MAX_PREPARED {
+            return Err(ENOSPC);
+        }
+        self.0.push(Some(p), GFP_KERNEL_ACCOUNT)?;
+        Ok((self.0.len() - 1) as u32)
+    }
+
+    /// The batch under `handle` (`ENOENT` if none).
+    pub(crate) fn get(&self, handle: usize) -> Result<Arc<Prepared>> {
+        self.0.get(handle).and_then(Option::clone).ok_or(ENOENT)
+    }
+
+    /// Removes the batch under `handle` (`ENOENT` if none).
+    pub(crate) fn remove(&mut self, handle: usize) -> Result<Arc<Prepared>> {
+        self.0.get_mut(handle).and_then(Option::take).ok_or(ENOENT)
+    }
+}
+
+/// The handle whose results a mapping at page offset `pgoff` shows.
+pub(crate) fn handle_of(pgoff: usize) -> Result<usize> {
+    let stride = uapi::PREPARED_STRIDE / PAGE_SIZE;
+    if pgoff % stride != 0 {
+        return Err(EINVAL);
+    }
+    Ok(pgoff / stride)
+}
+
+/// The mmap offset of `handle`'s results.
+pub(crate) fn mmap_offset(handle: u32) -> u64 {
+    u64::from(handle) * uapi::PREPARED_STRIDE as u64
+}
