@@ -368,18 +368,21 @@ unsafe fn run_sequence<'a>(
     busy_tsc: u64,
     uniform: Option<u16>,
 ) -> u32 {
-    // SAFETY (all four): By the function's requirements; the closures
-    // pass the code each op has.
     match uniform {
+        // SAFETY: By the function's requirements, every op is an RDMSR.
         Some(opcode::RDMSR) => unsafe {
             run_loop(ops, stop_on_error, busy_tsc, |op| run_op(opcode::RDMSR, op))
         },
+        // SAFETY: By the function's requirements, every op is an RDPMC.
         Some(opcode::RDPMC) => unsafe {
             run_loop(ops, stop_on_error, busy_tsc, |op| run_op(opcode::RDPMC, op))
         },
+        // SAFETY: By the function's requirements, every op is an RDTSC.
         Some(opcode::RDTSC) => unsafe {
             run_loop(ops, stop_on_error, busy_tsc, |op| run_op(opcode::RDTSC, op))
         },
+        // SAFETY: Each op runs as its own code; its writes are allowed by the
+        // function's requirements.
         _ => unsafe { run_loop(ops, stop_on_error, busy_tsc, |op| run_op(op.op, op)) },
     }
 }

@@ -3,7 +3,7 @@
 //! The Rust side of `glue.c`: declarations of its functions and safe
 //! wrappers where a call has no precondition.
 
-use core::ffi::{c_char, c_int};
+use core::ffi::c_int;
 use kernel::{bindings, prelude::*};
 
 extern "C" {
@@ -15,7 +15,7 @@ extern "C" {
     fn msrbatch_xen_pv() -> bool;
     fn msrbatch_current_is_dead() -> bool;
     fn msrbatch_ns_to_tsc(ns: u64) -> u64;
-    fn msrbatch_log_refused_grant(why: *const c_char);
+    fn msrbatch_log_refused_grant(why: *const kernel::ffi::c_char);
     fn msrbatch_results_alloc(bytes: core::ffi::c_ulong) -> *mut core::ffi::c_void;
     fn msrbatch_results_free(addr: *mut core::ffi::c_void);
     // `struct vm_area_struct *`, passed opaque (Rust sees it as not FFI-safe).
@@ -131,7 +131,7 @@ pub(crate) fn ns_to_tsc(ns: u64) -> u64 {
 /// Logs (rate-limited) why a PCE grant was refused.
 pub(crate) fn log_refused_grant(why: &'static core::ffi::CStr) {
     // SAFETY: `why` is a NUL-terminated string.
-    unsafe { msrbatch_log_refused_grant(why.as_ptr()) }
+    unsafe { msrbatch_log_refused_grant(why.as_char_ptr()) }
 }
 
 /// Zeroed, page-aligned memory that [`results_mmap`] can map into user

@@ -8,8 +8,9 @@
 //! the instruction after it with an error register set, instead of an oops.
 //!
 //! The entry is three `.long`s: the faulting instruction and the fixup address,
-//! both relative to the entry, and `EX_TYPE_IMM_REG | r8 << 8 | -EIO << 16`:
-//! the kernel's fixup handler stores the immediate (-EIO) into r8 and jumps to
+//! both relative to the entry, and `EX_TYPE_IMM_REG | r8 << 8 | -EIO << 16`
+//! (evaluated from the kernel's headers at build time, `kconsts.c`): the
+//! kernel's fixup handler stores the immediate (-EIO) into r8 and jumps to
 //! the fixup label (`arch/x86/include/asm/extable_fixup_types.h`,
 //! `arch/x86/mm/extable.c`). Outputs of a faulted instruction are not
 //! meaningful and are discarded by the callers.
@@ -23,14 +24,9 @@ pub(crate) struct Fault;
 /// Result of one instruction.
 pub(crate) type InsnResult<T> = core::result::Result<T, Fault>;
 
-/// `EX_TYPE_IMM_REG` from `extable_fixup_types.h`.
-const EX_TYPE_IMM_REG: u32 = 17;
-/// Register number of r8 in `pt_regs` order (ax=0, cx=1, dx=2, ... r8=8).
-const EX_REG_R8: u32 = 8;
-/// The value the fixup stores into r8: -EIO as a 16-bit immediate.
-const EX_IMM_EIO: u32 = (-(kernel::bindings::EIO as i32) as u32) & 0xffff;
-/// The `data` word of the exception table entry.
-const EX_DATA: u32 = EX_TYPE_IMM_REG | (EX_REG_R8 << 8) | (EX_IMM_EIO << 16);
+/// The `data` word of the exception table entry: `EX_TYPE_IMM_REG`, r8,
+/// -EIO, computed from the kernel's `extable_fixup_types.h` (`kconsts.c`).
+const EX_DATA: i64 = crate::generated::EX_DATA_IMM_REG_R8_EIO;
 
 /// Runs `$insn` with an exception table entry; r8 is 0 afterwards, or -EIO
 /// when the instruction faulted.

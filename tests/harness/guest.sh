@@ -40,6 +40,8 @@ guest_module() {
 	rm -rf "$mod"
 	mkdir -p "$mod/rust"
 	cp "$MSRB_TOP/rust/Kbuild" "$MSRB_TOP"/rust/*.rs "$MSRB_TOP"/rust/*.[ch] "$mod/rust/"
+	rm -f "$mod/rust/generated.rs"
+	cp "$MSRB_TOP/Cargo.toml" "$mod/"	# the version's one source
 	echo 'obj-m += rust/' >"$mod/Kbuild"
 	make -s -C "$KBUILD" M="$mod" LLVM="$LLVM" RUSTC="$RUSTC" BINDGEN="$BINDGEN" modules >&2 || return
 	local hash key="$KBUILD/certs/signing_key.pem" cert="$KBUILD/certs/signing_key.x509"
