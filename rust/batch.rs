@@ -22,6 +22,7 @@
 use crate::insn;
 use crate::uapi::{self, opcode, Batch, Op};
 use core::ffi::c_void;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::{
     bindings,
     cpu::{nr_cpu_ids, CpuId},
@@ -86,8 +87,9 @@ pub(crate) fn check_header(b: &Batch) -> Result<(), Rejected> {
     if b.version != uapi::ABI_VERSION {
         return Err(EPROTONOSUPPORT.into());
     }
-    // `nr_failed`, `err_index` and `out_flags` are outputs: ignored here.
-    if b.flags & !uapi::F_ALL != 0 || b.reserved != [0, 0] {
+    // `nr_failed`, `err_index`, `out_flags` and `start_spread` are outputs:
+    // ignored here.
+    if b.flags & !uapi::F_ALL != 0 || b.reserved0 != 0 {
         return Err(EINVAL.into());
     }
     if b.nr_ops == 0 {
@@ -169,6 +171,8 @@ pub(crate) struct Plan {
     pub(crate) nr_writes: u32,
     /// The code of every op, if they all have the same.
     pub(crate) uniform: Option<u16>,
+    /// The batch's `MSRBATCH_F_*` flags.
+    pub(crate) flags: u32,
 }
 
 impl Plan {
@@ -183,9 +187,11 @@ impl Plan {
     /// for a batch that spans several CPUs.
     pub(crate) fn new(
         ops: &[Op],
+        flags: u32,
         nr_cpus: u32,
         possible: impl Fn(u32) -> bool,
     ) -> Result<Plan, Rejected> {
+        let stamps = flags & uapi::F_TIMESTAMPS != 0;
         let first_cpu = ops.first().map_or(0, |op| op.cpu);
         let first_code = ops.first().map_or(0, |op| op.op);
         let mut uniform = true;
@@ -201,6 +207,10 @@ impl Plan {
         let mut known_cpu = None;
         for (i, op) in ops.iter().enumerate() {
             check_op(op).map_err(|e| Rejected::at(e, i))?;
+            // A timestamp goes into val[1]: not for the ops that return one.
+            if stamps && matches!(op.op, opcode::RDTSCP | opcode::CPUID | opcode::RMWMSR) {
+                return Err(Rejected::at(EINVAL, i));
+            }
             if known_cpu != Some(op.cpu) {
                 if op.cpu >= nr_cpus || !possible(op.cpu) {
                     return Err(Rejected::at(ENODEV, i));
@@ -245,6 +255,7 @@ impl Plan {
             first_write,
             nr_writes,
             uniform: uniform.then_some(first_code),
+            flags,
         })
     }
 
@@ -281,18 +292,85 @@ impl Plan {
     }
 }
 
+/// How every CPU runs its ops.
+#[derive(Clone, Copy)]
+struct Mode {
+    stop_on_error: bool,
+    /// `MSRBATCH_F_TIMESTAMPS`.
+    stamps: bool,
+    /// `MSRBATCH_MAX_CPU_BUSY_NS` in TSC ticks.
+    busy_tsc: u64,
+    /// The code of every op, if they share one.
+    uniform: Option<u16>,
+}
+
+impl Mode {
+    fn of(plan: &Plan) -> Self {
+        Mode {
+            stop_on_error: plan.flags & uapi::F_STOP_ON_ERROR != 0,
+            stamps: plan.flags & uapi::F_TIMESTAMPS != 0,
+            busy_tsc: crate::glue::ns_to_tsc(uapi::MAX_CPU_BUSY_NS),
+            uniform: plan.uniform,
+        }
+    }
+}
+
+/// The rendezvous of a `MSRBATCH_F_SYNC_START` batch: every CPU arrives, the
+/// last to arrive says go; a CPU that waits longer than the timeout calls the
+/// batch off. One atomic state decides, so all CPUs agree: all run, or none.
+struct Rendezvous {
+    arrived: AtomicU32,
+    /// `WAITING`, `GO` or `ABORT`.
+    state: AtomicU32,
+    expected: u32,
+    timeout_tsc: u64,
+}
+
+const WAITING: u32 = 0;
+const GO: u32 = 1;
+const ABORT: u32 = 2;
+
+impl Rendezvous {
+    fn new(expected: u32) -> Self {
+        Rendezvous {
+            arrived: AtomicU32::new(0),
+            state: AtomicU32::new(WAITING),
+            expected,
+            timeout_tsc: crate::glue::ns_to_tsc(uapi::SYNC_TIMEOUT_NS),
+        }
+    }
+
+    /// Arrives and waits (interrupts off); whether to run.
+    fn wait(&self) -> bool {
+        let t0 = insn::rdtsc().unwrap_or(0);
+        if self.arrived.fetch_add(1, Ordering::AcqRel).wrapping_add(1) == self.expected {
+            let _ = self.state.compare_exchange(WAITING, GO, Ordering::AcqRel, Ordering::Acquire);
+        }
+        loop {
+            match self.state.load(Ordering::Acquire) {
+                GO => return true,
+                ABORT => return false,
+                _ => {}
+            }
+            if insn::rdtsc().unwrap_or(t0).wrapping_sub(t0) > self.timeout_tsc {
+                let _ = self.state.compare_exchange(WAITING, ABORT, Ordering::AcqRel, Ordering::Acquire);
+            }
+            core::hint::spin_loop();
+        }
+    }
+}
+
 /// What every CPU of one batch reads: shared, read-only, except for the ops,
-/// which each CPU writes only at its own indices.
+/// which each CPU writes only at its own indices, and its own start stamp.
 struct Shared<'a> {
     ops: *mut Op,
     nr_ops: usize,
     order: &'a [u32],
     runs: &'a [CpuRun],
-    stop_on_error: bool,
-    /// `MSRBATCH_MAX_CPU_BUSY_NS` in TSC ticks.
-    busy_tsc: u64,
-    /// The code of every op, if they share one.
-    uniform: Option<u16>,
+    mode: Mode,
+    /// Each run's start TSC, by run index.
+    starts: &'a [AtomicU64],
+    sync: Option<&'a Rendezvous>,
 }
 
 /// Runs one op on the current CPU as op `code` (its own code, or the same
@@ -353,37 +431,36 @@ unsafe fn run_op(code: u16, op: &mut Op) -> i32 {
 const BUSY_CHECK_EVERY: u32 = 16;
 
 /// Runs the ops of one CPU in order. `ops` yields each of them once. Ops not
-/// started within `busy_tsc` ticks of the start get `-ETIME`. Returns the
-/// number of ops whose status is not 0. `uniform` is the op code of every
-/// op of the batch, if they share one: the hot read ops then run in a loop
-/// specialised to that code, without the dispatch.
+/// started within `mode.busy_tsc` ticks of the start get `-ETIME`. Returns the
+/// number of ops whose status is not 0. Where every op has the same code, the
+/// hot read ops run in a loop specialised to that code, without the dispatch.
 ///
 /// # Safety
 ///
-/// Every write among `ops` is allowed (see [`insn::wrmsr`]); `uniform`, if
-/// given, is the code of every op.
-unsafe fn run_sequence<'a>(
-    ops: impl Iterator<Item = &'a mut Op>,
-    stop_on_error: bool,
-    busy_tsc: u64,
-    uniform: Option<u16>,
-) -> u32 {
-    match uniform {
-        // SAFETY: By the function's requirements, every op is an RDMSR.
-        Some(opcode::RDMSR) => unsafe {
-            run_loop(ops, stop_on_error, busy_tsc, |op| run_op(opcode::RDMSR, op))
-        },
-        // SAFETY: By the function's requirements, every op is an RDPMC.
-        Some(opcode::RDPMC) => unsafe {
-            run_loop(ops, stop_on_error, busy_tsc, |op| run_op(opcode::RDPMC, op))
-        },
-        // SAFETY: By the function's requirements, every op is an RDTSC.
-        Some(opcode::RDTSC) => unsafe {
-            run_loop(ops, stop_on_error, busy_tsc, |op| run_op(opcode::RDTSC, op))
-        },
+/// Every write among `ops` is allowed (see [`insn::wrmsr`]); `mode.uniform`,
+/// if given, is the code of every op.
+unsafe fn run_sequence<'a>(ops: impl Iterator<Item = &'a mut Op>, mode: Mode) -> u32 {
+    let (stop, busy) = (mode.stop_on_error, mode.busy_tsc);
+    match mode.uniform {
+        // Timestamps cost a TSC read per op: not in the hot loops.
         // SAFETY: Each op runs as its own code; its writes are allowed by the
         // function's requirements.
-        _ => unsafe { run_loop(ops, stop_on_error, busy_tsc, |op| run_op(op.op, op)) },
+        _ if mode.stamps => unsafe {
+            run_loop(ops, stop, busy, |op| {
+                let status = run_op(op.op, op);
+                op.val[1] = insn::rdtsc().unwrap_or(0);
+                status
+            })
+        },
+        // SAFETY: By the function's requirements, every op is an RDMSR.
+        Some(opcode::RDMSR) => unsafe { run_loop(ops, stop, busy, |op| run_op(opcode::RDMSR, op)) },
+        // SAFETY: By the function's requirements, every op is an RDPMC.
+        Some(opcode::RDPMC) => unsafe { run_loop(ops, stop, busy, |op| run_op(opcode::RDPMC, op)) },
+        // SAFETY: By the function's requirements, every op is an RDTSC.
+        Some(opcode::RDTSC) => unsafe { run_loop(ops, stop, busy, |op| run_op(opcode::RDTSC, op)) },
+        // SAFETY: Each op runs as its own code; its writes are allowed by the
+        // function's requirements.
+        _ => unsafe { run_loop(ops, stop, busy, |op| run_op(op.op, op)) },
     }
 }
 
@@ -438,10 +515,7 @@ unsafe fn run_loop<'a>(
 struct OneCpu {
     ops: *mut Op,
     nr_ops: usize,
-    stop_on_error: bool,
-    busy_tsc: u64,
-    /// The code of every op, if they share one.
-    uniform: Option<u16>,
+    mode: Mode,
     /// Out: failed ops.
     nr_failed: u32,
 }
@@ -460,7 +534,7 @@ unsafe extern "C" fn run_one_cpu(info: *mut c_void) {
     // else touches until the cross-call returns.
     let ops = unsafe { core::slice::from_raw_parts_mut(job.ops, job.nr_ops) };
     // SAFETY: By the function's requirements, the writes are allowed.
-    job.nr_failed = unsafe { run_sequence(ops.iter_mut(), job.stop_on_error, job.busy_tsc, job.uniform) };
+    job.nr_failed = unsafe { run_sequence(ops.iter_mut(), job.mode) };
 }
 
 /// The cross-call: runs the current CPU's share of the batch.
@@ -491,8 +565,17 @@ unsafe extern "C" fn run_on_this_cpu(info: *mut c_void) {
         // so no other reference to this op exists while we hold this one.
         (i < shared.nr_ops).then(|| unsafe { &mut *shared.ops.add(i) })
     });
+    if let Some(rv) = shared.sync {
+        if !rv.wait() {
+            // Called off: nothing runs here, nor on any other CPU.
+            return;
+        }
+    }
+    if let Some(start) = shared.starts.get(pos) {
+        start.store(insn::rdtsc().unwrap_or(0), Ordering::Relaxed);
+    }
     // SAFETY: By the function's requirements, the writes are allowed.
-    unsafe { run_sequence(ops, shared.stop_on_error, shared.busy_tsc, shared.uniform) };
+    unsafe { run_sequence(ops, shared.mode) };
 }
 
 /// Holds the CPU hotplug read lock: no CPU goes on- or offline meanwhile.
@@ -527,26 +610,35 @@ fn cpu_online(cpu: CpuId) -> bool {
 }
 
 /// Validates and groups `ops` for this machine.
-pub(crate) fn plan(ops: &[Op]) -> Result<Plan, Rejected> {
-    Plan::new(ops, nr_cpu_ids(), cpu_possible)
+pub(crate) fn plan(ops: &[Op], flags: u32) -> Result<Plan, Rejected> {
+    Plan::new(ops, flags, nr_cpu_ids(), cpu_possible)
+}
+
+/// What a batch's execution reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Executed {
+    /// Ops whose status is not 0.
+    pub(crate) nr_failed: u32,
+    /// TSC ticks between the first and the last CPU starting (0 on one CPU).
+    pub(crate) start_spread: u64,
 }
 
 /// Runs a validated batch: one cross-call to all target CPUs at once, which run
 /// concurrently, each its own ops in array order with interrupts off. Every op
-/// gets a status. Returns the number of ops whose status is not 0.
+/// gets a status.
 ///
 /// # Safety
 ///
 /// If the batch writes MSRs, the caller has decided that the writes are
 /// allowed (see [`insn::wrmsr`]).
-pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan, stop_on_error: bool) -> Result<u32, Rejected> {
-    let busy_tsc = crate::glue::ns_to_tsc(uapi::MAX_CPU_BUSY_NS);
+pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan) -> Result<Executed, Rejected> {
+    let mode = Mode::of(plan);
     match &plan.targets {
         // SAFETY: By our own requirements.
-        Targets::One(cpu) => unsafe { execute_one(ops, *cpu, stop_on_error, busy_tsc, plan.uniform) },
+        Targets::One(cpu) => unsafe { execute_one(ops, *cpu, mode) },
         // SAFETY: By our own requirements.
         Targets::Many { order, runs } => unsafe {
-            execute_many(ops, order, runs, stop_on_error, busy_tsc, plan.uniform)
+            execute_many(ops, order, runs, mode, plan.flags & uapi::F_SYNC_START != 0)
         },
     }
 }
@@ -554,27 +646,21 @@ pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan, stop_on_error: bool) -
 /// Runs a batch whose ops are all on `cpu`: directly, with interrupts off,
 /// when that is the calling CPU; otherwise with one
 /// `smp_call_function_single()`, which fails with `-ENXIO`, running nothing,
-/// when the CPU is offline. So no hotplug lock is needed.
+/// when the CPU is offline. So no hotplug lock is needed. (A synchronised
+/// start of one CPU is just a start.)
 ///
 /// # Safety
 ///
 /// As [`execute`].
-unsafe fn execute_one(
-    ops: &mut [Op],
-    cpu: u32,
-    stop_on_error: bool,
-    busy_tsc: u64,
-    uniform: Option<u16>,
-) -> Result<u32, Rejected> {
+unsafe fn execute_one(ops: &mut [Op], cpu: u32, mode: Mode) -> Result<Executed, Rejected> {
     let mut job = OneCpu {
         ops: ops.as_mut_ptr(),
         nr_ops: ops.len(),
-        stop_on_error,
-        busy_tsc,
-        uniform,
+        mode,
         nr_failed: 0,
     };
     let info = (&raw mut job).cast::<c_void>();
+    let done = |nr_failed| Executed { nr_failed, start_spread: 0 };
     {
         // With interrupts off we stay on this CPU, as a cross-call would run.
         let _irq = local_interrupt_disable();
@@ -583,7 +669,7 @@ unsafe fn execute_one(
             // touch meanwhile; we run on `cpu` with interrupts off; the writes
             // are allowed by our own requirements.
             unsafe { run_one_cpu(info) };
-            return Ok(job.nr_failed);
+            return Ok(done(job.nr_failed));
         }
     }
     let cpu = i32::try_from(cpu).map_err(|_| ENODEV)?;
@@ -594,11 +680,13 @@ unsafe fn execute_one(
     if r != 0 {
         return Err(Rejected { err: ENXIO, index: 0 });
     }
-    Ok(job.nr_failed)
+    Ok(done(job.nr_failed))
 }
 
 /// Runs a batch on several CPUs: one cross-call to all of them at once, with
-/// the hotplug lock held so that every CPU checked online runs its share.
+/// the hotplug lock held so that every CPU checked online runs its share;
+/// with `sync`, through a [`Rendezvous`] (`ETIMEDOUT` when it was called off:
+/// nothing ran).
 ///
 /// # Safety
 ///
@@ -607,14 +695,18 @@ unsafe fn execute_many(
     ops: &mut [Op],
     order: &[u32],
     runs: &[CpuRun],
-    stop_on_error: bool,
-    busy_tsc: u64,
-    uniform: Option<u16>,
-) -> Result<u32, Rejected> {
+    mode: Mode,
+    sync: bool,
+) -> Result<Executed, Rejected> {
     let mut mask = CpumaskVar::new_zero(GFP_KERNEL_ACCOUNT)?;
     for run in runs {
         mask.set(CpuId::from_u32(run.cpu).ok_or(ENODEV)?);
     }
+    let mut starts = KVVec::with_capacity(runs.len(), GFP_KERNEL_ACCOUNT)?;
+    for _ in runs {
+        starts.push(AtomicU64::new(0), GFP_KERNEL_ACCOUNT)?;
+    }
+    let rendezvous = Rendezvous::new(runs.len() as u32);
 
     let _hotplug = CpusReadGuard::new();
     for run in runs {
@@ -634,9 +726,9 @@ unsafe fn execute_many(
         nr_ops: ops.len(),
         order,
         runs,
-        stop_on_error,
-        busy_tsc,
-        uniform,
+        mode,
+        starts: &starts,
+        sync: sync.then_some(&rendezvous),
     };
     // SAFETY: `run_on_this_cpu` gets a `Shared` that lives until this call
     // returns (`wait` is true). `Plan::group` put every index below
@@ -652,7 +744,18 @@ unsafe fn execute_many(
             mask.as_raw(),
         )
     };
-    Ok(ops.iter().filter(|op| op.status != 0).count() as u32)
+    if sync && rendezvous.state.load(Ordering::Acquire) != GO {
+        return Err(ETIMEDOUT.into());
+    }
+    let (mut first, mut last) = (u64::MAX, 0u64);
+    for t in starts.iter().map(|t| t.load(Ordering::Relaxed)) {
+        first = first.min(t);
+        last = last.max(t);
+    }
+    Ok(Executed {
+        nr_failed: ops.iter().filter(|op| op.status != 0).count() as u32,
+        start_spread: last.saturating_sub(first),
+    })
 }
 
 #[kunit_tests(msrbatch_batch)]
@@ -683,14 +786,14 @@ mod tests {
         assert_eq!(check_header(&header(1)), Ok(()));
         assert_eq!(check_header(&header(uapi::MAX_OPS)), Ok(()));
         // Outputs left over from an earlier run are ignored.
-        let reused = Batch { nr_failed: 3, err_index: 7, out_flags: uapi::OUT_RAN, ..header(1) };
+        let reused =
+            Batch { nr_failed: 3, err_index: 7, out_flags: uapi::OUT_RAN, start_spread: 9, ..header(1) };
         assert_eq!(check_header(&reused), Ok(()));
         let bad = [
             (Batch { version: 0, ..header(1) }, EPROTONOSUPPORT),
             (Batch { version: 2, ..header(1) }, EPROTONOSUPPORT),
-            (Batch { flags: 1 << 1, ..header(1) }, EINVAL),
-            (Batch { reserved: [1, 0], ..header(1) }, EINVAL),
-            (Batch { reserved: [0, 1], ..header(1) }, EINVAL),
+            (Batch { reserved0: 1, ..header(1) }, EINVAL),
+            (Batch { flags: 1 << 3, ..header(1) }, EINVAL),
             (header(0), EINVAL),
             (header(uapi::MAX_OPS + 1), E2BIG),
             (Batch { ops: 0, ..header(1) }, EFAULT),
@@ -743,7 +846,7 @@ mod tests {
         for &c in &cpus {
             ops.push(op(opcode::RDTSC, c, 0, [0, 0]), GFP_KERNEL)?;
         }
-        let p = Plan::new(&ops, 4, |_| true).map_err(|r| r.err)?;
+        let p = Plan::new(&ops, 0, 4, |_| true).map_err(|r| r.err)?;
         let Targets::Many { order, runs } = &p.targets else {
             panic!("three CPUs planned as one");
         };
@@ -759,11 +862,38 @@ mod tests {
         assert!(!p.has_writes());
         // All on one CPU: no grouping.
         let same = [ops[0], ops[2], ops[5]];
-        let p = Plan::new(&same, 4, |_| true).map_err(|r| r.err)?;
+        let p = Plan::new(&same, 0, 4, |_| true).map_err(|r| r.err)?;
         assert!(matches!(p.targets, Targets::One(2)));
         let w = [ops[0], op(opcode::WRMSR, 1, 0x10, [1, 0]), op(opcode::RMWMSR, 0, 0x10, [1, 1])];
-        let p = Plan::new(&w, 4, |_| true).map_err(|r| r.err)?;
+        let p = Plan::new(&w, 0, 4, |_| true).map_err(|r| r.err)?;
         assert_eq!((p.first_write, p.nr_writes), (Some(1), 2));
+        Ok(())
+    }
+
+    #[test]
+    fn rendezvous_all_or_none() -> Result {
+        // The last of the expected CPUs to arrive says go.
+        let rv = Rendezvous::new(1);
+        assert!(rv.wait());
+        // One of two never arrives: the other times out and calls it off,
+        // and a latecomer does not run either.
+        let mut rv = Rendezvous::new(2);
+        rv.timeout_tsc = 1000;
+        assert!(!rv.wait());
+        assert_eq!(rv.state.load(Ordering::Relaxed), ABORT);
+        assert!(!rv.wait());
+        Ok(())
+    }
+
+    #[test]
+    fn timestamps_need_a_free_val1() -> Result {
+        let ok = op(opcode::RDMSR, 0, 0x10, [0, 0]);
+        for (code, reg) in [(opcode::RDTSCP, 0), (opcode::CPUID, 7), (opcode::RMWMSR, 0x10)] {
+            let ops = [ok, op(code, 0, reg, [0, 0])];
+            let r = Plan::new(&ops, uapi::F_TIMESTAMPS, 4, |_| true).err();
+            assert_eq!(r, Some(Rejected { err: EINVAL, index: 1 }));
+            assert!(Plan::new(&ops, 0, 4, |_| true).is_ok());
+        }
         Ok(())
     }
 
@@ -776,7 +906,7 @@ mod tests {
             ([ok, op(99, 0, 0, [0, 0])], EOPNOTSUPP, 1),
         ];
         for (ops, err, index) in cases {
-            let r = Plan::new(&ops, 4, |cpu| cpu != 3).err();
+            let r = Plan::new(&ops, 0, 4, |cpu| cpu != 3).err();
             assert_eq!(r, Some(Rejected { err, index }));
         }
         // The per-CPU delay budget counts each CPU separately.
@@ -786,19 +916,19 @@ mod tests {
             ops.push(d(0), GFP_KERNEL)?;
             ops.push(d(1), GFP_KERNEL)?;
         }
-        assert!(Plan::new(&ops, 2, |_| true).is_ok());
+        assert!(Plan::new(&ops, 0, 2, |_| true).is_ok());
         ops.push(d(1), GFP_KERNEL)?;
-        let r = Plan::new(&ops, 2, |_| true).err();
+        let r = Plan::new(&ops, 0, 2, |_| true).err();
         assert_eq!(r, Some(Rejected { err: ERANGE, index: ops.len() as u32 - 1 }));
         Ok(())
     }
 
     /// Runs `ops` (no writes) on the current CPU through the real cross-call path.
     fn run_here(ops: &mut [Op], stop: bool) -> Result<u32, Rejected> {
-        let p = plan(ops)?;
+        let p = plan(ops, if stop { uapi::F_STOP_ON_ERROR } else { 0 })?;
         assert!(!p.has_writes());
         // SAFETY: The batch does not write.
-        unsafe { execute(ops, &p, stop) }
+        unsafe { execute(ops, &p) }.map(|e| e.nr_failed)
     }
 
     #[test]
@@ -829,11 +959,12 @@ mod tests {
     #[test]
     fn busy_budget_stops_the_sequence() -> Result {
         let mut ops = [op(opcode::RDTSC, 0, 0, [0, 0]); 40];
+        let mode = |busy_tsc, uniform| Mode { stop_on_error: false, stamps: false, busy_tsc, uniform };
         // SAFETY: No op writes.
-        let failed = unsafe { run_sequence(ops.iter_mut(), false, 0, None) };
+        let failed = unsafe { run_sequence(ops.iter_mut(), mode(0, None)) };
         assert!(failed == 40 && ops.iter().all(|o| o.status == status::ETIME && o.val == [0, 0]));
         // SAFETY: No op writes.
-        let failed = unsafe { run_sequence(ops.iter_mut(), false, u64::MAX, Some(opcode::RDTSC)) };
+        let failed = unsafe { run_sequence(ops.iter_mut(), mode(u64::MAX, Some(opcode::RDTSC))) };
         assert!(failed == 0 && ops.iter().all(|o| o.status == 0 && o.val[0] != 0));
         Ok(())
     }

@@ -35,6 +35,7 @@ mod insn;
 #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
 mod pce;
 mod prepared;
+mod restore;
 mod uapi;
 
 use uapi::{Batch, Info, Op};
@@ -45,6 +46,8 @@ const IOC_BATCH: u32 = _IOWR::<Batch>(MAGIC, 0x01);
 const IOC_PREPARE: u32 = _IOWR::<uapi::Prepare>(MAGIC, 0x02);
 const IOC_RUN: u32 = _IO(MAGIC, 0x03);
 const IOC_UNPREPARE: u32 = _IO(MAGIC, 0x04);
+const IOC_RESTORE_ON_CLOSE: u32 = _IO(MAGIC, 0x05);
+const IOC_RESTORE_NOW: u32 = _IO(MAGIC, 0x06);
 const IOC_PCE_GRANT: u32 = _IO(MAGIC, 0x10);
 const IOC_PCE_REVOKE: u32 = _IO(MAGIC, 0x11);
 
@@ -117,12 +120,17 @@ impl Drop for Globals {
     }
 }
 
-/// Per-open state: the file's prepared batches. (PCE grants record the
-/// `struct file` that made them, see [`file_id`].)
+/// Per-open state: the file's prepared batches and, once asked for, its
+/// restore log. (PCE grants record the `struct file` that made them, see
+/// [`file_id`].)
 #[pin_data]
 struct MsrBatchFile {
     #[pin]
     prepared: Mutex<prepared::Table>,
+    /// `Some` after `MSRBATCH_IOC_RESTORE_ON_CLOSE`; held while a batch that
+    /// writes runs, so the log and the writes stay in step.
+    #[pin]
+    restore: Mutex<Option<restore::RestoreLog>>,
 }
 
 /// An open file's identity while it is open, as file-bound grants record it.
@@ -159,6 +167,7 @@ impl MiscDevice for MsrBatchFile {
         KBox::try_pin_init(
             try_pin_init!(MsrBatchFile {
                 prepared <- new_mutex!(prepared::Table::new()),
+                restore <- new_mutex!(None),
             }),
             GFP_KERNEL_ACCOUNT,
         )
@@ -167,6 +176,9 @@ impl MiscDevice for MsrBatchFile {
     fn release(this: Pin<KBox<Self>>, file: &File) {
         #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
         pce::release_file(file_id(file));
+        if let Some(log) = Option::as_mut(&mut *this.restore.lock()) {
+            log.restore();
+        }
         drop(this);
     }
 
@@ -174,10 +186,17 @@ impl MiscDevice for MsrBatchFile {
         let access = Access::of(file);
         match cmd {
             IOC_INFO => info(arg),
-            IOC_BATCH => run_batch(arg, access),
+            IOC_BATCH => run_batch(&this, arg, access),
             IOC_PREPARE => this.prepare(arg, access),
             IOC_RUN => this.run_prepared(arg, access),
             IOC_UNPREPARE => this.prepared.lock().remove(arg).map(|_| 0),
+            IOC_RESTORE_ON_CLOSE | IOC_RESTORE_NOW if arg != 0 => Err(EINVAL),
+            IOC_RESTORE_ON_CLOSE if !access.write => Err(EBADF),
+            IOC_RESTORE_ON_CLOSE => {
+                this.restore.lock().get_or_insert_with(restore::RestoreLog::new);
+                Ok(0)
+            }
+            IOC_RESTORE_NOW => Ok(Option::as_mut(&mut *this.restore.lock()).map_or(0, |log| log.restore() as isize)),
             IOC_PCE_GRANT => pce_grant(file, arg, access).map(|()| 0),
             IOC_PCE_REVOKE if arg == 0 => pce_revoke().map(|()| 0),
             IOC_PCE_REVOKE => Err(EINVAL),
@@ -220,9 +239,9 @@ impl MsrBatchFile {
             read_ops(ptr, &mut ops.spare_capacity_mut()[..n])?;
             // SAFETY: `read_ops` initialised the first `n` ops.
             unsafe { ops.inc_len(n) };
-            let plan = batch::plan(&ops)?;
+            let plan = batch::plan(&ops, hdr.flags)?;
             check_writes(&ops, &plan, access)?;
-            let p = prepared::Prepared::new(ops, plan, hdr.flags & uapi::F_STOP_ON_ERROR != 0)?;
+            let p = prepared::Prepared::new(ops, plan)?;
             let size = p.mmap_size() as u64;
             let handle = self.prepared.lock().insert(p)?;
             Ok((handle, size))
@@ -255,7 +274,14 @@ impl MsrBatchFile {
     /// of failed ops.
     fn run_prepared(&self, handle: usize, access: Access) -> Result<isize> {
         let p = self.prepared.lock().get(handle)?;
-        let nr_failed = p.run(|ops, plan| check_writes(ops, plan, access))?;
+        let mut log = self.restore.lock();
+        let nr_failed = p.run(|ops, plan| {
+            check_writes(ops, plan, access)?;
+            match Option::as_mut(&mut *log) {
+                Some(log) if plan.has_writes() => log.snapshot(ops),
+                _ => Ok(()),
+            }
+        })?;
         Ok(nr_failed as isize)
     }
 }
@@ -326,22 +352,23 @@ fn info(arg: usize) -> Result<isize> {
     Ok(0)
 }
 
-fn run_batch(arg: usize, access: Access) -> Result<isize> {
+fn run_batch(file: &MsrBatchFile, arg: usize, access: Access) -> Result<isize> {
     let (mut hdr_reader, mut hdr_writer) =
         UserSlice::new(UserPtr::from_addr(arg), size_of::<Batch>()).reader_writer();
     let mut hdr: Batch = hdr_reader.read()?;
 
-    let (ret, nr_failed, err_index, out_flags) = match run_checked(&hdr, access) {
-        Ok(Ran { nr_failed, copied: true }) => (Ok(0), nr_failed, uapi::NO_INDEX, uapi::OUT_RAN),
+    let (ret, ran, err_index, out_flags) = match run_checked(file, &hdr, access) {
+        Ok(Ran { ran, copied: true }) => (Ok(0), ran, uapi::NO_INDEX, uapi::OUT_RAN),
         // The ops ran but their results could not be copied back (another
         // thread unmapped or write-protected the array meanwhile): never
         // EFAULT, which says that nothing ran.
-        Ok(Ran { nr_failed, copied: false }) => (Err(ENOTRECOVERABLE), nr_failed, uapi::NO_INDEX, uapi::OUT_RAN),
+        Ok(Ran { ran, copied: false }) => (Err(ENOTRECOVERABLE), ran, uapi::NO_INDEX, uapi::OUT_RAN),
         // EFAULT on the ops array leaves the header alone, like any EFAULT.
         Err(r) if r.err == EFAULT => return Err(EFAULT),
-        Err(r) => (Err(r.err), 0, r.index, 0),
+        Err(r) => (Err(r.err), batch::Executed { nr_failed: 0, start_spread: 0 }, r.index, 0),
     };
-    hdr.nr_failed = nr_failed;
+    hdr.nr_failed = ran.nr_failed;
+    hdr.start_spread = ran.start_spread;
     hdr.err_index = err_index;
     hdr.out_flags = out_flags;
     match hdr_writer.write(&hdr) {
@@ -378,8 +405,7 @@ fn write_ops(ptr: UserPtr, ops: &[Op]) -> Result {
 
 /// A batch that ran.
 struct Ran {
-    /// Ops whose status is not 0.
-    nr_failed: u32,
+    ran: batch::Executed,
     /// The results reached the caller's array.
     copied: bool,
 }
@@ -402,7 +428,7 @@ fn check_writes(ops: &[Op], plan: &batch::Plan, access: Access) -> Result<(), ba
 }
 
 /// Validates, runs and copies back one batch.
-fn run_checked(hdr: &Batch, access: Access) -> Result<Ran, batch::Rejected> {
+fn run_checked(file: &MsrBatchFile, hdr: &Batch, access: Access) -> Result<Ran, batch::Rejected> {
     batch::check_header(hdr)?;
     // Every batch returns what it read: it needs a descriptor open for reading.
     if !access.read {
@@ -413,11 +439,11 @@ fn run_checked(hdr: &Batch, access: Access) -> Result<Ran, batch::Rejected> {
     if n <= INLINE_OPS {
         let mut buf = [const { MaybeUninit::<Op>::uninit() }; INLINE_OPS];
         let ops = read_ops(ptr, &mut buf[..n])?;
-        run_ops(hdr, access, ptr, ops)
+        run_ops(file, access, ptr, ops, hdr.flags)
     } else {
         let mut heap = KVVec::<Op>::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
         let ops = read_ops(ptr, &mut heap.spare_capacity_mut()[..n])?;
-        run_ops(hdr, access, ptr, ops)
+        run_ops(file, access, ptr, ops, hdr.flags)
     }
 }
 
@@ -431,9 +457,15 @@ pub(crate) fn taint_if_written(ops: &[Op]) {
 }
 
 /// Validates and runs `ops`, read from `ptr`, and copies them back.
-fn run_ops(hdr: &Batch, access: Access, ptr: UserPtr, ops: &mut [Op]) -> Result<Ran, batch::Rejected> {
-    let plan = batch::plan(ops)?;
+fn run_ops(file: &MsrBatchFile, access: Access, ptr: UserPtr, ops: &mut [Op], flags: u32) -> Result<Ran, batch::Rejected> {
+    let plan = batch::plan(ops, flags)?;
     check_writes(ops, &plan, access)?;
+    // A file that restores on close logs what the writes will overwrite,
+    // and keeps the log locked until they have run.
+    let mut log = plan.has_writes().then(|| file.restore.lock());
+    if let Some(log) = log.as_mut().and_then(|l| Option::as_mut(&mut **l)) {
+        log.snapshot(ops)?;
+    }
     if plan.has_writes() {
         // Make sure the results can be copied back before anything is
         // written: a batch whose array is not writable fails with EFAULT and
@@ -441,12 +473,11 @@ fn run_ops(hdr: &Batch, access: Access, ptr: UserPtr, ops: &mut [Op]) -> Result<
         // as it was. (A batch that only reads changes nothing either way.)
         write_ops(ptr, ops)?;
     }
-    let stop = hdr.flags & uapi::F_STOP_ON_ERROR != 0;
     // SAFETY: `check_writes` allowed the batch's writes.
-    let nr_failed = unsafe { batch::execute(ops, &plan, stop) }?;
+    let ran = unsafe { batch::execute(ops, &plan) }?;
     taint_if_written(ops);
     let copied = write_ops(ptr, ops).is_ok();
-    Ok(Ran { nr_failed, copied })
+    Ok(Ran { ran, copied })
 }
 
 // Silence "unused" for the decoding helpers until another ioctl needs them.

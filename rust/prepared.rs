@@ -81,19 +81,17 @@ pub(crate) struct Prepared {
     #[pin]
     ops: Mutex<KVVec<Op>>,
     plan: Plan,
-    stop_on_error: bool,
     results: Results,
 }
 
 impl Prepared {
     /// Prepares `ops`, already validated and planned as `plan`.
-    pub(crate) fn new(ops: KVVec<Op>, plan: Plan, stop_on_error: bool) -> Result<Arc<Self>> {
+    pub(crate) fn new(ops: KVVec<Op>, plan: Plan) -> Result<Arc<Self>> {
         let results = Results::new(ops.len())?;
         Arc::pin_init(
             pin_init!(Prepared {
                 ops <- new_mutex!(ops),
                 plan,
-                stop_on_error,
                 results,
             }),
             GFP_KERNEL_ACCOUNT,
@@ -115,7 +113,7 @@ impl Prepared {
         check_writes(&ops, &self.plan).map_err(|r| r.err)?;
         // SAFETY: The ops were validated when prepared and are the kernel's
         // own copy; `check_writes` allowed the writes now.
-        let nr_failed = unsafe { batch::execute(&mut ops, &self.plan, self.stop_on_error) }.map_err(|r| r.err)?;
+        let nr_failed = unsafe { batch::execute(&mut ops, &self.plan) }.map_err(|r| r.err)?.nr_failed;
         if self.plan.has_writes() {
             crate::taint_if_written(&ops);
         }

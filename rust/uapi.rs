@@ -37,8 +37,14 @@ pub(crate) mod opcode {
 
 /// `MSRBATCH_F_STOP_ON_ERROR`.
 pub(crate) const F_STOP_ON_ERROR: u32 = 1 << 0;
+/// `MSRBATCH_F_SYNC_START`.
+pub(crate) const F_SYNC_START: u32 = 1 << 1;
+/// `MSRBATCH_F_TIMESTAMPS`.
+pub(crate) const F_TIMESTAMPS: u32 = 1 << 2;
 /// `MSRBATCH_F_ALL`.
-pub(crate) const F_ALL: u32 = F_STOP_ON_ERROR;
+pub(crate) const F_ALL: u32 = F_STOP_ON_ERROR | F_SYNC_START | F_TIMESTAMPS;
+/// `MSRBATCH_SYNC_TIMEOUT_NS`.
+pub(crate) const SYNC_TIMEOUT_NS: u64 = 20_000_000;
 /// `MSRBATCH_OUT_RAN`.
 pub(crate) const OUT_RAN: u32 = 1 << 0;
 /// `MSRBATCH_PCE_F_THREAD`.
@@ -74,7 +80,8 @@ pub(crate) struct Batch {
     pub(crate) ops: u64,
     pub(crate) err_index: u32,
     pub(crate) out_flags: u32,
-    pub(crate) reserved: [u64; 2],
+    pub(crate) reserved0: u64,
+    pub(crate) start_spread: u64,
 }
 
 /// `struct msrbatch_info`.
@@ -143,7 +150,8 @@ macro_rules! assert_layout {
 assert_layout!(Op, 48, (op, 0), (flags, 2), (cpu, 4), (reg, 8), (status, 12),
                (arg, 16), (val, 32));
 assert_layout!(Batch, 48, (version, 0), (flags, 4), (nr_ops, 8), (nr_failed, 12),
-               (ops, 16), (err_index, 24), (out_flags, 28), (reserved, 32));
+               (ops, 16), (err_index, 24), (out_flags, 28), (reserved0, 32),
+               (start_spread, 40));
 assert_layout!(Prepare, 48, (version, 0), (flags, 4), (nr_ops, 8), (handle, 12), (ops, 16),
                (mmap_offset, 24), (mmap_size, 32), (err_index, 40), (reserved, 44));
 assert_layout!(OpResult, 24, (status, 0), (reserved, 4), (val, 8));

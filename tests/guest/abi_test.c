@@ -297,14 +297,14 @@ static void test_header_validation(void)
 	check(run_hdr(&b) == -EPROTONOSUPPORT, "version 2 -> EPROTONOSUPPORT");
 	b = good, b.flags = 1u << 31;
 	check(run_hdr(&b) == -EINVAL, "unknown batch flag -> EINVAL");
-	b = good, b.reserved[0] = 1;
-	check(run_hdr(&b) == -EINVAL, "reserved[0] -> EINVAL");
-	b = good, b.out_flags = ~0u, b.nr_failed = 9, b.err_index = 3;
+	b = good, b.reserved0 = 1;
+	check(run_hdr(&b) == -EINVAL, "reserved0 -> EINVAL");
+	b = good, b.out_flags = ~0u, b.nr_failed = 9, b.err_index = 3, b.start_spread = 7;
 	check(run_hdr(&b) == 0 && b.out_flags == MSRBATCH_OUT_RAN && b.nr_failed == 0 &&
 	      b.err_index == MSRBATCH_NO_INDEX,
 	      "outputs left in the header are ignored and rewritten (out_flags %#x)", b.out_flags);
-	b = good, b.reserved[1] = 1;
-	check(run_hdr(&b) == -EINVAL, "reserved[1] -> EINVAL");
+	b = good, b.flags = 1u << 3;
+	check(run_hdr(&b) == -EINVAL, "batch flag bit 3 -> EINVAL");
 	b = good, b.nr_ops = 0;
 	check(run_hdr(&b) == -EINVAL, "nr_ops 0 -> EINVAL");
 	b = good, b.nr_ops = MSRBATCH_MAX_OPS + 1;

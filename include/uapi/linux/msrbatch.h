@@ -52,7 +52,26 @@
 							 * a failed one get
 							 * -ECANCELED
 							 */
-#define MSRBATCH_F_ALL			MSRBATCH_F_STOP_ON_ERROR
+#define MSRBATCH_F_SYNC_START	(1U << 1)	/* every target CPU waits,
+							 * interrupts off, until
+							 * all have arrived, then
+							 * all start together;
+							 * ETIMEDOUT (nothing ran)
+							 * if one does not arrive
+							 * within
+							 * MSRBATCH_SYNC_TIMEOUT_NS
+							 */
+#define MSRBATCH_F_TIMESTAMPS	(1U << 2)	/* val[1] of every op = TSC
+							 * right after it ran; not
+							 * with RDTSCP, CPUID,
+							 * RMWMSR (EINVAL)
+							 */
+#define MSRBATCH_F_ALL			(MSRBATCH_F_STOP_ON_ERROR | \
+					 MSRBATCH_F_SYNC_START | \
+					 MSRBATCH_F_TIMESTAMPS)
+
+/* How long a CPU of a MSRBATCH_F_SYNC_START batch waits for the others. */
+#define MSRBATCH_SYNC_TIMEOUT_NS	20000000
 
 /* Batch out_flags (struct msrbatch_batch.out_flags). */
 #define MSRBATCH_OUT_RAN		(1U << 0)	/* the ops were executed */
@@ -96,7 +115,10 @@ struct msrbatch_op {
  * @err_index: out: when the ioctl fails validating an op, that op's index,
  *             else MSRBATCH_NO_INDEX.
  * @out_flags: out: MSRBATCH_OUT_* bits; ignored on input.
- * @reserved:  must be 0.
+ * @reserved0: must be 0.
+ * @start_spread: out: for a batch on several CPUs, the TSC ticks between
+ *             the first and the last CPU starting its ops (smaller with
+ *             MSRBATCH_F_SYNC_START); 0 on one CPU. Ignored on input.
  */
 struct msrbatch_batch {
 	__u32 version;
@@ -106,7 +128,8 @@ struct msrbatch_batch {
 	__u64 ops;
 	__u32 err_index;
 	__u32 out_flags;
-	__u64 reserved[2];
+	__u64 reserved0;
+	__u64 start_spread;
 };
 
 /**
@@ -201,6 +224,16 @@ struct msrbatch_result {
 #define MSRBATCH_IOC_PREPARE	_IOWR(MSRBATCH_IOC_MAGIC, 0x02, struct msrbatch_prepare)
 #define MSRBATCH_IOC_RUN	_IO(MSRBATCH_IOC_MAGIC, 0x03)
 #define MSRBATCH_IOC_UNPREPARE	_IO(MSRBATCH_IOC_MAGIC, 0x04)
+
+/*
+ * Restore on close (argument 0; needs a descriptor opened for writing): from
+ * now on, every MSR a batch on this file writes is read on its CPU just
+ * before the file's first write to it, and written back when the file is
+ * closed, also when its process is killed. RESTORE_NOW (argument 0) writes
+ * them back now and returns how many could not be (CPU offline, fault).
+ */
+#define MSRBATCH_IOC_RESTORE_ON_CLOSE	_IO(MSRBATCH_IOC_MAGIC, 0x05)
+#define MSRBATCH_IOC_RESTORE_NOW	_IO(MSRBATCH_IOC_MAGIC, 0x06)
 
 #define MSRBATCH_IOC_PCE_GRANT	_IO(MSRBATCH_IOC_MAGIC, 0x10)
 #define MSRBATCH_IOC_PCE_REVOKE	_IO(MSRBATCH_IOC_MAGIC, 0x11)

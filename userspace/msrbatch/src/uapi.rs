@@ -20,9 +20,14 @@ pub const MSRBATCH_OP_DELAY: u32 = 8;
 pub const MSRBATCH_OP_RDCR4: u32 = 9;
 pub const MSRBATCH_OP_MAX: u32 = 9;
 pub const MSRBATCH_F_STOP_ON_ERROR: u32 = 1;
-pub const MSRBATCH_F_ALL: u32 = 1;
+pub const MSRBATCH_F_SYNC_START: u32 = 2;
+pub const MSRBATCH_F_TIMESTAMPS: u32 = 4;
+pub const MSRBATCH_F_ALL: u32 = 7;
+pub const MSRBATCH_SYNC_TIMEOUT_NS: u32 = 20000000;
 pub const MSRBATCH_OUT_RAN: u32 = 1;
 pub const MSRBATCH_NO_INDEX: u32 = 4294967295;
+pub const MSRBATCH_MAX_PREPARED: u32 = 64;
+pub const MSRBATCH_PREPARED_STRIDE: u32 = 2097152;
 pub const MSRBATCH_IOC_MAGIC: u32 = 185;
 pub const MSRBATCH_PCE_F_THREAD: u32 = 1;
 pub type __u16 = ::core::ffi::c_ushort;
@@ -63,7 +68,8 @@ pub struct msrbatch_batch {
     pub ops: __u64,
     pub err_index: __u32,
     pub out_flags: __u32,
-    pub reserved: [__u64; 2usize],
+    pub reserved0: __u64,
+    pub start_spread: __u64,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
@@ -83,8 +89,10 @@ const _: () = {
         [::core::mem::offset_of!(msrbatch_batch, err_index) - 24usize];
     ["Offset of field: msrbatch_batch::out_flags"]
         [::core::mem::offset_of!(msrbatch_batch, out_flags) - 28usize];
-    ["Offset of field: msrbatch_batch::reserved"]
-        [::core::mem::offset_of!(msrbatch_batch, reserved) - 32usize];
+    ["Offset of field: msrbatch_batch::reserved0"]
+        [::core::mem::offset_of!(msrbatch_batch, reserved0) - 32usize];
+    ["Offset of field: msrbatch_batch::start_spread"]
+        [::core::mem::offset_of!(msrbatch_batch, start_spread) - 40usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, Hash, PartialEq, Eq)]
@@ -118,4 +126,58 @@ const _: () = {
         [::core::mem::offset_of!(msrbatch_info, max_cpu_busy_ns) - 28usize];
     ["Offset of field: msrbatch_info::reserved"]
         [::core::mem::offset_of!(msrbatch_info, reserved) - 32usize];
+};
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct msrbatch_prepare {
+    pub version: __u32,
+    pub flags: __u32,
+    pub nr_ops: __u32,
+    pub handle: __u32,
+    pub ops: __u64,
+    pub mmap_offset: __u64,
+    pub mmap_size: __u64,
+    pub err_index: __u32,
+    pub reserved: __u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of msrbatch_prepare"][::core::mem::size_of::<msrbatch_prepare>() - 48usize];
+    ["Alignment of msrbatch_prepare"][::core::mem::align_of::<msrbatch_prepare>() - 8usize];
+    ["Offset of field: msrbatch_prepare::version"]
+        [::core::mem::offset_of!(msrbatch_prepare, version) - 0usize];
+    ["Offset of field: msrbatch_prepare::flags"]
+        [::core::mem::offset_of!(msrbatch_prepare, flags) - 4usize];
+    ["Offset of field: msrbatch_prepare::nr_ops"]
+        [::core::mem::offset_of!(msrbatch_prepare, nr_ops) - 8usize];
+    ["Offset of field: msrbatch_prepare::handle"]
+        [::core::mem::offset_of!(msrbatch_prepare, handle) - 12usize];
+    ["Offset of field: msrbatch_prepare::ops"]
+        [::core::mem::offset_of!(msrbatch_prepare, ops) - 16usize];
+    ["Offset of field: msrbatch_prepare::mmap_offset"]
+        [::core::mem::offset_of!(msrbatch_prepare, mmap_offset) - 24usize];
+    ["Offset of field: msrbatch_prepare::mmap_size"]
+        [::core::mem::offset_of!(msrbatch_prepare, mmap_size) - 32usize];
+    ["Offset of field: msrbatch_prepare::err_index"]
+        [::core::mem::offset_of!(msrbatch_prepare, err_index) - 40usize];
+    ["Offset of field: msrbatch_prepare::reserved"]
+        [::core::mem::offset_of!(msrbatch_prepare, reserved) - 44usize];
+};
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct msrbatch_result {
+    pub status: __s32,
+    pub reserved: __u32,
+    pub val: [__u64; 2usize],
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of msrbatch_result"][::core::mem::size_of::<msrbatch_result>() - 24usize];
+    ["Alignment of msrbatch_result"][::core::mem::align_of::<msrbatch_result>() - 8usize];
+    ["Offset of field: msrbatch_result::status"]
+        [::core::mem::offset_of!(msrbatch_result, status) - 0usize];
+    ["Offset of field: msrbatch_result::reserved"]
+        [::core::mem::offset_of!(msrbatch_result, reserved) - 4usize];
+    ["Offset of field: msrbatch_result::val"]
+        [::core::mem::offset_of!(msrbatch_result, val) - 8usize];
 };

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Restore on close: a file that asks for it (`MSRBATCH_IOC_RESTORE_ON_CLOSE`)
+//! has every MSR it writes put back, per CPU, when it is closed (including
+//! when its process is killed) or on `MSRBATCH_IOC_RESTORE_NOW`.
+//!
+//! Before a batch that writes runs, the log reads, on the CPUs concerned and
+//! in one batch, every (CPU, MSR) pair the batch writes that it has not seen
+//! yet: the value there just before the file's first write to it. Restoring
+//! writes them back, one batch per CPU, so an offline CPU does not keep the
+//! others from being restored; what cannot be restored (CPU offline, write
+//! faulted) is logged, never an oops.
+
+use crate::batch::{self, is_write};
+use crate::uapi::{opcode, Op};
+use kernel::prelude::*;
+
+/// The value of one MSR on one CPU before the file first wrote it.
+#[derive(Clone, Copy)]
+struct Saved {
+    cpu: u32,
+    msr: u32,
+    value: u64,
+}
+
+/// A file's restore log: sorted by (CPU, MSR), one entry per pair.
+pub(crate) struct RestoreLog {
+    saved: KVec<Saved>,
+}
+
+impl RestoreLog {
+    pub(crate) const fn new() -> Self {
+        RestoreLog { saved: KVec::new() }
+    }
+
+    fn find(&self, cpu: u32, msr: u32) -> core::result::Result<usize, usize> {
+        self.saved.binary_search_by_key(&(cpu, msr), |s| (s.cpu, s.msr))
+    }
+
+    /// Reads, before `ops` run, every MSR they write that is not logged yet.
+    /// An MSR whose read faults is not logged (its write will fault too).
+    pub(crate) fn snapshot(&mut self, ops: &[Op]) -> Result<(), batch::Rejected> {
+        let mut reads = KVVec::new();
+        for op in ops.iter().filter(|op| is_write(op)) {
+            let new = self.find(op.cpu, op.reg).is_err()
+                && !reads.iter().any(|r: &Op| r.cpu == op.cpu && r.reg == op.reg);
+            if new {
+                let read = Op {
+                    op: opcode::RDMSR,
+                    cpu: op.cpu,
+                    reg: op.reg,
+                    ..Op::default()
+                };
+                reads.push(read, GFP_KERNEL_ACCOUNT)?;
+            }
+        }
+        if reads.is_empty() {
+            return Ok(());
+        }
+        let plan = batch::plan(&reads, 0)?;
+        // SAFETY: Reads only.
+        unsafe { batch::execute(&mut reads, &plan) }?;
+        self.saved.reserve(reads.len(), GFP_KERNEL_ACCOUNT)?;
+        for r in reads.iter().filter(|r| r.status == 0) {
+            if let Err(i) = self.find(r.cpu, r.reg) {
+                let s = Saved {
+                    cpu: r.cpu,
+                    msr: r.reg,
+                    value: r.val[0],
+                };
+                self.saved.insert_within_capacity(i, s).map_err(|_| ENOMEM)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes every logged value back and empties the log. Returns how many
+    /// could not be restored (each CPU's failures are logged).
+    pub(crate) fn restore(&mut self) -> usize {
+        let saved = core::mem::take(&mut self.saved);
+        let mut failed = 0;
+        let mut rest = &saved[..];
+        while let Some(first) = rest.first() {
+            let n = rest.iter().take_while(|s| s.cpu == first.cpu).count();
+            let (mine, later) = rest.split_at(n);
+            rest = later;
+            let bad = restore_cpu(first.cpu, mine);
+            if bad != 0 {
+                pr_warn!("restore: {bad} of {n} MSRs of CPU {} not restored\n", first.cpu);
+            }
+            failed += bad;
+        }
+        failed
+    }
+
+}
+
+/// Restores `saved`, all of CPU `cpu`, in one batch; returns the failures.
+fn restore_cpu(cpu: u32, saved: &[Saved]) -> usize {
+    let mut ops = KVVec::new();
+    for s in saved {
+        let op = Op {
+            op: opcode::WRMSR,
+            cpu,
+            reg: s.msr,
+            arg: [s.value, 0],
+            ..Op::default()
+        };
+        if ops.push(op, GFP_KERNEL).is_err() {
+            return saved.len();
+        }
+    }
+    let Ok(plan) = batch::plan(&ops, 0) else {
+        return saved.len();
+    };
+    // SAFETY: These writes put back values that were in these MSRs before
+    // this file wrote them: they undo writes that were allowed.
+    match unsafe { batch::execute(&mut ops, &plan) } {
+        Ok(done) => done.nr_failed as usize,
+        Err(r) => {
+            pr_warn!("restore: CPU {cpu}: error {:?} (offline?)\n", r.err);
+            saved.len()
+        }
+    }
+}

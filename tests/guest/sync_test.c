@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * MSRBATCH_F_SYNC_START and MSRBATCH_F_TIMESTAMPS: all CPUs start together
+ * (or none runs), the start spread is reported, every op is stamped; CPU
+ * hotplug during synchronised batches never leaves a batch half run.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/msrbatch.h>
+
+#define TSC_AUX 0xc0000103u
+#define PAT 0x277u
+
+static int passed, failed, ncpus, fd;
+
+static void check(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void check(int cond, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%s - ", cond ? "ok" : "not ok");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	if (cond)
+		passed++;
+	else
+		failed++;
+}
+
+static struct msrbatch_op mkop(unsigned int code, unsigned int cpu, unsigned int reg, __u64 a0)
+{
+	struct msrbatch_op o;
+
+	memset(&o, 0, sizeof(o));
+	o.op = code;
+	o.cpu = cpu;
+	o.reg = reg;
+	o.arg[0] = a0;
+	return o;
+}
+
+static int run(struct msrbatch_op *ops, unsigned int n, __u32 flags, struct msrbatch_batch *b)
+{
+	memset(b, 0, sizeof(*b));
+	b->version = MSRBATCH_ABI_VERSION;
+	b->flags = flags;
+	b->nr_ops = n;
+	b->ops = (__u64)(uintptr_t)ops;
+	return ioctl(fd, MSRBATCH_IOC_BATCH, b) ? -errno : 0;
+}
+
+static void test_timestamps(void)
+{
+	struct msrbatch_op ops[9];
+	struct msrbatch_batch b;
+	int i, r, good = 1;
+
+	for (i = 0; i < 8; i++)
+		ops[i] = mkop(MSRBATCH_OP_RDMSR, 1, PAT, 0);
+	ops[8] = mkop(MSRBATCH_OP_DELAY, 1, 0, 100000);
+	r = run(ops, 9, MSRBATCH_F_TIMESTAMPS, &b);
+	for (i = 1; i < 9; i++)
+		good &= ops[i].val[1] > ops[i - 1].val[1];
+	check(r == 0 && good && ops[0].val[1] != 0 && ops[0].val[0] != 0,
+	      "F_TIMESTAMPS: val[1] of every op is the TSC right after it, increasing (last gap %llu ticks: the 100 us delay)",
+	      (unsigned long long)(ops[8].val[1] - ops[7].val[1]));
+	ops[3] = mkop(MSRBATCH_OP_RDTSCP, 1, 0, 0);
+	r = run(ops, 9, MSRBATCH_F_TIMESTAMPS, &b);
+	check(r == -EINVAL && b.err_index == 3, "F_TIMESTAMPS with an op that returns val[1] (RDTSCP): EINVAL at its index");
+}
+
+/* Program the same register on every CPU at once, then read all at once. */
+static void test_sync_program(void)
+{
+	struct msrbatch_op *ops = calloc(2 * ncpus, sizeof(*ops));
+	struct msrbatch_batch b;
+	__u64 *saved = calloc(ncpus, sizeof(*saved));
+	int i, r, good = 1;
+
+	for (i = 0; i < ncpus; i++)
+		ops[i] = mkop(MSRBATCH_OP_RDMSR, i, TSC_AUX, 0);
+	run(ops, ncpus, 0, &b);
+	for (i = 0; i < ncpus; i++)
+		saved[i] = ops[i].val[0];
+	for (i = 0; i < ncpus; i++) {
+		ops[2 * i] = mkop(MSRBATCH_OP_WRMSR, i, TSC_AUX, 0x100 + i);
+		ops[2 * i + 1] = mkop(MSRBATCH_OP_RDTSCP, i, 0, 0);
+	}
+	r = run(ops, 2 * ncpus, MSRBATCH_F_SYNC_START, &b);
+	for (i = 0; i < ncpus; i++)
+		good &= ops[2 * i].status == 0 && ops[2 * i + 1].val[1] == (__u64)(0x100 + i);
+	check(r == 0 && good && b.out_flags == MSRBATCH_OUT_RAN,
+	      "F_SYNC_START: the same register written on all %d CPUs together and read back on each (r=%d, start spread %llu ticks)",
+	      ncpus, r, (unsigned long long)b.start_spread);
+	for (i = 0; !good && i < ncpus; i++)
+		printf("# cpu %d: write status %d, rdtscp status %d aux %#llx\n", i, ops[2 * i].status,
+		       ops[2 * i + 1].status, (unsigned long long)ops[2 * i + 1].val[1]);
+	for (i = 0; i < ncpus; i++)
+		ops[i] = mkop(MSRBATCH_OP_WRMSR, i, TSC_AUX, saved[i]);
+	r = run(ops, ncpus, MSRBATCH_F_SYNC_START, &b);
+	check(r == 0, "TSC_AUX restored on every CPU");
+	free(ops);
+	free(saved);
+}
+
+static void test_spread(void)
+{
+	struct msrbatch_op ops[64];
+	struct msrbatch_batch b;
+	__u64 lo = ~0ull, hi = 0;
+	int i, r;
+
+	for (i = 0; i < ncpus && i < 64; i++)
+		ops[i] = mkop(MSRBATCH_OP_RDTSC, i, 0, 0);
+	r = run(ops, i, 0, &b);
+	check(r == 0 && b.start_spread < 1000000000ull,
+	      "without F_SYNC_START a batch on %d CPUs reports its start spread too (%llu ticks)", i,
+	      (unsigned long long)b.start_spread);
+	r = run(ops, i, MSRBATCH_F_SYNC_START, &b);
+	for (i = 0; i < ncpus && i < 64; i++) {
+		lo = ops[i].val[0] < lo ? ops[i].val[0] : lo;
+		hi = ops[i].val[0] > hi ? ops[i].val[0] : hi;
+	}
+	/* Each CPU stamps its start, then reads the TSC as its first op. */
+	check(r == 0 && b.start_spread <= hi - lo + 100000,
+	      "the reported spread (%llu) matches the CPUs' first reads (%llu apart)",
+	      (unsigned long long)b.start_spread, (unsigned long long)(hi - lo));
+	r = run(ops, 1, MSRBATCH_F_SYNC_START, &b);
+	check(r == 0 && b.start_spread == 0, "one CPU: spread 0");
+}
+
+static volatile int stop_hotplug;
+
+static void *hotplug(void *arg)
+{
+	char path[64];
+	long n = 0;
+
+	(void)arg;
+	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/online", ncpus - 1);
+	while (!stop_hotplug) {
+		int f = open(path, O_WRONLY);
+
+		if (f < 0)
+			break;
+		if (write(f, n % 2 ? "1" : "0", 1) == 1)
+			n++;
+		close(f);
+		usleep(3000);
+	}
+	{
+		int f = open(path, O_WRONLY);
+
+		if (f >= 0) {
+			if (write(f, "1", 1) != 1)
+				perror(path);
+			close(f);
+		}
+	}
+	return (void *)n;
+}
+
+static void test_hotplug(int seconds)
+{
+	struct msrbatch_op ops[64];
+	struct msrbatch_batch b;
+	time_t end = time(NULL) + seconds;
+	long ok = 0, offline = 0, timeouts = 0, other = 0, partial = 0, flips;
+	pthread_t t;
+	void *ret;
+	int i, r, n = ncpus < 64 ? ncpus : 64;
+
+	stop_hotplug = 0;
+	pthread_create(&t, NULL, hotplug, NULL);
+	while (time(NULL) < end) {
+		for (i = 0; i < n; i++) {
+			ops[i] = mkop(MSRBATCH_OP_RDTSC, i, 0, 0);
+			ops[i].status = 4242;
+		}
+		r = run(ops, n, MSRBATCH_F_SYNC_START, &b);
+		if (r == 0) {
+			ok++;
+			for (i = 0; i < n; i++)
+				partial += ops[i].status != 0;
+		} else if (r == -ENXIO || r == -ETIMEDOUT) {
+			/* Nothing ran: nothing was copied back either. */
+			if (r == -ENXIO)
+				offline++;
+			else
+				timeouts++;
+			for (i = 0; i < n; i++)
+				partial += ops[i].status != 4242;
+		} else {
+			other++;
+			printf("# unexpected %d\n", r);
+		}
+	}
+	stop_hotplug = 1;
+	pthread_join(t, &ret);
+	flips = (long)ret;
+	check(ok > 0 && other == 0 && partial == 0,
+	      "%d s of synchronised batches while CPU %d went off and on %ld times: %ld ran whole, %ld ENXIO, %ld ETIMEDOUT (a vCPU not scheduled in time), none half run",
+	      seconds, ncpus - 1, flips, ok, offline, timeouts);
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+	fd = open("/dev/msrbatch", O_RDWR);
+	if (fd < 0)
+		return 1;
+	printf("# msrbatch synchronised start and timestamps, %d CPUs\n", ncpus);
+	test_timestamps();
+	test_sync_program();
+	test_spread();
+	test_hotplug(argc > 1 ? atoi(argv[1]) : 5);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
