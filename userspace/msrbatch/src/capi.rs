@@ -74,7 +74,7 @@ pub unsafe extern "C" fn msrbatch_info(dev: *const CDevice, info: *mut msrbatch_
     let (Some(dev), false) = (unsafe { dev.as_ref() }, info.is_null()) else {
         return -libc::EINVAL;
     };
-    match crate::sys::info(std::os::fd::AsFd::as_fd(dev.0.file())) {
+    match msrbatch_sys::info(std::os::fd::AsFd::as_fd(dev.0.file())) {
         Ok(i) => {
             // SAFETY: `info` is valid for a write, by the caller's contract.
             unsafe { info.write(i) };

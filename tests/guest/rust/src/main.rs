@@ -3,7 +3,8 @@
 //! including the differential test against the in-tree msr driver.
 //! Prints one `ok`/`not ok` line per check and `N passed, N failed`.
 
-use msrbatch::{uapi, Batch, Device, Errno, Op, Value};
+use msrbatch::{Batch, Device, Errno, Op, Value};
+use msrbatch_sys::uapi;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
@@ -186,7 +187,7 @@ fn errors(t: &mut Tally, dev: &Device) {
         ..Default::default()
     };
     // SAFETY: address 8 is never mapped: the kernel must fail to read it.
-    let r = unsafe { msrbatch::sys::batch_raw(std::os::fd::AsFd::as_fd(dev.file()), &mut hdr) };
+    let r = unsafe { msrbatch_sys::batch_raw(std::os::fd::AsFd::as_fd(dev.file()), &mut hdr) };
     t.check(
         r.as_ref().err().and_then(|e| e.raw_os_error()) == Some(libc::EFAULT),
         format!("raw: ops at address 8 -> {r:?}"),
@@ -224,7 +225,7 @@ fn errors(t: &mut Tally, dev: &Device) {
         version: 2,
         ..Default::default()
     };
-    let r = msrbatch::sys::batch(fd, &mut hdr, &mut ops);
+    let r = msrbatch_sys::batch(fd, &mut hdr, &mut ops);
     t.check(
         r.as_ref().err().and_then(|e| e.raw_os_error()) == Some(libc::EPROTONOSUPPORT),
         format!("raw: version 2 -> {r:?}"),
@@ -234,14 +235,17 @@ fn errors(t: &mut Tally, dev: &Device) {
         version: 1,
         ..Default::default()
     };
-    let r = msrbatch::sys::batch(fd, &mut hdr, &mut ops);
+    let r = msrbatch_sys::batch(fd, &mut hdr, &mut ops);
     t.check(
         r.as_ref().err().and_then(|e| e.raw_os_error()) == Some(libc::EOPNOTSUPP)
             && hdr.err_index == 0,
         format!("raw: op code 99 -> {r:?}, err_index {}", hdr.err_index),
     );
     let mut junk = [0u8; 64];
-    let r = msrbatch::sys::ioctl_ptr(std::os::fd::AsFd::as_fd(dev.file()), 0x5401, &mut junk);
+    // SAFETY: The descriptor is /dev/msrbatch, and TCGETS (0x5401) touches at
+    // most a `struct termios` (60 bytes) even where it is implemented.
+    let r =
+        unsafe { msrbatch_sys::ioctl_ptr(std::os::fd::AsFd::as_fd(dev.file()), 0x5401, &mut junk) };
     t.check(
         r.as_ref().err().and_then(|e| e.raw_os_error()) == Some(libc::ENOTTY),
         format!("TCGETS -> {r:?}"),
