@@ -255,10 +255,10 @@ const FLAGS: &[(&str, u32)] = &[
 /// 35:32 (AMD's extended event select).
 pub fn evsel_encode(spec: &str) -> Result<u64, String> {
     let mut v = 0u64;
-    let num = |k: &str, s: &str, max: u64| {
-        crate::script::parse_u64(s)
-            .filter(|n| *n <= max)
-            .ok_or_else(|| format!("{k}={s}: want a number up to {max:#x}"))
+    let num = |k: &str, s: &str, max: u64| match msrbatch::number::parse_u64(s) {
+        Ok(n) if n <= max => Ok(n),
+        Ok(_) => Err(format!("{k}={s}: want a number up to {max:#x}")),
+        Err(e) => Err(format!("{k}={s}: {e}")),
     };
     for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if let Some((k, val)) = item.split_once('=') {

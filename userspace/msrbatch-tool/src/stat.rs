@@ -13,16 +13,16 @@ pub struct StatArgs {
     #[arg(short = 'e', long = "events", required = true)]
     events: Vec<String>,
     /// CPU to pin CMD to and count on.
-    #[arg(short = 'C', long = "cpu", default_value_t = 0)]
+    #[arg(short = 'C', long = "cpu", default_value_t = 0, value_parser = msrbatch::number::parse_u32)]
     cpu: u32,
     /// Runs per event group (the counts are averaged).
-    #[arg(short = 'r', long = "repeat", default_value_t = 1)]
+    #[arg(short = 'r', long = "repeat", default_value_t = 1, value_parser = msrbatch::number::parse_u32)]
     repeat: u32,
     /// Print the batches it would issue, and touch nothing.
     #[arg(long)]
     dry_run: bool,
     /// With --dry-run on a machine without a PMU: the number of counters to plan for.
-    #[arg(long)]
+    #[arg(long, value_parser = msrbatch::number::parse_u32)]
     counters: Option<u32>,
     /// Program the counters even if the NMI watchdog or perf seem to use them.
     #[arg(long)]

@@ -8,21 +8,28 @@
 //! op, not an error of the whole call.
 //!
 //! ```no_run
-//! use msrbatch::{Batch, Device, Op};
+//! use msrbatch::{msr, online_cpus, Batch, Device, Op};
 //!
 //! let dev = Device::open()?;
 //! let mut batch = Batch::new();
-//! for cpu in 0..2 {
-//!     batch.push(cpu, Op::RdMsr { msr: 0x277 }); // IA32_PAT
+//! for cpu in online_cpus()? {
+//!     batch.push(cpu, Op::RdMsr { msr: msr::IA32_PAT });
 //! }
 //! dev.run(&mut batch)?;
 //! for r in batch.results() {
-//!     println!("cpu {}: {:?}", r.cpu, r.value);
+//!     println!("cpu {}: {}: {:?}", r.cpu, r.op, r.value);
 //! }
 //! # Ok::<(), msrbatch::Error>(())
 //! ```
 //!
 //! A batch can be run again without rebuilding it; the results are replaced.
+//!
+//! Text: an [`Op`] prints as, and parses from, a statement of the script
+//! language ([`script`]); numbers follow [one grammar](number) everywhere;
+//! [`msr`] names the architectural MSRs.
+//!
+//! This crate has no `unsafe` code except its C API ([`capi`]); the ioctls
+//! are in the `msrbatch-sys` crate, which also has the raw interface.
 
 #![deny(unsafe_code, unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
@@ -32,14 +39,16 @@
 #[allow(unsafe_code)]
 pub mod capi;
 mod error;
-mod names;
+pub mod msr;
+pub mod number;
+pub mod script;
 
 /// The ABI's types and constants (generated from `<linux/msrbatch.h>`), for
 /// [`Batch::raw_ops`] and [`Op::encode`].
 pub use msrbatch_sys::uapi;
 
 pub use error::{Errno, Error, Result};
-pub use names::{msr_by_name, msr_name};
+pub use msr::{msr_by_name, msr_name};
 
 use msrbatch_sys as sys;
 use std::fs::{File, OpenOptions};
@@ -49,6 +58,17 @@ use uapi::*;
 
 /// The device node.
 pub const DEVICE_PATH: &str = "/dev/msrbatch";
+
+/// The bit of an RDPMC selector (`ecx`) that selects Intel's fixed counters.
+pub const RDPMC_FIXED: u32 = 1 << 30;
+
+/// The CPUs the kernel lists as online (`/sys/devices/system/cpu/online`).
+pub fn online_cpus() -> Result<Vec<u32>> {
+    const PATH: &str = "/sys/devices/system/cpu/online";
+    let text = std::fs::read_to_string(PATH).map_err(|e| Error::from_io(PATH, &e))?;
+    number::parse_cpu_list(text.trim(), &[])
+        .map_err(|_| Error::from_io(PATH, &std::io::Error::from_raw_os_error(libc::EINVAL)))
+}
 
 /// One operation. Each runs on the CPU it is pushed for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -74,7 +94,8 @@ pub enum Op {
         /// Bits to set (after clearing).
         set: u64,
     },
-    /// Read a performance counter (`ecx` bit 30 selects Intel fixed counters).
+    /// Read a performance counter ([`RDPMC_FIXED`] in `ecx` selects Intel's
+    /// fixed counters).
     RdPmc {
         /// The RDPMC selector.
         ecx: u32,
@@ -100,7 +121,7 @@ pub enum Op {
 }
 
 impl Op {
-    /// The op's mnemonic, as used by scripts and tables.
+    /// The op's mnemonic, the first word of its [script form](script).
     pub fn mnemonic(&self) -> &'static str {
         match self {
             Op::RdMsr { .. } => "rdmsr",
@@ -258,6 +279,11 @@ impl Batch {
         self.ops.push(op);
         self.raw.push(op.encode(cpu));
         self.ops.len() - 1
+    }
+
+    /// Whether each CPU's sequence stops at its first failing op.
+    pub fn stops_on_error(&self) -> bool {
+        self.stop_on_error
     }
 
     /// Number of ops.
@@ -524,6 +550,10 @@ mod tests {
         assert_eq!(decode(&Op::RdTsc, &raw), Err(Errno(libc::EIO)));
         assert_eq!(Errno(libc::ECANCELED).name(), "ECANCELED");
         assert_eq!(Errno(4095).name(), "E4095");
+        assert_eq!(
+            Errno(libc::ENOENT).description(),
+            "No such file or directory"
+        );
     }
 
     #[test]
