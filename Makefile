@@ -110,8 +110,16 @@ uninstall:
 	$(if $(DESTDIR),,-depmod -a "$(KVER)")
 
 # make vm-run CMD='...' [EXTRA='file ...'] [TIMEOUT=seconds] [APPEND='kernel args']
+# CMD, EXTRA and APPEND reach the guest byte for byte: make would expand a '$'
+# in them when it exports them, and a newline would split the recipe line, so
+# they are not exported; their raw text ($(value ...), expanded once by :=)
+# travels in the environment instead. tests/harness/vm.sh selftest checks it.
+unexport CMD EXTRA APPEND
+vm-run: export MSRB_VM_CMD := $(value CMD)
+vm-run: export MSRB_VM_EXTRA := $(value EXTRA)
+vm-run: export MSRB_VM_APPEND := $(value APPEND)
 vm-run:
-	@$(HARNESS)/vm.sh run
+	@CMD="$$MSRB_VM_CMD" EXTRA="$$MSRB_VM_EXTRA" APPEND="$$MSRB_VM_APPEND" $(HARNESS)/vm.sh run
 
 vm-demo:
 	@$(HARNESS)/vm.sh demo
