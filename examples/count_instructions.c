@@ -23,20 +23,20 @@
 
 static struct msrbatch *dev;
 
-static int run(struct msrbatch_req *req)
+static int run(struct msrbatch_batch_buf *batch)
 {
-	int err = msrbatch_run(dev, req);
+	int err = msrbatch_run(dev, batch);
 
 	if (err)
 		fprintf(stderr, "msrbatch_run: %s (op %ld)\n", msrbatch_errno_name(err),
-			msrbatch_req_err_index(req));
+			msrbatch_batch_err_index(batch));
 	return err;
 }
 
 int main(void)
 {
 	uint64_t v[2], evtsel, global = 0, first, second;
-	struct msrbatch_req *probe, *req;
+	struct msrbatch_batch_buf *probe, *batch;
 	unsigned int version, counters;
 	const uint32_t cpu = 0;
 	long a, b;
@@ -47,8 +47,8 @@ int main(void)
 		fprintf(stderr, "msrbatch_open: %s\n", strerror(-err));
 		return 1;
 	}
-	probe = msrbatch_req_new();
-	msrbatch_req_cpuid(probe, cpu, 0xa, 0);
+	probe = msrbatch_batch_new();
+	msrbatch_batch_cpuid(probe, cpu, 0xa, 0);
 	if (run(probe) || msrbatch_result(probe, 0, v))
 		return 1;
 	version = v[0] & 0xff;
@@ -57,9 +57,9 @@ int main(void)
 		printf("no PMU: CPUID.0AH version %u, %u counters; nothing to count\n", version, counters);
 		return 0;
 	}
-	msrbatch_req_rdmsr(probe, cpu, IA32_PERFEVTSEL0);
+	msrbatch_batch_rdmsr(probe, cpu, IA32_PERFEVTSEL0);
 	if (version >= 2)
-		msrbatch_req_rdmsr(probe, cpu, IA32_PERF_GLOBAL_CTRL);
+		msrbatch_batch_rdmsr(probe, cpu, IA32_PERF_GLOBAL_CTRL);
 	if (run(probe) || msrbatch_result(probe, 1, v))
 		return 1;
 	evtsel = v[0];
@@ -71,32 +71,32 @@ int main(void)
 		return 1;
 	}
 
-	req = msrbatch_req_new();
-	msrbatch_req_stop_on_error(req, 0);	/* always reach the restores */
-	msrbatch_req_wrmsr(req, cpu, IA32_PMC0, 0);
-	msrbatch_req_wrmsr(req, cpu, IA32_PERFEVTSEL0,
-			   INST_RETIRED | EVTSEL_USR | EVTSEL_OS | EVTSEL_EN);
+	batch = msrbatch_batch_new();
+	msrbatch_batch_stop_on_error(batch, 0);	/* always reach the restores */
+	msrbatch_batch_wrmsr(batch, cpu, IA32_PMC0, 0);
+	msrbatch_batch_wrmsr(batch, cpu, IA32_PERFEVTSEL0,
+			     INST_RETIRED | EVTSEL_USR | EVTSEL_OS | EVTSEL_EN);
 	if (version >= 2)
-		msrbatch_req_rmwmsr(req, cpu, IA32_PERF_GLOBAL_CTRL, 0, 1);
-	msrbatch_req_cpuid(req, cpu, 0, 0);
-	a = msrbatch_req_rdpmc(req, cpu, 0);
-	msrbatch_req_delay(req, cpu, 10000);
-	msrbatch_req_cpuid(req, cpu, 0, 0);
-	b = msrbatch_req_rdpmc(req, cpu, 0);
-	msrbatch_req_wrmsr(req, cpu, IA32_PERFEVTSEL0, evtsel);
+		msrbatch_batch_rmwmsr(batch, cpu, IA32_PERF_GLOBAL_CTRL, 0, 1);
+	msrbatch_batch_cpuid(batch, cpu, 0, 0);
+	a = msrbatch_batch_rdpmc(batch, cpu, 0);
+	msrbatch_batch_delay(batch, cpu, 10000);
+	msrbatch_batch_cpuid(batch, cpu, 0, 0);
+	b = msrbatch_batch_rdpmc(batch, cpu, 0);
+	msrbatch_batch_wrmsr(batch, cpu, IA32_PERFEVTSEL0, evtsel);
 	if (version >= 2)
-		msrbatch_req_wrmsr(req, cpu, IA32_PERF_GLOBAL_CTRL, global);
-	if (run(req))
+		msrbatch_batch_wrmsr(batch, cpu, IA32_PERF_GLOBAL_CTRL, global);
+	if (run(batch))
 		return 1;
-	if (msrbatch_result(req, a, v) || (first = v[0], msrbatch_result(req, b, v))) {
+	if (msrbatch_result(batch, a, v) || (first = v[0], msrbatch_result(batch, b, v))) {
 		fprintf(stderr, "RDPMC failed\n");
 		return 1;
 	}
 	second = v[0];
 	printf("PMU version %u, %u counters; instructions retired on CPU %u across a 10 us busy-wait: %llu\n",
 	       version, counters, cpu, (unsigned long long)(second - first));
-	msrbatch_req_free(req);
-	msrbatch_req_free(probe);
+	msrbatch_batch_free(batch);
+	msrbatch_batch_free(probe);
 	msrbatch_close(dev);
 	return 0;
 }
