@@ -35,13 +35,13 @@ LIBDIR := $(PREFIX)/lib
 INCLUDEDIR := $(PREFIX)/include
 MANDIR := $(PREFIX)/share/man
 UDEVDIR ?= /usr/lib/udev/rules.d
-VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
+VERSION := $(shell scripts/version.sh)
 KVER ?= $(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"/\1/p' "$(KDIR)/include/generated/utsrelease.h" 2>/dev/null)
 CARGO_OUT := target/release
 
 .PHONY: all modules module-check clean provision kernel vm-run vm-demo check \
 	install install-module install-userspace uninstall rust-analyzer \
-	userspace harness-selftest bench fuzz
+	userspace harness-selftest bench fuzz version
 
 all: modules
 
@@ -84,6 +84,7 @@ install-userspace: userspace
 	sed -e "s|@PREFIX@|$(PREFIX)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@UAPIDIR@|$(INCLUDEDIR)|" \
 		-e "s|@LIBDIR@|$(LIBDIR)|; s|@VERSION@|$(VERSION)|" \
 		userspace/msrbatch/msrbatch.pc.in >$(CARGO_OUT)/msrbatch.pc
+	sed "s|@VERSION@|$(VERSION)|" Documentation/man/msrbatch.4 >$(CARGO_OUT)/msrbatch.4
 	install -D -m 0755 $(CARGO_OUT)/msrbatch "$(DESTDIR)$(BINDIR)/msrbatch"
 	install -D -m 0755 $(CARGO_OUT)/libmsrbatch.so "$(DESTDIR)$(LIBDIR)/libmsrbatch.so"
 	install -D -m 0644 $(CARGO_OUT)/libmsrbatch.a "$(DESTDIR)$(LIBDIR)/libmsrbatch.a"
@@ -91,7 +92,7 @@ install-userspace: userspace
 	install -D -m 0644 include/msrbatch.h "$(DESTDIR)$(INCLUDEDIR)/msrbatch.h"
 	install -D -m 0644 include/uapi/linux/msrbatch.h "$(DESTDIR)$(INCLUDEDIR)/linux/msrbatch.h"
 	install -D -m 0644 $(CARGO_OUT)/msrbatch.1 "$(DESTDIR)$(MANDIR)/man1/msrbatch.1"
-	install -D -m 0644 Documentation/man/msrbatch.4 "$(DESTDIR)$(MANDIR)/man4/msrbatch.4"
+	install -D -m 0644 $(CARGO_OUT)/msrbatch.4 "$(DESTDIR)$(MANDIR)/man4/msrbatch.4"
 	install -D -m 0644 $(CARGO_OUT)/msrbatch.bash "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/msrbatch"
 	install -D -m 0644 $(CARGO_OUT)/_msrbatch "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_msrbatch"
 	install -D -m 0644 $(CARGO_OUT)/msrbatch.fish "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/msrbatch.fish"
@@ -135,3 +136,7 @@ fuzz:
 
 harness-selftest:
 	@$(HARNESS)/vm.sh selftest
+
+# The version (one source: Cargo.toml's [workspace.package]; scripts/version.sh).
+version:
+	@echo $(VERSION)
