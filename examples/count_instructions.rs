@@ -4,11 +4,9 @@
 //! MSRs: one batch, atomically on CPU 0. Needs an Intel architectural PMU
 //! (CPUID leaf 0AH); without one it says so and exits 0.
 
+use msrbatch::msr::{IA32_PERFEVTSEL0, IA32_PERF_GLOBAL_CTRL, IA32_PMC0};
 use msrbatch::{Batch, Device, Op, Value};
 
-const IA32_PMC0: u32 = 0xc1;
-const IA32_PERFEVTSEL0: u32 = 0x186;
-const IA32_PERF_GLOBAL_CTRL: u32 = 0x38f;
 const USR: u64 = 1 << 16;
 const OS: u64 = 1 << 17;
 const EN: u64 = 1 << 22;

@@ -403,7 +403,7 @@ fn main() {
     let threads = arg("--threads", 4).max(1);
     let seconds = arg("--seconds", 0);
     let seed = arg("--seed", 0x5eed_1234);
-    let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    let ncpus = msrbatch::online_cpus().map_or(1, |c| c.len()) as u32;
 
     let dev = msrbatch::Device::open().expect("open");
     let mut b = msrbatch::Batch::new();

@@ -8,7 +8,7 @@ use msrbatch_sys::uapi;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
-const TSC_AUX: u32 = 0xc000_0103;
+use msrbatch::msr::IA32_TSC_AUX as TSC_AUX;
 
 struct Tally {
     passed: u32,
@@ -24,11 +24,6 @@ impl Tally {
             self.failed += 1;
         }
     }
-}
-
-fn online_cpus() -> Vec<u32> {
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (0..n as u32).collect()
 }
 
 /// RDMSR through the in-tree driver: pread at offset MSR of /dev/cpu/N/msr.
@@ -202,11 +197,14 @@ fn errors(t: &mut Tally, dev: &Device) {
         format!("library: {} ops -> {e}", big.len()),
     );
     // Offline CPU: take the last one down for a moment.
-    let last = online_cpus().len() - 1;
+    let last = msrbatch::online_cpus()
+        .ok()
+        .and_then(|c| c.last().copied())
+        .unwrap_or(0);
     let online = format!("/sys/devices/system/cpu/cpu{last}/online");
     if last > 0 && std::fs::write(&online, "0").is_ok() {
         let mut b = Batch::new();
-        b.push(last as u32, Op::RdTsc);
+        b.push(last, Op::RdTsc);
         let r = dev.run(&mut b);
         let restored = std::fs::write(&online, "1").is_ok();
         let e = r.err();
@@ -272,7 +270,7 @@ fn main() {
             .is_ok_and(|i| i.version == uapi::MSRBATCH_ABI_VERSION),
         format!("info: {info:?}"),
     );
-    let cpus = online_cpus();
+    let cpus = msrbatch::online_cpus().expect("/sys/devices/system/cpu/online");
     every_op(&mut t, &dev, &cpus);
     errors(&mut t, &dev);
     differential(&mut t, &dev, &cpus);
