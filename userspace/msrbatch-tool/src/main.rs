@@ -329,6 +329,22 @@ mod tests {
         }
     }
 
+    /// stat --dry-run prints its batches with pmu.rs's printer; until that
+    /// printer is the library's, it must write the library's text form.
+    #[test]
+    fn dry_run_batches_print_in_the_ops_text_form() {
+        let events = pmu::parse_events(&["instructions,cycles".into()]).unwrap();
+        let info = pmu::PmuInfo {
+            version: 2,
+            gp_counters: 2,
+            ..Default::default()
+        };
+        let (before, after) = pmu::stat_batches(&info, 3, &events, &[0, 0], Some(7));
+        for b in [&before, &after] {
+            assert_eq!(pmu::batch_as_script(b), script::to_text(b));
+        }
+    }
+
     #[test]
     fn the_clap_definitions_are_consistent() {
         Cli::command().debug_assert();
