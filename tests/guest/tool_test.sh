@@ -128,6 +128,22 @@ check "msrbatch wrmsr -a with two values: every CPU has the last" sh -c "[ \$(rd
 c=0
 while read -r v; do wrmsr -p "$c" 0xc0000103 "0x$v"; c=$((c + 1)); done </tmp/aux.orig
 check "TSC_AUX restored on every CPU" sh -c "rdmsr -a 0xc0000103 | cmp -s - /tmp/aux.orig"
+# A faulting write: IA32_PKRS (0x6e1) with a reserved bit set raises #GP, so
+# nothing changes. Same message and exit status (4) as msr-tools; with -a the
+# message names the CPU that failed.
+ref=$(wrmsr -p 1 0x6e1 0x100000000 2>&1)
+rrc=$?
+if [ "$rrc" -eq 4 ]; then
+	our=$(msrbatch wrmsr -p 1 0x6e1 0x100000000 2>&1)
+	orc=$?
+	check "wrmsr -p 1 of a faulting write: exit $orc, '$our', as msr-tools" [ "$orc.$our" = "$rrc.$ref" ]
+	our=$(msrbatch wrmsr -a 0x6e1 0x100000000 2>&1)
+	orc=$?
+	check "wrmsr -a of a faulting write: exit $orc, '$our'" \
+		[ "$orc.$our" = "4.wrmsr: CPU 0 cannot set MSR 0x000006e1 to 0x0000000100000000" ]
+else
+	echo "# skipped: writing IA32_PKRS bit 32 did not fault here (msr-tools: exit $rrc, '$ref'), so there is no faulting write to compare"
+fi
 
 # Counter programming helpers.
 eax=$(printf 'cpuid 0xa\n' | msrbatch run - | awk 'NR == 2 {print $6}')
