@@ -6,7 +6,7 @@
 
 use crate::exit::{Exit, Failure};
 use clap::Args;
-use msrbatch::number::{parse_u32, parse_u64};
+use msrbatch::number::{parse_bit_range, parse_u32, parse_u64};
 use msrbatch::{msr::parse_msr, Batch, Device, Errno, Op, OpResult};
 use std::io::Write;
 
@@ -56,7 +56,7 @@ pub struct RdmsrArgs {
     #[command(flatten)]
     cpus: CpuArgs,
     /// Output bits [h:l] only.
-    #[arg(short = 'f', long = "bitfield", value_name = "H:L", value_parser = parse_bitfield)]
+    #[arg(short = 'f', long = "bitfield", value_name = "H:L", value_parser = parse_bit_range)]
     bitfield: Option<(u32, u32)>,
     /// The MSR (number or name).
     #[arg(value_parser = parse_msr)]
@@ -97,18 +97,6 @@ impl CpuArgs {
             Ok(vec![self.processor])
         }
     }
-}
-
-fn parse_bitfield(s: &str) -> Result<(u32, u32), String> {
-    let (h, l) = s.split_once(':').ok_or("want h:l")?;
-    let (h, l) = (
-        parse_u32(h).map_err(|e| e.to_string())?,
-        parse_u32(l).map_err(|e| e.to_string())?,
-    );
-    if h > 63 || l > h {
-        return Err("want 63 >= h >= l".into());
-    }
-    Ok((h, l))
 }
 
 /// Digits of the largest unsigned value of `bits` bits (msr-tools' table).
@@ -449,8 +437,6 @@ mod tests {
             assert!(rd(args).is_err(), "{args:?}");
         }
         assert_eq!(rd(&["-p", "0x1", "631"]).unwrap().cpus.processor, 1);
-        assert_eq!(parse_bitfield("7:4"), Ok((7, 4)));
-        assert!(parse_bitfield("4:7").is_err());
     }
 
     fn res(cpu: u32, op: Op, value: Result<Value, Errno>) -> OpResult {

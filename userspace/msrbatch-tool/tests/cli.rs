@@ -89,19 +89,18 @@ fn a_failed_open_masks_no_usage_error() {
         "{err}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
-    // Well-formed commands get as far as opening the device.
-    let (code, _, err) = run(&["rdmsr", "0x10"]);
-    assert_eq!(code, 127, "msr-tools' status for a failed open");
-    assert!(
-        err.starts_with("rdmsr: open /nonexistent/msrbatch: ENOENT"),
-        "{err}"
-    );
-    let (code, _, err) = run(&["info"]);
-    assert_eq!(code, 2);
-    assert!(
-        err.starts_with("msrbatch: open /nonexistent/msrbatch: ENOENT"),
-        "{err}"
-    );
+    // Well-formed commands get as far as opening the device: msr-tools'
+    // status for its commands, 2 for the others.
+    fails_at_open("rdmsr 0x10", 127, "rdmsr");
+    fails_at_open("info", 2, "msrbatch");
+}
+
+/// `line` is well formed: it fails only at opening the device.
+fn fails_at_open(line: &str, code: i32, prog: &str) {
+    let (got, _, err) = run(&words(line));
+    assert_eq!(got, code, "{line}: {err}");
+    let want = format!("{prog}: open /nonexistent/msrbatch: ENOENT (No such file or directory)");
+    assert_eq!(err.trim_end(), want, "{line}");
 }
 
 #[test]
@@ -111,34 +110,30 @@ fn msr_tools_long_options_are_accepted() {
          --unsigned-decimal --unsigned --octal --c-language --zero-fill --zero-pad --raw \
          --bitfield 7:0 --cpu 1 --processor 0 --all 0x10",
         "rdmsr --cpu=3 --bitfield=63:32 IA32_PAT",
-        "wrmsr --cpu 1 --processor=0 --all 0x10 1 2",
     ] {
-        let (code, _, err) = run(&words(line));
-        assert_eq!(code, 127, "{line}: {err}");
-        assert!(
-            err.contains(": open /nonexistent/msrbatch"),
-            "{line}: {err}"
-        );
+        fails_at_open(line, 127, "rdmsr");
     }
+    fails_at_open("wrmsr --cpu 1 --processor=0 --all 0x10 1 2", 127, "wrmsr");
 }
 
 #[test]
 fn one_number_grammar() {
-    // The same word means the same everywhere: a leading 0 is refused.
-    for line in [
-        "evsel 010",
-        "evsel event=010",
-        "rdmsr 010",
-        "rdmsr -p 01 0x10",
-        "wrmsr 0x10 010",
-        "run --repeat 02 f",
+    // The same word means the same everywhere: a leading 0 is refused, with
+    // the same reason, in arguments, options, fields and scripts.
+    for (line, code) in [
+        ("evsel 010", 2),
+        ("evsel event=010", 2),
+        ("rdmsr 010", 127),
+        ("rdmsr -p 010 0x10", 127),
+        ("rdmsr -f 010:0 0x10", 127),
+        ("wrmsr 0x10 010", 127),
+        ("run --repeat 010 f", 2),
+        ("run --interval 010ms f", 2),
     ] {
-        let (code, _, err) = run(&words(line));
-        assert_ne!(code, 0, "{line}");
+        let (got, _, err) = run(&words(line));
+        assert_eq!(got, code, "{line}: {err}");
         assert!(
-            err.contains("'010': a decimal number must not start with 0")
-                || err.contains("'01': a decimal")
-                || err.contains("'02': a decimal"),
+            err.contains("'010': a decimal number must not start with 0"),
             "{line}: {err}"
         );
     }

@@ -37,6 +37,8 @@ pub enum NumberErrorKind {
     BadUnit,
     /// A CPU list that is not `all`, `N`, `N-M` or a comma-separated list of those.
     BadCpuList,
+    /// A bit range that is not `HI:LO` with 63 >= HI >= LO.
+    BadBitRange,
 }
 
 impl NumberError {
@@ -70,6 +72,9 @@ impl fmt::Display for NumberError {
                 f,
                 "'{t}' is not a duration (a number and ns, us, ms or s; ns without a unit)"
             ),
+            NumberErrorKind::BadBitRange => {
+                write!(f, "'{t}' is not a bit range (HI:LO with 63 >= HI >= LO)")
+            }
             NumberErrorKind::BadCpuList => {
                 write!(f, "'{t}' is not a CPU list (all, N, N-M, or a comma-separated list of those)")
             }
@@ -134,6 +139,18 @@ pub fn parse_duration(s: &str) -> Result<u64, NumberError> {
     })?;
     n.checked_mul(mult)
         .ok_or_else(|| NumberError::new(s, NumberErrorKind::TooLarge(64)))
+}
+
+/// Parses a bit range `HI:LO` of a 64-bit register (63 >= HI >= LO), as
+/// `rdmsr -f` and the fields of a script's `rmw` take it.
+pub fn parse_bit_range(s: &str) -> Result<(u32, u32), NumberError> {
+    let bad = || NumberError::new(s, NumberErrorKind::BadBitRange);
+    let (hi, lo) = s.split_once(':').ok_or_else(bad)?;
+    let (hi, lo) = (parse_u32(hi)?, parse_u32(lo)?);
+    if hi > 63 || lo > hi {
+        return Err(bad());
+    }
+    Ok((hi, lo))
 }
 
 /// Parses a CPU list: `all` (which stands for `all`), `3`, `0,2-3`. Each CPU
@@ -228,6 +245,27 @@ mod tests {
         ] {
             assert_eq!(
                 parse_duration(text).map_err(|e| e.kind()),
+                Err(kind),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn bit_ranges() {
+        assert_eq!(parse_bit_range("7:4"), Ok((7, 4)));
+        assert_eq!(parse_bit_range("63:0"), Ok((63, 0)));
+        assert_eq!(parse_bit_range("0x3f:0"), Ok((63, 0)));
+        for (text, kind) in [
+            ("4:7", BadBitRange),
+            ("64:0", BadBitRange),
+            ("7", BadBitRange),
+            ("", BadBitRange),
+            ("a:b", Invalid),
+            ("07:4", LeadingZero),
+        ] {
+            assert_eq!(
+                parse_bit_range(text).map_err(|e| e.kind()),
                 Err(kind),
                 "{text}"
             );

@@ -14,7 +14,7 @@
 //! [MSR names or numbers](crate::msr::parse_msr).
 
 use crate::msr::{msr_name, parse_msr};
-use crate::number::{parse_cpu_list, parse_duration, parse_u32, parse_u64};
+use crate::number::{parse_bit_range, parse_cpu_list, parse_duration, parse_u32, parse_u64};
 use crate::{Batch, Op, RDPMC_FIXED};
 use std::fmt;
 use std::str::FromStr;
@@ -139,21 +139,12 @@ fn tokens(line: &str) -> Vec<Tok<'_>> {
     out
 }
 
-/// Parses `hi:lo=value` into (clear mask, set bits); `None` if `spec` is not
+/// Parses `HI:LO=VALUE` into (clear mask, set bits); `None` if `spec` is not
 /// of that shape.
 fn parse_field(spec: &str) -> Option<Result<(u64, u64), String>> {
-    let (range, value) = spec.split_once('=')?;
-    let (hi, lo) = range.split_once(':')?;
+    let (range, value) = spec.split_once('=').filter(|(r, _)| r.contains(':'))?;
     Some((|| {
-        let (hi, lo) = (
-            parse_u32(hi).map_err(|e| e.to_string())?,
-            parse_u32(lo).map_err(|e| e.to_string())?,
-        );
-        if hi > 63 || lo > hi {
-            return Err(format!(
-                "bad bit field {hi}:{lo} (want hi:lo with 63 >= hi >= lo)"
-            ));
-        }
+        let (hi, lo) = parse_bit_range(range).map_err(|e| e.to_string())?;
         let width = hi - lo + 1;
         let mask = if width == 64 {
             u64::MAX
@@ -594,7 +585,7 @@ stop-on-error
             ("cpu 01", 1, 5, "must not start with 0"),
             ("rmw 0x10", 1, 1, "usage: rmw"),
             ("rmw 0x10 7:0=0x100", 1, 10, "does not fit"),
-            ("rmw 0x10 64:0=1", 1, 10, "bad bit field"),
+            ("rmw 0x10 64:0=1", 1, 10, "'64:0' is not a bit range"),
             ("rmw 0x10 what", 1, 10, "expected set="),
             ("rmw 0x10 set=1 clear=08", 1, 16, "must not start with 0"),
             ("rdpmc fixed", 1, 7, "not a number"),
