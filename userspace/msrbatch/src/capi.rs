@@ -4,9 +4,9 @@
 //! a negative errno on failure; handles are opaque pointers owned by the
 //! caller and released with the matching `_close`/`_free` function.
 //!
-//! Like the ioctl layer, this module contains `unsafe` code: C hands it raw
-//! pointers, whose validity is the C caller's contract (documented in the
-//! header).
+//! It is the one module of this crate with `unsafe` code (the ioctls are in
+//! `msrbatch-sys`): C hands it raw pointers, whose validity is the C caller's
+//! contract (documented in the header).
 
 use crate::{uapi::msrbatch_info, Batch, Device, Errno, Op};
 use std::ffi::{c_char, c_int, c_long, CStr};
