@@ -39,6 +39,8 @@ pub enum NumberErrorKind {
     BadCpuList,
     /// A bit range that is not `HI:LO` with 63 >= HI >= LO.
     BadBitRange,
+    /// `all` where the list of CPUs it stands for is empty (unknown).
+    NoCpus,
 }
 
 impl NumberError {
@@ -75,6 +77,7 @@ impl fmt::Display for NumberError {
             NumberErrorKind::BadBitRange => {
                 write!(f, "'{t}' is not a bit range (HI:LO with 63 >= HI >= LO)")
             }
+            NumberErrorKind::NoCpus => write!(f, "'{t}': the online CPUs are unknown"),
             NumberErrorKind::BadCpuList => {
                 write!(f, "'{t}' is not a CPU list (all, N, N-M, or a comma-separated list of those)")
             }
@@ -153,10 +156,13 @@ pub fn parse_bit_range(s: &str) -> Result<(u32, u32), NumberError> {
     Ok((hi, lo))
 }
 
-/// Parses a CPU list: `all` (which stands for `all`), `3`, `0,2-3`. Each CPU
-/// appears once, in the order of the list.
+/// Parses a CPU list: `all` (which stands for `all`, and is an error if that
+/// is empty), `3`, `0,2-3`. Each CPU appears once, in the order of the list.
 pub fn parse_cpu_list(s: &str, all: &[u32]) -> Result<Vec<u32>, NumberError> {
     if s == "all" {
+        if all.is_empty() {
+            return Err(NumberError::new(s, NumberErrorKind::NoCpus));
+        }
         return Ok(all.to_vec());
     }
     let mut cpus = Vec::new();

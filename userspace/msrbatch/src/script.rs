@@ -571,6 +571,11 @@ stop-on-error
         let s = parse("rdtsc\ncpu all\nrdtsc", &[0, 1, 2, 3]).unwrap();
         let cpus: Vec<u32> = s.batch.results().map(|r| r.cpu).collect();
         assert_eq!(cpus, [0, 0, 1, 2, 3]);
+        let s = parse("cpus all\nrdtsc", &[1, 2]).unwrap();
+        assert_eq!(s.batch.results().map(|r| r.cpu).collect::<Vec<_>>(), [1, 2]);
+        let e = parse("cpus all\nrdtsc", &[]).unwrap_err();
+        assert_eq!((e.line, e.col), (1, 6));
+        assert!(e.msg.contains("the online CPUs are unknown"), "{e}");
     }
 
     #[test]
