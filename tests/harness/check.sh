@@ -29,7 +29,7 @@ host_checks() {
 	cargo fmt --all --check &&
 	cargo clippy --quiet --workspace --all-targets -- -D warnings &&
 	cargo test --quiet --workspace &&
-	RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p msrbatch &&
+	RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p msrbatch -p msrbatch-sys &&
 	scripts/gen-uapi.sh --check &&
 	tests/harness/test-check-kdir.sh &&
 	tests/harness/test-abi-layout.py &&
@@ -41,7 +41,7 @@ host_checks() {
 module_checks() {
 	make -s -C "$KBUILD" M="$MSRB_TOP" LLVM="$LLVM" RUSTC="$RUSTC" BINDGEN="$BINDGEN" \
 		CLIPPY=1 CLIPPY_DRIVER="$(dirname "$RUSTC")/clippy-driver" KCFLAGS= \
-		-W "$MSRB_TOP/rust/msrbatch.rs" modules 2>&1 | tee "$GUEST_DIR/clippy.log" >&2
+		-W "$MSRB_TOP/rust/msrbatch_main.rs" modules 2>&1 | tee "$GUEST_DIR/clippy.log" >&2
 	if grep -qE '^(warning|error)' "$GUEST_DIR/clippy.log"; then
 		echo "module: clippy or rustc warnings (see above)" >&2
 		return 1

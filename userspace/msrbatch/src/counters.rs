@@ -26,7 +26,8 @@
 //! 1 starts and stops each IA32_PERFEVTSELx's EN bit. AMD: the same with
 //! PerfCntrGlobalCtl (PerfMonV2), else PERF_CTLx.En.
 
-use crate::pmu::{self, evsel, msr, PmuInfo, ARCH_EVENTS};
+use crate::msr;
+use crate::pmu::{self, evsel, PmuInfo, ARCH_EVENTS};
 use crate::{Backend, Batch, Error, Op, Result, Value};
 use std::fmt;
 
@@ -40,11 +41,11 @@ pub enum Counter {
 }
 
 impl Counter {
-    /// The RDPMC selector (fixed counters: bit 30 set).
+    /// The RDPMC selector (fixed counters: [`RDPMC_FIXED`](crate::RDPMC_FIXED) set).
     pub fn rdpmc_ecx(self) -> u32 {
         match self {
             Counter::Gp(i) => i,
-            Counter::Fixed(i) => (1 << 30) | i,
+            Counter::Fixed(i) => crate::RDPMC_FIXED | i,
         }
     }
 

@@ -119,3 +119,8 @@ const _: () = {
     ["Offset of field: msrbatch_info::reserved"]
         [::core::mem::offset_of!(msrbatch_info, reserved) - 32usize];
 };
+// The ioctl numbers, as the C compiler computes them from the header.
+pub const MSRBATCH_IOC_INFO: u32 = 0x8040b900;
+pub const MSRBATCH_IOC_BATCH: u32 = 0xc030b901;
+pub const MSRBATCH_IOC_PCE_GRANT: u32 = 0x0000b910;
+pub const MSRBATCH_IOC_PCE_REVOKE: u32 = 0x0000b911;
