@@ -134,6 +134,20 @@ pub fn msr_name(msr: u32) -> Option<String> {
     })
 }
 
+/// An MSR as text: its name if it has one here, else its number in hex. This
+/// is how scripts, the text form of ops and messages write a register.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reg(pub u32);
+
+impl std::fmt::Display for Reg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match msr_name(self.0) {
+            Some(n) => f.write_str(&n),
+            None => write!(f, "{:#x}", self.0),
+        }
+    }
+}
+
 /// Why a text names no MSR.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MsrError {
@@ -193,6 +207,8 @@ mod tests {
         assert_eq!(msr_by_name("NOPE"), None);
         assert_eq!(msr_name(0xc001_0206 + 1), Some("AMD_PERF_CTR3".into()));
         assert_eq!(msr_name(0x1234), None);
+        assert_eq!(Reg(0x38f).to_string(), "IA32_PERF_GLOBAL_CTRL");
+        assert_eq!(Reg(0x1234).to_string(), "0x1234");
         for (name, _) in FIXED {
             assert_eq!(msr_name(msr_by_name(name).unwrap()).as_deref(), Some(*name));
         }

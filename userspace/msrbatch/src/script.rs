@@ -13,7 +13,7 @@
 //! Numbers follow the [one number grammar](crate::number); registers are
 //! [MSR names or numbers](crate::msr::parse_msr).
 
-use crate::msr::{msr_name, parse_msr};
+use crate::msr::{parse_msr, Reg};
 use crate::number::{parse_bit_range, parse_cpu_list, parse_duration, parse_u32, parse_u64};
 use crate::{Batch, Op, RDPMC_FIXED};
 use std::fmt;
@@ -52,18 +52,6 @@ pub struct Script {
     pub batch: Batch,
     /// `origins[i]` is where op `i` of the batch came from.
     pub origins: Vec<Origin>,
-}
-
-/// An MSR as scripts write it: its name, or its number in hex.
-struct Reg(u32);
-
-impl fmt::Display for Reg {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match msr_name(self.0) {
-            Some(n) => f.write_str(&n),
-            None => write!(f, "{:#x}", self.0),
-        }
-    }
 }
 
 /// The op as one script statement, e.g. `rdmsr IA32_PAT`, `rdpmc fixed 1`,
