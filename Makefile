@@ -35,13 +35,13 @@ LIBDIR := $(PREFIX)/lib
 INCLUDEDIR := $(PREFIX)/include
 MANDIR := $(PREFIX)/share/man
 UDEVDIR ?= /usr/lib/udev/rules.d
-VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
+VERSION := $(shell scripts/version.sh)
 KVER ?= $(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"/\1/p' "$(KDIR)/include/generated/utsrelease.h" 2>/dev/null)
 CARGO_OUT := target/release
 
 .PHONY: all modules module-check clean provision kernel vm-run vm-demo check \
 	install install-module install-userspace uninstall rust-analyzer \
-	userspace harness-selftest bench fuzz
+	userspace harness-selftest bench fuzz version
 
 all: modules
 
@@ -84,6 +84,7 @@ install-userspace: userspace
 	sed -e "s|@PREFIX@|$(PREFIX)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@UAPIDIR@|$(INCLUDEDIR)|" \
 		-e "s|@LIBDIR@|$(LIBDIR)|; s|@VERSION@|$(VERSION)|" \
 		userspace/msrbatch/msrbatch.pc.in >$(CARGO_OUT)/msrbatch.pc
+	sed "s|@VERSION@|$(VERSION)|" Documentation/man/msrbatch.4 >$(CARGO_OUT)/msrbatch.4
 	install -D -m 0755 $(CARGO_OUT)/msrbatch "$(DESTDIR)$(BINDIR)/msrbatch"
 	install -D -m 0755 $(CARGO_OUT)/libmsrbatch.so "$(DESTDIR)$(LIBDIR)/libmsrbatch.so"
 	install -D -m 0644 $(CARGO_OUT)/libmsrbatch.a "$(DESTDIR)$(LIBDIR)/libmsrbatch.a"
@@ -91,7 +92,7 @@ install-userspace: userspace
 	install -D -m 0644 include/msrbatch.h "$(DESTDIR)$(INCLUDEDIR)/msrbatch.h"
 	install -D -m 0644 include/uapi/linux/msrbatch.h "$(DESTDIR)$(INCLUDEDIR)/linux/msrbatch.h"
 	install -D -m 0644 $(CARGO_OUT)/msrbatch.1 "$(DESTDIR)$(MANDIR)/man1/msrbatch.1"
-	install -D -m 0644 Documentation/man/msrbatch.4 "$(DESTDIR)$(MANDIR)/man4/msrbatch.4"
+	install -D -m 0644 $(CARGO_OUT)/msrbatch.4 "$(DESTDIR)$(MANDIR)/man4/msrbatch.4"
 	install -D -m 0644 $(CARGO_OUT)/msrbatch.bash "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/msrbatch"
 	install -D -m 0644 $(CARGO_OUT)/_msrbatch "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_msrbatch"
 	install -D -m 0644 $(CARGO_OUT)/msrbatch.fish "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/msrbatch.fish"
@@ -110,8 +111,16 @@ uninstall:
 	$(if $(DESTDIR),,-depmod -a "$(KVER)")
 
 # make vm-run CMD='...' [EXTRA='file ...'] [TIMEOUT=seconds] [APPEND='kernel args']
+# CMD, EXTRA and APPEND reach the guest byte for byte: make would expand a '$'
+# in them when it exports them, and a newline would split the recipe line, so
+# they are not exported; their raw text ($(value ...), expanded once by :=)
+# travels in the environment instead. tests/harness/vm.sh selftest checks it.
+unexport CMD EXTRA APPEND
+vm-run: export MSRB_VM_CMD := $(value CMD)
+vm-run: export MSRB_VM_EXTRA := $(value EXTRA)
+vm-run: export MSRB_VM_APPEND := $(value APPEND)
 vm-run:
-	@$(HARNESS)/vm.sh run
+	@CMD="$$MSRB_VM_CMD" EXTRA="$$MSRB_VM_EXTRA" APPEND="$$MSRB_VM_APPEND" $(HARNESS)/vm.sh run
 
 vm-demo:
 	@$(HARNESS)/vm.sh demo
@@ -127,3 +136,7 @@ fuzz:
 
 harness-selftest:
 	@$(HARNESS)/vm.sh selftest
+
+# The version (one source: Cargo.toml's [workspace.package]; scripts/version.sh).
+version:
+	@echo $(VERSION)

@@ -23,7 +23,7 @@ int main(int argc, char **argv)
 	uint64_t first[1], second[1], delta[1];
 	struct msrbatch_counters *ctr;
 	const uint32_t cpu = 0;
-	struct msrbatch_req *req;
+	struct msrbatch_batch_buf *batch;
 	struct msrbatch *dev;
 	char what[128];
 	long a, b;
@@ -49,17 +49,17 @@ int main(int argc, char **argv)
 	}
 	msrbatch_counters_describe(ctr, 0, what, sizeof(what));
 
-	req = msrbatch_req_new();
-	msrbatch_counters_push_start(ctr, req);
-	a = msrbatch_counters_push_read(ctr, req);
-	msrbatch_req_delay(req, cpu, 10000);
-	b = msrbatch_counters_push_read(ctr, req);
-	msrbatch_counters_push_stop(ctr, req);
-	err = msrbatch_run(dev, req);
+	batch = msrbatch_batch_new();
+	msrbatch_counters_push_start(ctr, batch);
+	a = msrbatch_counters_push_read(ctr, batch);
+	msrbatch_batch_delay(batch, cpu, 10000);
+	b = msrbatch_counters_push_read(ctr, batch);
+	msrbatch_counters_push_stop(ctr, batch);
+	err = msrbatch_run(dev, batch);
 	if (!err)
-		err = msrbatch_counters_values(ctr, req, a, first);
+		err = msrbatch_counters_values(ctr, batch, a, first);
 	if (!err)
-		err = msrbatch_counters_values(ctr, req, b, second);
+		err = msrbatch_counters_values(ctr, batch, b, second);
 	if (msrbatch_counters_restore(ctr) < 0 && !err)
 		err = -EIO;
 	if (err) {
@@ -70,7 +70,7 @@ int main(int argc, char **argv)
 	msrbatch_counters_deltas(ctr, first, second, delta);
 	printf("instructions retired on CPU %u across a 10 us busy-wait: %llu (%s)\n", cpu,
 	       (unsigned long long)delta[0], what);
-	msrbatch_req_free(req);
+	msrbatch_batch_free(batch);
 	msrbatch_counters_close(ctr);
 	msrbatch_close(dev);
 	return 0;

@@ -95,7 +95,7 @@ mod tests {
     #[test]
     fn refuses_an_owned_counter() {
         let m = model("skylake.txt");
-        assert!(m.wrmsr(0, msrbatch::pmu::msr::IA32_FIXED_CTR_CTRL, 3));
+        assert!(m.wrmsr(0, msrbatch::msr::IA32_FIXED_CTR_CTRL, 3));
         let e = count(&m, 0).unwrap_err();
         assert_eq!(e.errno().0, libc::EBUSY, "{e}");
     }

@@ -14,7 +14,7 @@ int main(void)
 {
 	static const uint32_t msrs[] = { 0x277, 0xc0000080, 0xc0000103 };
 	long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-	struct msrbatch_req *req;
+	struct msrbatch_batch_buf *batch;
 	struct msrbatch *dev;
 	size_t i;
 	int err;
@@ -24,19 +24,19 @@ int main(void)
 		fprintf(stderr, "msrbatch_open: %s\n", strerror(-err));
 		return 1;
 	}
-	req = msrbatch_req_new();
+	batch = msrbatch_batch_new();
 	for (long cpu = 0; cpu < ncpus; cpu++)
 		for (i = 0; i < sizeof(msrs) / sizeof(msrs[0]); i++)
-			msrbatch_req_rdmsr(req, cpu, msrs[i]);
-	err = msrbatch_run(dev, req);
+			msrbatch_batch_rdmsr(batch, cpu, msrs[i]);
+	err = msrbatch_run(dev, batch);
 	if (err) {
 		fprintf(stderr, "msrbatch_run: %s (op %ld)\n", msrbatch_errno_name(err),
-			msrbatch_req_err_index(req));
+			msrbatch_batch_err_index(batch));
 		return 1;
 	}
-	for (i = 0; i < msrbatch_req_len(req); i++) {
+	for (i = 0; i < msrbatch_batch_len(batch); i++) {
 		uint64_t val[2];
-		int status = msrbatch_result(req, i, val);
+		int status = msrbatch_result(batch, i, val);
 
 		printf("cpu %zu msr %#x: ", i / 3, msrs[i % 3]);
 		if (status)
@@ -44,8 +44,8 @@ int main(void)
 		else
 			printf("0x%016llx\n", (unsigned long long)val[0]);
 	}
-	err = msrbatch_req_nr_failed(req) ? 1 : 0;
-	msrbatch_req_free(req);
+	err = msrbatch_batch_nr_failed(batch) ? 1 : 0;
+	msrbatch_batch_free(batch);
 	msrbatch_close(dev);
 	return err;
 }

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Read a few MSRs on every online CPU in one batch with the Rust API.
 
-use msrbatch::{msr_name, Batch, Device, Op};
+use msrbatch::msr::{IA32_EFER, IA32_PAT, IA32_TSC_AUX};
+use msrbatch::{msr_name, online_cpus, Batch, Device, Op};
 
 fn main() -> Result<(), msrbatch::Error> {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
     let dev = Device::open()?;
     let mut batch = Batch::new();
-    for cpu in 0..cpus {
-        for msr in [0x277, 0xc000_0080, 0xc000_0103] {
+    for cpu in online_cpus()? {
+        for msr in [IA32_PAT, IA32_EFER, IA32_TSC_AUX] {
             batch.push(cpu, Op::RdMsr { msr });
         }
     }

@@ -20,49 +20,56 @@
 extern "C" {
 #endif
 
-/* An open /dev/msrbatch. */
+/* An open /dev/msrbatch (Rust: msrbatch::Device). */
 struct msrbatch;
-/* A batch of ops; reusable: run it again to get fresh results. */
-struct msrbatch_req;
+/*
+ * A batch (Rust: msrbatch::Batch): its ops and, after a run, their results.
+ * The library hands it to the kernel as the struct msrbatch_batch of
+ * <linux/msrbatch.h> and the ops array that points to. Reusable: run it again
+ * to get fresh results.
+ */
+struct msrbatch_batch_buf;
 
 /* Opens @path (NULL: "/dev/msrbatch"); needs CAP_SYS_RAWIO. */
 int msrbatch_open(const char *path, struct msrbatch **dev);
 void msrbatch_close(struct msrbatch *dev);
 int msrbatch_info(const struct msrbatch *dev, struct msrbatch_info *info);
 
-struct msrbatch_req *msrbatch_req_new(void);
-void msrbatch_req_free(struct msrbatch_req *req);
+struct msrbatch_batch_buf *msrbatch_batch_new(void);
+void msrbatch_batch_free(struct msrbatch_batch_buf *batch);
 /* On each CPU, stop at the first failing op (the rest get -ECANCELED). */
-void msrbatch_req_stop_on_error(struct msrbatch_req *req, int stop);
-size_t msrbatch_req_len(const struct msrbatch_req *req);
+void msrbatch_batch_stop_on_error(struct msrbatch_batch_buf *batch, int stop);
+size_t msrbatch_batch_len(const struct msrbatch_batch_buf *batch);
 
 /* Each appends one op for @cpu and returns its index, or a negative errno. */
-long msrbatch_req_rdmsr(struct msrbatch_req *req, uint32_t cpu, uint32_t msr);
-long msrbatch_req_wrmsr(struct msrbatch_req *req, uint32_t cpu, uint32_t msr, uint64_t value);
-long msrbatch_req_rmwmsr(struct msrbatch_req *req, uint32_t cpu, uint32_t msr,
-			 uint64_t clear, uint64_t set);
-long msrbatch_req_rdpmc(struct msrbatch_req *req, uint32_t cpu, uint32_t ecx);
-long msrbatch_req_rdtsc(struct msrbatch_req *req, uint32_t cpu);
-long msrbatch_req_rdtscp(struct msrbatch_req *req, uint32_t cpu);
-long msrbatch_req_cpuid(struct msrbatch_req *req, uint32_t cpu, uint32_t leaf, uint32_t subleaf);
-long msrbatch_req_delay(struct msrbatch_req *req, uint32_t cpu, uint64_t ns);
-long msrbatch_req_rdcr4(struct msrbatch_req *req, uint32_t cpu);
+long msrbatch_batch_rdmsr(struct msrbatch_batch_buf *batch, uint32_t cpu, uint32_t msr);
+long msrbatch_batch_wrmsr(struct msrbatch_batch_buf *batch, uint32_t cpu, uint32_t msr,
+			  uint64_t value);
+long msrbatch_batch_rmwmsr(struct msrbatch_batch_buf *batch, uint32_t cpu, uint32_t msr,
+			   uint64_t clear, uint64_t set);
+long msrbatch_batch_rdpmc(struct msrbatch_batch_buf *batch, uint32_t cpu, uint32_t ecx);
+long msrbatch_batch_rdtsc(struct msrbatch_batch_buf *batch, uint32_t cpu);
+long msrbatch_batch_rdtscp(struct msrbatch_batch_buf *batch, uint32_t cpu);
+long msrbatch_batch_cpuid(struct msrbatch_batch_buf *batch, uint32_t cpu, uint32_t leaf,
+			  uint32_t subleaf);
+long msrbatch_batch_delay(struct msrbatch_batch_buf *batch, uint32_t cpu, uint64_t ns);
+long msrbatch_batch_rdcr4(struct msrbatch_batch_buf *batch, uint32_t cpu);
 
 /*
- * Runs @req: 0 when it ran (look at each op's result), a negative errno when
- * the kernel refused it and nothing ran; then msrbatch_req_err_index() names
+ * Runs @batch: 0 when it ran (look at each op's result), a negative errno when
+ * the kernel refused it and nothing ran; then msrbatch_batch_err_index() names
  * the op it blamed, or returns -1.
  */
-int msrbatch_run(const struct msrbatch *dev, struct msrbatch_req *req);
-uint32_t msrbatch_req_nr_failed(const struct msrbatch_req *req);
-long msrbatch_req_err_index(const struct msrbatch_req *req);
+int msrbatch_run(const struct msrbatch *dev, struct msrbatch_batch_buf *batch);
+uint32_t msrbatch_batch_nr_failed(const struct msrbatch_batch_buf *batch);
+long msrbatch_batch_err_index(const struct msrbatch_batch_buf *batch);
 
 /*
  * Copies op @index's outputs to @val (may be NULL) and returns its status:
  * 0, -EIO (the instruction faulted), -ECANCELED (not run); -ERANGE for an
  * index past the end.
  */
-int msrbatch_result(const struct msrbatch_req *req, size_t index, uint64_t val[2]);
+int msrbatch_result(const struct msrbatch_batch_buf *batch, size_t index, uint64_t val[2]);
 
 /* User-mode RDPMC (CR4.PCE) for the calling thread (Documentation/pce.md). */
 int msrbatch_grant_rdpmc(const struct msrbatch *dev);
@@ -103,12 +110,15 @@ int msrbatch_counters_start(const struct msrbatch_counters *ctr, uint64_t *value
 int msrbatch_counters_stop(const struct msrbatch_counters *ctr, uint64_t *values);
 int msrbatch_counters_read(const struct msrbatch_counters *ctr, uint64_t *values);
 /* The same ops appended to your own batch, to measure within it. */
-int msrbatch_counters_push_start(const struct msrbatch_counters *ctr, struct msrbatch_req *req);
-int msrbatch_counters_push_stop(const struct msrbatch_counters *ctr, struct msrbatch_req *req);
+int msrbatch_counters_push_start(const struct msrbatch_counters *ctr,
+				 struct msrbatch_batch_buf *batch);
+int msrbatch_counters_push_stop(const struct msrbatch_counters *ctr,
+				struct msrbatch_batch_buf *batch);
 /* Returns a handle for msrbatch_counters_values(), or a negative errno. */
-long msrbatch_counters_push_read(const struct msrbatch_counters *ctr, struct msrbatch_req *req);
-int msrbatch_counters_values(const struct msrbatch_counters *ctr, const struct msrbatch_req *req,
-			     long reading, uint64_t *values);
+long msrbatch_counters_push_read(const struct msrbatch_counters *ctr,
+				 struct msrbatch_batch_buf *batch);
+int msrbatch_counters_values(const struct msrbatch_counters *ctr,
+			     const struct msrbatch_batch_buf *batch, long reading, uint64_t *values);
 /* @out[i] = @end[i] - @start[i] modulo the counter's width. */
 int msrbatch_counters_deltas(const struct msrbatch_counters *ctr, const uint64_t *start,
 			     const uint64_t *end, uint64_t *out);

@@ -12,15 +12,17 @@ sed 's/^/# /' /tmp/insmod.out
 check "an unsigned module is refused (EPERM)" sh -c "[ $rc -ne 0 ] && grep -q 'Operation not permitted' /tmp/insmod.out"
 check "the kernel log says why" sh -c "dmesg | grep -q 'Lockdown: insmod: unsigned module loading is restricted'"
 check "reads work under lockdown" sh -c "printf 'cpu all\nrdmsr IA32_TSC_AUX\nrdtscp\n' | msrbatch run -"
-before=$(printf 'rdmsr IA32_TSC_AUX\n' | msrbatch run - | awk 'NR == 2 {print $6}')
+# The value is the table's next-to-last column (the status is the last).
+before=$(printf 'rdmsr IA32_TSC_AUX\n' | msrbatch run - | awk 'NR == 2 {print $(NF - 1)}')
 printf 'rdmsr IA32_TSC_AUX\nwrmsr IA32_TSC_AUX 0x55\n' | msrbatch run - >/tmp/w.out 2>&1
 rc=$?
 sed 's/^/# /' /tmp/w.out
 check "a batch with WRMSR fails with EPERM" sh -c "[ $rc -eq 2 ] && grep -q EPERM /tmp/w.out"
 printf 'rmw IA32_TSC_AUX set=0x1\n' | msrbatch run - >/tmp/w.out 2>&1
 check "a batch with RMW fails with EPERM" grep -q EPERM /tmp/w.out
-after=$(printf 'rdmsr IA32_TSC_AUX\n' | msrbatch run - | awk 'NR == 2 {print $6}')
-check "TSC_AUX unchanged ($before == $after)" [ "$before" = "$after" ]
+after=$(printf 'rdmsr IA32_TSC_AUX\n' | msrbatch run - | awk 'NR == 2 {print $(NF - 1)}')
+check "TSC_AUX read before and after, unchanged ($before == $after)" \
+	sh -c "[ \"\$1\" = \"\$2\" ] && echo \"\$1\" | grep -q '^0x[0-9a-f]\{16\}$'" _ "$before" "$after"
 # Should the write have gone through, put the value back (refused when locked down).
 [ "$before" = "$after" ] || printf 'wrmsr IA32_TSC_AUX %s\n' "$before" | msrbatch run - >/dev/null 2>&1
 check "no taint from refused writes" sh -c "[ \$(( \$(cat /proc/sys/kernel/tainted) & 4 )) -eq 0 ]"

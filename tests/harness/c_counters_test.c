@@ -24,7 +24,7 @@ int main(int argc, char **argv)
 	struct msrbatch_counters *ctr, *other;
 	struct msrbatch *dev, *none;
 	struct msrbatch_info info;
-	struct msrbatch_req *req;
+	struct msrbatch_batch_buf *batch;
 	char buf[96];
 	long r0, r1;
 
@@ -46,29 +46,29 @@ int main(int argc, char **argv)
 	ok(msrbatch_counters_open(dev, 0, "instructions", 0, &other) == -EBUSY,
 	   "a second open of the same counter: -EBUSY");
 	ok(msrbatch_counters_start(ctr, a) == 0, "start");
-	req = msrbatch_req_new();
-	msrbatch_req_delay(req, 0, 1000);
-	ok(msrbatch_run(dev, req) == 0, "a 1 us DELAY runs on the model");
+	batch = msrbatch_batch_new();
+	msrbatch_batch_delay(batch, 0, 1000);
+	ok(msrbatch_run(dev, batch) == 0, "a 1 us DELAY runs on the model");
 	ok(msrbatch_counters_stop(ctr, z) == 0, "stop");
 	msrbatch_counters_deltas(ctr, a, z, d);
 	ok(d[0] == 3000 && d[1] == 0, "counted 3000 instructions (kernel mode) and 0 user branches");
-	msrbatch_req_free(req);
-	req = msrbatch_req_new();
-	msrbatch_counters_push_start(ctr, req);
-	r0 = msrbatch_counters_push_read(ctr, req);
-	msrbatch_req_delay(req, 0, 2000);
-	r1 = msrbatch_counters_push_read(ctr, req);
-	msrbatch_counters_push_stop(ctr, req);
-	ok(msrbatch_run(dev, req) == 0 && msrbatch_counters_values(ctr, req, r0, a) == 0 &&
-	   msrbatch_counters_values(ctr, req, r1, z) == 0, "one batch: start, read, delay, read, stop");
+	msrbatch_batch_free(batch);
+	batch = msrbatch_batch_new();
+	msrbatch_counters_push_start(ctr, batch);
+	r0 = msrbatch_counters_push_read(ctr, batch);
+	msrbatch_batch_delay(batch, 0, 2000);
+	r1 = msrbatch_counters_push_read(ctr, batch);
+	msrbatch_counters_push_stop(ctr, batch);
+	ok(msrbatch_run(dev, batch) == 0 && msrbatch_counters_values(ctr, batch, r0, a) == 0 &&
+	   msrbatch_counters_values(ctr, batch, r1, z) == 0, "one batch: start, read, delay, read, stop");
 	msrbatch_counters_deltas(ctr, a, z, d);
 	ok(d[0] == 6000, "counted 6000 instructions within the batch");
-	ok(msrbatch_counters_values(ctr, req, r1 + 1, a) == -ERANGE, "a bad reading handle: -ERANGE");
+	ok(msrbatch_counters_values(ctr, batch, r1 + 1, a) == -ERANGE, "a bad reading handle: -ERANGE");
 	ok(msrbatch_counters_restore(ctr) == 0, "restore");
 	ok(msrbatch_counters_open(dev, 0, "instructions", 0, &other) == 0, "after restore the counter is free");
 	msrbatch_counters_close(other);
 	msrbatch_counters_close(ctr);
-	msrbatch_req_free(req);
+	msrbatch_batch_free(batch);
 	msrbatch_close(dev);
 	ok(msrbatch_open_model(argv[2], &none) == 0 &&
 	   msrbatch_counters_open(none, 0, "instructions", 0, &ctr) == -ENODEV &&

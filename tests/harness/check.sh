@@ -29,7 +29,7 @@ host_checks() {
 	cargo fmt --all --check &&
 	cargo clippy --quiet --workspace --all-targets -- -D warnings &&
 	cargo test --quiet --workspace &&
-	RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p msrbatch &&
+	RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p msrbatch -p msrbatch-sys &&
 	scripts/gen-uapi.sh --check &&
 	tests/harness/test-check-kdir.sh &&
 	tests/harness/test-abi-layout.py &&

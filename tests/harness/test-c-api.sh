@@ -12,7 +12,7 @@ out="$top/target/c-api"
 mkdir -p "$out/pkgconfig"
 cd "$top"
 cargo build --quiet --release -p msrbatch
-version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
+version=$(scripts/version.sh)
 sed -e "s|@PREFIX@|$top|; s|@INCLUDEDIR@|$top/include|; s|@UAPIDIR@|$top/include/uapi|" \
 	-e "s|@LIBDIR@|$top/target/release|; s|@VERSION@|$version|" \
 	userspace/msrbatch/msrbatch.pc.in >"$out/pkgconfig/msrbatch.pc"

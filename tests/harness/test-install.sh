@@ -24,7 +24,22 @@ if ! diff -u "$tmp/want" "$tmp/got"; then
 fi
 echo "ok - make install DESTDIR=... PREFIX=/usr installs the $(wc -l <"$tmp/want") files of the manifest"
 
-/sbin/modinfo -F version "$tmp/root/lib/modules/$kver/extra/rust/msrbatch.ko" | grep -q .
+# One version (scripts/version.sh) in everything installed that names one.
+ver=$(scripts/version.sh)
+have=(
+	"module:$(/sbin/modinfo -F version "$tmp/root/lib/modules/$kver/extra/rust/msrbatch.ko")"
+	"tool:$("$tmp/root/usr/bin/msrbatch" --version)"
+	"pkg-config:$(sed -n 's/^Version: //p' "$tmp/root/usr/lib/pkgconfig/msrbatch.pc")"
+	"msrbatch.1:$(sed -n 's/^\.TH .*"msrbatch \([^"]*\)".*/\1/p' "$tmp/root/usr/share/man/man1/msrbatch.1")"
+	"msrbatch.4:$(sed -n 's/^\.TH .*"msrbatch \([^"]*\)".*/\1/p' "$tmp/root/usr/share/man/man4/msrbatch.4")"
+)
+for h in "${have[@]}"; do
+	case "${h#*:}" in
+	"$ver" | "msrbatch $ver") ;;
+	*) echo "not ok - ${h%%:*} says version '${h#*:}', not $ver (scripts/version.sh)"; exit 1 ;;
+	esac
+done
+echo "ok - module, tool, pkg-config file and man pages all say version $ver"
 export PKG_CONFIG_SYSROOT_DIR="$tmp/root" PKG_CONFIG_PATH="$tmp/root/usr/lib/pkgconfig" PKG_CONFIG_LIBDIR=
 # shellcheck disable=SC2046
 gcc -Wall -Werror $(pkg-config --cflags msrbatch) -o "$tmp/read_msrs" examples/read_msrs.c $(pkg-config --libs msrbatch)
@@ -42,19 +57,19 @@ echo "ok - make uninstall removes every installed file"
 
 # DKMS, in private trees (nothing goes to /var/lib/dkms or /lib/modules).
 d="$tmp/dkms"
-mkdir -p "$d/src/msrbatch-0.1.0" "$d/tree" "$d/inst"
-git ls-files -co --exclude-standard | grep -v '^target/' | tar -cf - -T - | tar -x -C "$d/src/msrbatch-0.1.0"
+mkdir -p "$d/src/msrbatch-$ver" "$d/tree" "$d/inst"
+git ls-files -co --exclude-standard | grep -v '^target/' | tar -cf - -T - | tar -x -C "$d/src/msrbatch-$ver"
 dk=(dkms --dkmstree "$d/tree" --sourcetree "$d/src" --installtree "$d/inst")
 export LLVM RUSTC BINDGEN
-"${dk[@]}" add -m msrbatch -v 0.1.0 >"$d/log" 2>&1
-if ! "${dk[@]}" build -m msrbatch -v 0.1.0 -k "$kver" --kernelsourcedir "$kb" >>"$d/log" 2>&1; then
-	cat "$d/log" "$d/tree/msrbatch/0.1.0/build/make.log" 2>/dev/null | tail -30
+"${dk[@]}" add -m msrbatch -v "$ver" >"$d/log" 2>&1
+if ! "${dk[@]}" build -m msrbatch -v "$ver" -k "$kver" --kernelsourcedir "$kb" >>"$d/log" 2>&1; then
+	cat "$d/log" "$d/tree/msrbatch/$ver/build/make.log" 2>/dev/null | tail -30
 	echo "not ok - dkms build"
 	exit 1
 fi
-ko="$d/tree/msrbatch/0.1.0/$kver/$(uname -m)/module/msrbatch.ko"
+ko="$d/tree/msrbatch/$ver/$kver/$(uname -m)/module/msrbatch.ko"
 [ -f "$ko" ] && /sbin/modinfo -F license "$ko" | grep -qx GPL
-echo "ok - dkms build of msrbatch 0.1.0 for $kver (the test kernel) produced msrbatch.ko"
+echo "ok - dkms build of msrbatch $ver (dkms.conf reads the version) for $kver (the test kernel) produced msrbatch.ko"
 
 rm -f rust-project.json
 "${mk[@]}" rust-analyzer >/dev/null 2>&1
@@ -62,6 +77,6 @@ python3 - <<'PY'
 import json
 crates = json.load(open("rust-project.json"))["crates"]
 roots = [c["root_module"] for c in crates]
-assert any(r.endswith("rust/msrbatch.rs") for r in roots), roots
+assert any(r.endswith("rust/msrbatch_main.rs") for r in roots), roots
 PY
-echo "ok - make rust-analyzer writes rust-project.json with rust/msrbatch.rs as a crate root"
+echo "ok - make rust-analyzer writes rust-project.json with rust/msrbatch_main.rs as a crate root"

@@ -6,20 +6,52 @@
 #                 panic, oops, splat, timeout or failed load/unload).
 # vm.sh demo:     the newcomer's tour: a sample batch script on every CPU.
 # vm.sh selftest: proves the harness fails on a failing command, a panic and
-#                 a timeout.
+#                 a timeout, and that make vm-run's CMD reaches the guest's
+#                 shell byte for byte.
 set -uo pipefail
 . "$(dirname "$0")/guest.sh"
 
 total_start=$(date +%s)
 trap 'echo "==> total: $(( $(date +%s) - total_start )) s" >&2' EXIT
 
+# A command that make, an unquoted shell or a lossy hand-over would change:
+# '$' and '$$' (make variables), quotes, backslashes, a loop, $(...) and
+# backquotes, '#', '%', ',' and a newline.
+SELFTEST_CMD='v='"'"'a b'"'"'; for w in '"'"'$v'"'"' "$v" \$v '"'"'$$'"'"' "$((6 * 7))" '"'"'it'"'"'\'"'"''"'"'s'"'"' "c,d" '"'"'e#f'"'"' 100% "$(echo sub)" `echo tick` '"'"'g\h'"'"' $(printf '"'"'%s'"'"' x); do
+	printf '"'"'[%s]'"'"' "$w"
+done; echo " # not a comment"'
+
+# make vm-run hands CMD, EXTRA and APPEND to vm.sh unchanged (a stand-in
+# vm.sh records what it gets; no guest is involved).
+selftest_make() {
+	local fake rc=0 v
+	fake=$(mktemp -d)
+	printf '#!/bin/sh\nprintf %%s "$CMD" >"$(dirname "$0")/CMD"\nprintf %%s "$EXTRA" >"$(dirname "$0")/EXTRA"\nprintf %%s "$APPEND" >"$(dirname "$0")/APPEND"\n' >"$fake/vm.sh"
+	chmod +x "$fake/vm.sh"
+	make -s -C "$MSRB_TOP" vm-run HARNESS="$fake" CMD="$SELFTEST_CMD" EXTRA='a$b c' APPEND='x=$y z="1 2"' || rc=1
+	for v in "CMD:$SELFTEST_CMD" 'EXTRA:a$b c' 'APPEND:x=$y z="1 2"'; do
+		if [ "$rc" -eq 0 ] && [ "$(cat "$fake/${v%%:*}"; echo .)" = "${v#*:}." ]; then
+			echo "selftest: make vm-run passes ${v%%:*} on byte for byte: ok"
+		else
+			echo "selftest: make vm-run changed ${v%%:*}: '$(cat "$fake/${v%%:*}" 2>/dev/null)': FAIL"
+			rc=1
+		fi
+	done
+	rm -rf "$fake"
+	return $rc
+}
+
 selftest() {
-	# Three independent boots, side by side (faster than one after another:
-	# about 25 s against 41 s on the debug kernel here): what make vm-run promises
-	# (the module is loaded, CMD's output is streamed, its exit status is the
-	# run's), a guest panic, and a guest that does not finish in time.
+	# Four independent boots, side by side (faster than one after another:
+	# about 25 s against 41 s for three on the debug kernel here): what make
+	# vm-run promises (the module is loaded, CMD's output is streamed, its exit
+	# status is the run's, CMD runs as written), a guest panic, and a guest
+	# that does not finish in time.
 	local logs="$GUEST_DIR/runs" fails=0
 	mkdir -p "$logs"
+	selftest_make || fails=1
+	guest_boot selftest-bytes "$SELFTEST_CMD" 120 '' >"$logs/selftest-bytes.txt" 2>&1 &
+	local bytes_pid=$!
 	guest_boot selftest-exit 'cat /proc/modules; exit 3' 120 '' --allow-unload-failure >"$logs/selftest-exit.txt" 2>&1 &
 	local exit_pid=$!
 	guest_boot selftest-panic 'echo c > /proc/sysrq-trigger' 120 '' >"$logs/selftest-panic.txt" 2>&1 &
@@ -30,6 +62,13 @@ selftest() {
 		sed "s/^/  [$1] /" "$logs/$1.txt"
 		if [ "$3" -eq "$2" ]; then echo "selftest: $4 -> exit $3: ok"; else echo "selftest: $4 gave $3, not $2: FAIL"; fails=1; fi
 	}
+	wait $bytes_pid
+	report selftest-bytes 0 $? "CMD with quotes, \$, a loop and a newline"
+	# The guest's shell printed what the same shell prints here for CMD.
+	local want got
+	want=$(/bin/busybox sh -c "$SELFTEST_CMD" 2>&1)
+	got=$(tr -d '\r' <"$GUEST_DIR/runs/selftest-bytes/output.log")
+	if [ -n "$want" ] && [ "$got" = "$want" ]; then echo "selftest: the guest ran CMD as written ($got): ok"; else echo "selftest: the guest printed '$got', not '$want': FAIL"; fails=1; fi
 	wait $exit_pid
 	report selftest-exit 3 $? "failing command (exit 3)"
 	if grep -q '^msrbatch ' "$logs/selftest-exit.txt"; then echo "selftest: msrbatch in the guest's /proc/modules: ok"; else echo "selftest: msrbatch not in the guest's /proc/modules: FAIL"; fails=1; fi

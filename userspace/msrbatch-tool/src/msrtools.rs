@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
-//! `msrbatch rdmsr` / `msrbatch wrmsr`: msr-tools' options and output, with
-//! `-a` as one ioctl for all CPUs instead of one pread per CPU.
+//! `msrbatch rdmsr` / `msrbatch wrmsr`: msr-tools' options, output, messages
+//! and exit statuses, with `-a` as one ioctl for all CPUs instead of one
+//! pread per CPU. Every argument is checked while the command line is parsed,
+//! before the device is opened.
 
+use crate::exit::{Exit, Failure};
 use clap::Args;
-use msrbatch::{Batch, Device, Op};
+use msrbatch::number::{parse_bit_range, parse_u32, parse_u64};
+use msrbatch::{msr::parse_msr, Batch, Device, Errno, Op, OpResult};
+use std::io::Write;
 
 /// Output radix, as msr-tools' `mo_*` modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,89 +21,81 @@ pub enum Radix {
     Raw,
 }
 
-/// `msrbatch rdmsr [options] regno`.
+/// The radix options: as with msr-tools' getopt loop, the last one given wins.
+const RADIX: [&str; 6] = ["hex", "cap_hex", "signed", "unsigned", "octal", "raw"];
+
+/// `msrbatch rdmsr [options] regno`. As with getopt, an option may be given
+/// more than once (the last one counts).
 #[derive(Args, Debug)]
+#[command(args_override_self = true)]
 pub struct RdmsrArgs {
     /// Hexadecimal output (lower case).
-    #[arg(short = 'x', long = "hexadecimal")]
+    #[arg(short = 'x', long = "hexadecimal", overrides_with_all = RADIX)]
     hex: bool,
-    /// Hexadecimal output (upper case).
-    #[arg(short = 'X', long = "capital-hex")]
+    /// Hexadecimal output (upper case); also --capital-hexadecimal.
+    #[arg(short = 'X', long = "capital-hex", alias = "capital-hexadecimal", overrides_with_all = RADIX)]
     cap_hex: bool,
-    /// Signed decimal output.
-    #[arg(short = 'd', long = "decimal")]
+    /// Signed decimal output; also --signed-decimal.
+    #[arg(short = 'd', long = "decimal", alias = "signed-decimal", overrides_with_all = RADIX)]
     signed: bool,
-    /// Unsigned decimal output.
-    #[arg(short = 'u', long = "unsigned")]
+    /// Unsigned decimal output; also --unsigned-decimal.
+    #[arg(short = 'u', long = "unsigned", alias = "unsigned-decimal", overrides_with_all = RADIX)]
     unsigned: bool,
     /// Octal output.
-    #[arg(short = 'o', long = "octal")]
+    #[arg(short = 'o', long = "octal", overrides_with_all = RADIX)]
     octal: bool,
     /// Format output as a C language constant.
     #[arg(short = 'c', long = "c-language")]
     c_language: bool,
-    /// Output leading zeroes.
-    #[arg(short = '0', long = "zero-pad")]
+    /// Output leading zeroes; also --zero-fill.
+    #[arg(short = '0', long = "zero-pad", alias = "zero-fill")]
     zero_pad: bool,
     /// Raw binary output.
-    #[arg(short = 'r', long = "raw")]
+    #[arg(short = 'r', long = "raw", overrides_with_all = RADIX)]
     raw: bool,
-    /// All processors (one ioctl).
-    #[arg(short = 'a', long = "all")]
-    all: bool,
-    /// Select processor number (default 0).
-    #[arg(short = 'p', long = "processor", default_value_t = 0)]
-    processor: u32,
+    #[command(flatten)]
+    cpus: CpuArgs,
     /// Output bits [h:l] only.
-    #[arg(short = 'f', long = "bitfield", value_parser = parse_bitfield)]
+    #[arg(short = 'f', long = "bitfield", value_name = "H:L", value_parser = parse_bit_range)]
     bitfield: Option<(u32, u32)>,
     /// The MSR (number or name).
-    regno: String,
+    #[arg(value_parser = parse_msr)]
+    regno: u32,
 }
 
 /// `msrbatch wrmsr [options] regno value...`.
 #[derive(Args, Debug)]
+#[command(args_override_self = true)]
 pub struct WrmsrArgs {
-    /// All processors (one ioctl).
-    #[arg(short = 'a', long = "all")]
-    all: bool,
-    /// Select processor number (default 0).
-    #[arg(short = 'p', long = "processor", default_value_t = 0)]
-    processor: u32,
+    #[command(flatten)]
+    cpus: CpuArgs,
     /// The MSR (number or name).
-    regno: String,
+    #[arg(value_parser = parse_msr)]
+    regno: u32,
     /// Values, written in order.
-    #[arg(required = true)]
-    values: Vec<String>,
+    #[arg(required = true, value_parser = parse_u64)]
+    values: Vec<u64>,
 }
 
-fn parse_bitfield(s: &str) -> Result<(u32, u32), String> {
-    let (h, l) = s.split_once(':').ok_or("want h:l")?;
-    let (h, l) = (
-        h.parse::<u32>().map_err(|e| e.to_string())?,
-        l.parse::<u32>().map_err(|e| e.to_string())?,
-    );
-    if h > 63 || l > h {
-        return Err("want 63 >= h >= l".into());
-    }
-    Ok((h, l))
+/// `-a` and `-p`: the last one given wins, as in msr-tools.
+#[derive(Args, Debug)]
+pub struct CpuArgs {
+    /// All processors (one ioctl).
+    #[arg(short = 'a', long = "all", overrides_with = "processor")]
+    all: bool,
+    /// Select processor number; also --cpu.
+    #[arg(short = 'p', long = "processor", alias = "cpu", value_name = "CPU",
+          default_value_t = 0, value_parser = parse_u32, overrides_with = "all")]
+    processor: u32,
 }
 
-/// `strtoul(s, NULL, 0)`-like parsing, plus MSR names.
-fn parse_reg(s: &str) -> Result<u32, String> {
-    msrbatch::msr_by_name(s)
-        .or_else(|| parse_c_number(s).and_then(|v| u32::try_from(v).ok()))
-        .ok_or_else(|| format!("bad MSR '{s}'"))
-}
-
-/// C-style number: `0x` hex, leading `0` octal, else decimal.
-pub fn parse_c_number(s: &str) -> Option<u64> {
-    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        u64::from_str_radix(h, 16).ok()
-    } else if s.len() > 1 && s.starts_with('0') {
-        u64::from_str_radix(&s[1..], 8).ok()
-    } else {
-        s.parse().ok()
+impl CpuArgs {
+    fn cpus(&self) -> Result<Vec<u32>, Failure> {
+        if self.all {
+            msrbatch::online_cpus().map_err(|e| Failure::new(Exit::MsrToolsError, e.to_string()))
+        } else {
+            Ok(vec![self.processor])
+        }
     }
 }
 
@@ -156,125 +153,152 @@ pub fn format(radix: Radix, c: bool, fill: bool, bits: u32, data: u64) -> Option
 
 impl RdmsrArgs {
     fn radix(&self) -> Radix {
-        // Like getopt, the last radix option wins; clap keeps no order, so
-        // use a fixed precedence (scripts pass one).
-        if self.raw {
-            Radix::Raw
-        } else if self.octal {
-            Radix::Octal
-        } else if self.unsigned {
-            Radix::Unsigned
-        } else if self.signed {
-            Radix::Signed
-        } else if self.cap_hex && !self.hex {
-            Radix::CapHex
-        } else {
-            Radix::Hex
-        }
+        // At most one is set: each overrides the others.
+        [
+            (self.raw, Radix::Raw),
+            (self.octal, Radix::Octal),
+            (self.unsigned, Radix::Unsigned),
+            (self.signed, Radix::Signed),
+            (self.cap_hex, Radix::CapHex),
+        ]
+        .into_iter()
+        .find_map(|(set, r)| set.then_some(r))
+        .unwrap_or(Radix::Hex)
     }
 }
 
-/// Reports a batch the kernel refused, with msr-tools' message and exit code.
-fn refused(tool: &str, cpu: u32, e: &msrbatch::Error) -> i32 {
-    if matches!(e.errno().0, libc::ENODEV | libc::ENXIO) {
-        eprintln!("{tool}: No CPU {cpu}");
-        2
+/// A batch the kernel refused (nothing ran), with msr-tools' message and
+/// status: no such CPU is 2, anything else 127. `cpu` is the CPU of the op
+/// the kernel blamed, or the one asked for.
+fn refused(errno: Errno, cpu: u32, what: &str) -> Failure {
+    if matches!(errno.0, libc::ENODEV | libc::ENXIO) {
+        Failure::new(Exit::NothingRan, format!("No CPU {cpu}"))
     } else {
-        eprintln!("{tool}: {e}");
-        127
+        Failure::new(Exit::MsrToolsError, what.to_string())
     }
 }
 
-/// Runs `msrbatch rdmsr`; returns the process exit status (msr-tools' codes).
-pub fn rdmsr(dev: &Device, a: &RdmsrArgs, online: &[u32]) -> i32 {
-    let Ok(reg) = parse_reg(&a.regno) else {
-        eprintln!("rdmsr: bad register '{}'", a.regno);
-        return 127;
-    };
-    let cpus = if a.all {
-        online.to_vec()
-    } else {
-        vec![a.processor]
-    };
-    let mut batch = Batch::new();
-    for &cpu in &cpus {
-        batch.push(cpu, Op::RdMsr { msr: reg });
-    }
-    if let Err(e) = dev.run(&mut batch) {
-        return refused("rdmsr", a.processor, &e);
-    }
+/// Runs `batch`; a refusal names the CPU of the op the kernel blamed.
+fn run(dev: &Device, batch: &mut Batch, cpus: &[u32]) -> Result<(), Failure> {
+    dev.run(batch).map_err(|e| {
+        let cpu = e
+            .op_index()
+            .and_then(|i| batch.result(i as usize))
+            .map_or(cpus[0], |r| r.cpu);
+        refused(e.errno(), cpu, &e.to_string())
+    })
+}
+
+/// Prints rdmsr's results as msr-tools does, stopping at the first failed
+/// read (after the values of the CPUs before it, as msr-tools' `-a` does).
+fn print_reads(
+    a: &RdmsrArgs,
+    results: impl Iterator<Item = OpResult>,
+    out: &mut impl Write,
+) -> Result<(), Failure> {
     let (hi, lo) = a.bitfield.unwrap_or((63, 0));
     let bits = hi - lo + 1;
-    let mut out = std::io::stdout().lock();
-    for r in batch.results() {
-        let Ok(v) = r.value else {
-            eprintln!("rdmsr: CPU {} cannot read MSR 0x{reg:08x}", r.cpu);
-            return 4;
-        };
+    let write_err = |e: std::io::Error| Failure::new(Exit::MsrToolsError, format!("write: {e}"));
+    for r in results {
+        let v = r.value.map_err(|e| match e.0 {
+            libc::EIO => Failure::new(
+                Exit::Fault,
+                format!("CPU {} cannot read MSR 0x{:08x}", r.cpu, a.regno),
+            ),
+            _ => Failure::new(
+                Exit::MsrToolsError,
+                format!("CPU {}: MSR 0x{:08x}: {e}", r.cpu, a.regno),
+            ),
+        })?;
         let mut data = v.as_u64().unwrap_or(0);
         if bits < 64 {
             data = (data >> lo) & ((1u64 << bits) - 1);
         }
-        use std::io::Write;
-        let written = match format(a.radix(), a.c_language, a.zero_pad, bits, data) {
+        match format(a.radix(), a.c_language, a.zero_pad, bits, data) {
             Some(s) => writeln!(out, "{s}"),
             None => out.write_all(&data.to_le_bytes()),
-        };
-        if written.is_err() {
-            return 127;
         }
+        .map_err(write_err)?;
     }
-    0
+    out.flush().map_err(write_err)
 }
 
-/// Runs `msrbatch wrmsr`; returns the process exit status (msr-tools' codes).
-pub fn wrmsr(dev: &Device, a: &WrmsrArgs, online: &[u32]) -> i32 {
-    let Ok(reg) = parse_reg(&a.regno) else {
-        eprintln!("wrmsr: bad register '{}'", a.regno);
-        return 127;
-    };
-    let mut values = Vec::new();
-    for v in &a.values {
-        match parse_c_number(v) {
-            Some(n) => values.push(n),
-            None => {
-                eprintln!("wrmsr: bad value '{v}'");
-                return 127;
-            }
-        }
+/// Checks wrmsr's results: the first failed write decides the status.
+fn check_writes(reg: u32, results: impl Iterator<Item = OpResult>) -> Result<(), Failure> {
+    for r in results {
+        let (Err(e), Op::WrMsr { value, .. }) = (r.value, r.op) else {
+            continue;
+        };
+        return Err(match e.0 {
+            libc::EIO => Failure::new(
+                Exit::Fault,
+                format!("CPU {} cannot set MSR 0x{reg:08x} to 0x{value:016x}", r.cpu),
+            ),
+            _ => Failure::new(
+                Exit::MsrToolsError,
+                format!("CPU {}: MSR 0x{reg:08x}: {e}", r.cpu),
+            ),
+        });
     }
-    let cpus = if a.all {
-        online.to_vec()
-    } else {
-        vec![a.processor]
-    };
+    Ok(())
+}
+
+/// Opens the device as msr-tools' open: a failure is status 127.
+fn open(device: &str) -> Result<Device, Failure> {
+    Device::open_path(device).map_err(|e| Failure::new(Exit::MsrToolsError, e.to_string()))
+}
+
+/// `msrbatch rdmsr`.
+pub fn rdmsr(device: &str, a: &RdmsrArgs) -> Result<Exit, Failure> {
+    let cpus = a.cpus.cpus()?;
+    let dev = open(device)?;
+    let mut batch = Batch::new();
+    for &cpu in &cpus {
+        batch.push(cpu, Op::RdMsr { msr: a.regno });
+    }
+    run(&dev, &mut batch, &cpus)?;
+    print_reads(a, batch.results(), &mut std::io::stdout().lock())?;
+    Ok(Exit::Success)
+}
+
+/// `msrbatch wrmsr`: each CPU writes the values in order and stops at its
+/// first failure.
+pub fn wrmsr(device: &str, a: &WrmsrArgs) -> Result<Exit, Failure> {
+    let cpus = a.cpus.cpus()?;
+    let dev = open(device)?;
     let mut batch = Batch::new();
     batch.stop_on_error(true);
     for &cpu in &cpus {
-        for &value in &values {
-            batch.push(cpu, Op::WrMsr { msr: reg, value });
+        for &value in &a.values {
+            batch.push(
+                cpu,
+                Op::WrMsr {
+                    msr: a.regno,
+                    value,
+                },
+            );
         }
     }
-    if let Err(e) = dev.run(&mut batch) {
-        return refused("wrmsr", a.processor, &e);
-    }
-    for r in batch.results() {
-        if let (Err(e), Op::WrMsr { value, .. }) = (r.value, r.op) {
-            if e.0 == libc::EIO {
-                eprintln!(
-                    "wrmsr: CPU {} cannot set MSR 0x{reg:08x} to 0x{value:016x}",
-                    r.cpu
-                );
-                return 4;
-            }
-        }
-    }
-    0
+    run(&dev, &mut batch, &cpus)?;
+    check_writes(a.regno, batch.results())?;
+    Ok(Exit::Success)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+    use msrbatch::Value;
+
+    #[derive(Parser)]
+    struct Rd {
+        #[command(flatten)]
+        a: RdmsrArgs,
+    }
+
+    fn rd(args: &[&str]) -> Result<RdmsrArgs, clap::Error> {
+        Rd::try_parse_from(std::iter::once("rdmsr").chain(args.iter().copied())).map(|r| r.a)
+    }
 
     // Expected strings are what msr-tools' printf patterns produce.
     #[test]
@@ -328,13 +352,160 @@ mod tests {
     }
 
     #[test]
-    fn numbers_like_strtoul() {
-        assert_eq!(parse_c_number("0x1b"), Some(0x1b));
-        assert_eq!(parse_c_number("010"), Some(8));
-        assert_eq!(parse_c_number("10"), Some(10));
-        assert_eq!(parse_c_number("0"), Some(0));
-        assert_eq!(parse_reg("IA32_PAT"), Ok(0x277));
-        assert_eq!(parse_bitfield("7:4"), Ok((7, 4)));
-        assert!(parse_bitfield("4:7").is_err());
+    fn msr_tools_long_options() {
+        let a = rd(&[
+            "--capital-hexadecimal",
+            "--zero-fill",
+            "--cpu",
+            "3",
+            "--c-language",
+            "--bitfield",
+            "7:4",
+            "IA32_PAT",
+        ])
+        .unwrap();
+        assert_eq!(
+            (
+                a.radix(),
+                a.zero_pad,
+                a.c_language,
+                a.cpus.processor,
+                a.cpus.all
+            ),
+            (Radix::CapHex, true, true, 3, false)
+        );
+        assert_eq!((a.bitfield, a.regno), (Some((7, 4)), 0x277));
+        for (opt, radix) in [
+            ("--signed-decimal", Radix::Signed),
+            ("--decimal", Radix::Signed),
+            ("--unsigned-decimal", Radix::Unsigned),
+            ("--unsigned", Radix::Unsigned),
+            ("--hexadecimal", Radix::Hex),
+            ("--capital-hex", Radix::CapHex),
+            ("--octal", Radix::Octal),
+            ("--raw", Radix::Raw),
+        ] {
+            assert_eq!(rd(&[opt, "0x10"]).unwrap().radix(), radix, "{opt}");
+        }
+        assert!(
+            rd(&["--zero-pad", "--processor=2", "--all", "0x10"])
+                .unwrap()
+                .cpus
+                .all
+        );
+    }
+
+    #[test]
+    fn the_last_radix_and_cpu_option_wins() {
+        assert_eq!(rd(&["-d", "-x", "0x10"]).unwrap().radix(), Radix::Hex);
+        assert_eq!(rd(&["-x", "-d", "0x10"]).unwrap().radix(), Radix::Signed);
+        assert_eq!(
+            rd(&["-r", "-o", "-X", "0x10"]).unwrap().radix(),
+            Radix::CapHex
+        );
+        assert_eq!(
+            rd(&["-X", "-u", "-c", "0x10"]).unwrap().radix(),
+            Radix::Unsigned
+        );
+        let a = rd(&["-a", "-p", "2", "0x10"]).unwrap();
+        assert_eq!((a.cpus.all, a.cpus.processor), (false, 2));
+        assert!(rd(&["-p", "2", "-a", "0x10"]).unwrap().cpus.all);
+        assert_eq!(
+            rd(&["-p", "2", "-p", "3", "-0", "-0", "0x10"])
+                .unwrap()
+                .cpus
+                .processor,
+            3
+        );
+    }
+
+    #[test]
+    fn usage_errors_are_found_while_parsing() {
+        for args in [
+            &["-f", "4:7", "0x10"][..],
+            &["-f", "64:0", "0x10"],
+            &["-f", "7", "0x10"],
+            &["-p", "x", "0x10"],
+            &["-p", "010", "0x10"],
+            &["NOPE"],
+            &["010"],
+            &["0x1_0000_0000"],
+            &[],
+            &["0x10", "0x20"],
+            &["-Z", "0x10"],
+        ] {
+            assert!(rd(args).is_err(), "{args:?}");
+        }
+        assert_eq!(rd(&["-p", "0x1", "631"]).unwrap().cpus.processor, 1);
+    }
+
+    fn res(cpu: u32, op: Op, value: Result<Value, Errno>) -> OpResult {
+        OpResult {
+            index: 0,
+            cpu,
+            op,
+            value,
+        }
+    }
+
+    #[test]
+    fn read_results_print_until_the_first_fault() {
+        let a = rd(&["-a", "-0", "0x10"]).unwrap();
+        let rd_op = Op::RdMsr { msr: 0x10 };
+        let mut out = Vec::new();
+        let results = [
+            res(0, rd_op, Ok(Value::U64(0x77))),
+            res(1, rd_op, Err(Errno(libc::EIO))),
+            res(2, rd_op, Ok(Value::U64(1))),
+        ];
+        let f = print_reads(&a, results.into_iter(), &mut out).unwrap_err();
+        assert_eq!(out, b"0000000000000077\n");
+        assert_eq!(
+            (f.exit, f.msg.as_str()),
+            (Exit::Fault, "CPU 1 cannot read MSR 0x00000010")
+        );
+        let f = print_reads(
+            &a,
+            [res(3, rd_op, Err(Errno(libc::ECANCELED)))].into_iter(),
+            &mut Vec::new(),
+        )
+        .unwrap_err();
+        assert_eq!(f.exit, Exit::MsrToolsError);
+        assert!(print_reads(
+            &a,
+            [res(0, rd_op, Ok(Value::U64(5)))].into_iter(),
+            &mut Vec::new()
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn write_results_name_the_failed_cpu() {
+        let wr = |value| Op::WrMsr { msr: 0x10, value };
+        let results = [
+            res(0, wr(1), Ok(Value::None)),
+            res(2, wr(5), Err(Errno(libc::EIO))),
+            res(2, wr(6), Err(Errno(libc::ECANCELED))),
+        ];
+        let f = check_writes(0x10, results.into_iter()).unwrap_err();
+        assert_eq!(
+            (f.exit, f.msg.as_str()),
+            (
+                Exit::Fault,
+                "CPU 2 cannot set MSR 0x00000010 to 0x0000000000000005"
+            )
+        );
+        assert!(check_writes(0x10, [res(0, wr(1), Ok(Value::None))].into_iter()).is_ok());
+    }
+
+    #[test]
+    fn refusals_name_the_cpu() {
+        let f = refused(Errno(libc::ENXIO), 3, "MSRBATCH_IOC_BATCH: ENXIO");
+        assert_eq!((f.exit, f.msg.as_str()), (Exit::NothingRan, "No CPU 3"));
+        assert_eq!(refused(Errno(libc::ENODEV), 4095, "").msg, "No CPU 4095");
+        assert_eq!(
+            refused(Errno(libc::EPERM), 0, "EPERM").exit,
+            Exit::MsrToolsError
+        );
     }
 }

@@ -2,12 +2,11 @@
 //! `msrbatch stat`: count events while CMD runs pinned to one CPU, through
 //! the library's counter API (`msrbatch::counters`).
 
-use crate::pmu::batch_as_script;
 use clap::Args;
 use msrbatch::counters::{check_ownership, parse_events, Plan, Session};
 use msrbatch::model::Model;
 use msrbatch::pmu::{probe_cpuid, CpuidCpu, CpuidDump};
-use msrbatch::{Backend, Batch};
+use msrbatch::{script, Backend, Batch};
 use std::cell::Cell;
 use std::io::Write;
 
@@ -19,10 +18,10 @@ pub struct StatArgs {
     #[arg(short = 'e', long = "events", required = true)]
     events: Vec<String>,
     /// CPU to pin CMD to and count on (with --cpuid-dump: the dump's Nth CPU).
-    #[arg(short = 'C', long = "cpu", default_value_t = 0)]
+    #[arg(short = 'C', long = "cpu", default_value_t = 0, value_parser = msrbatch::number::parse_u32)]
     cpu: u32,
     /// Run CMD N times per event group; the counts are averaged.
-    #[arg(short = 'r', long = "repeat", default_value_t = 1)]
+    #[arg(short = 'r', long = "repeat", default_value_t = 1, value_parser = msrbatch::number::parse_u32)]
     repeat: u32,
     /// Print the batches it would issue, and touch nothing: the counter code
     /// runs against the PMU model of this CPU (or of --cpuid-dump's CPU).
@@ -34,7 +33,7 @@ pub struct StatArgs {
     cpuid_dump: Option<String>,
     /// With --dry-run on a CPU without a PMU: plan for an Intel architectural
     /// PMU version 2 with N counters.
-    #[arg(long)]
+    #[arg(long, value_parser = msrbatch::number::parse_u32)]
     counters: Option<u32>,
     /// Program the counters even if the NMI watchdog or someone else seems to use them.
     #[arg(long)]
@@ -85,7 +84,7 @@ struct Echo<'a, B: ?Sized> {
 impl<B: Backend + ?Sized> Backend for Echo<'_, B> {
     fn run(&self, batch: &mut Batch) -> msrbatch::Result<()> {
         self.batches.set(self.batches.get() + 1);
-        let _ = write!(self.out.borrow_mut(), "{}", batch_as_script(batch));
+        let _ = write!(self.out.borrow_mut(), "{}", script::to_text(batch));
         self.inner.run(batch)
     }
 

@@ -4,9 +4,9 @@
 //! a negative errno on failure; handles are opaque pointers owned by the
 //! caller and released with the matching `_close`/`_free` function.
 //!
-//! Like the ioctl layer, this module contains `unsafe` code: C hands it raw
-//! pointers, whose validity is the C caller's contract (documented in the
-//! header).
+//! It is the one module of this crate with `unsafe` code (the ioctls are in
+//! `msrbatch-sys`): C hands it raw pointers, whose validity is the C caller's
+//! contract (documented in the header).
 
 use crate::counters::{check_ownership, parse_events, Plan, Reading, Session};
 use crate::model::{Model, Source};
@@ -47,7 +47,7 @@ impl CDevice {
     }
 }
 
-/// A batch (`struct msrbatch_req`).
+/// A batch (`struct msrbatch_batch_buf`).
 pub struct CBatch(Batch);
 
 fn neg(e: &crate::Error) -> c_int {
@@ -110,7 +110,7 @@ pub unsafe extern "C" fn msrbatch_info(dev: *const CDevice, info: *mut msrbatch_
     let Some(d) = dev.device() else {
         return -libc::EOPNOTSUPP;
     };
-    match crate::sys::info(std::os::fd::AsFd::as_fd(d.file())) {
+    match msrbatch_sys::info(std::os::fd::AsFd::as_fd(d.file())) {
         Ok(i) => {
             // SAFETY: `info` is valid for a write, by the caller's contract.
             unsafe { info.write(i) };
@@ -120,60 +120,60 @@ pub unsafe extern "C" fn msrbatch_info(dev: *const CDevice, info: *mut msrbatch_
     }
 }
 
-/// `struct msrbatch_req *msrbatch_req_new(void)`
+/// `struct msrbatch_batch_buf *msrbatch_batch_new(void)`
 #[no_mangle]
-pub extern "C" fn msrbatch_req_new() -> *mut CBatch {
+pub extern "C" fn msrbatch_batch_new() -> *mut CBatch {
     Box::into_raw(Box::new(CBatch(Batch::new())))
 }
 
-/// `void msrbatch_req_free(struct msrbatch_req *req)`
+/// `void msrbatch_batch_free(struct msrbatch_batch_buf *batch)`
 ///
 /// # Safety
 ///
-/// `req` is NULL or came from `msrbatch_req_new` and is not used afterwards.
+/// `batch` is NULL or came from `msrbatch_batch_new` and is not used afterwards.
 #[no_mangle]
-pub unsafe extern "C" fn msrbatch_req_free(req: *mut CBatch) {
-    if !req.is_null() {
+pub unsafe extern "C" fn msrbatch_batch_free(batch: *mut CBatch) {
+    if !batch.is_null() {
         // SAFETY: Ownership returns from C, by the caller's contract.
-        drop(unsafe { Box::from_raw(req) });
+        drop(unsafe { Box::from_raw(batch) });
     }
 }
 
 /// # Safety
 ///
-/// `req` is NULL or came from `msrbatch_req_new`.
-unsafe fn req_mut<'a>(req: *mut CBatch) -> Option<&'a mut Batch> {
+/// `batch` is NULL or came from `msrbatch_batch_new`.
+unsafe fn batch_mut<'a>(batch: *mut CBatch) -> Option<&'a mut Batch> {
     // SAFETY: By the caller's contract.
-    unsafe { req.as_mut() }.map(|r| &mut r.0)
+    unsafe { batch.as_mut() }.map(|r| &mut r.0)
 }
 
 /// # Safety
 ///
-/// `req` is NULL or came from `msrbatch_req_new`.
-unsafe fn req_ref<'a>(req: *const CBatch) -> Option<&'a Batch> {
+/// `batch` is NULL or came from `msrbatch_batch_new`.
+unsafe fn batch_ref<'a>(batch: *const CBatch) -> Option<&'a Batch> {
     // SAFETY: By the caller's contract.
-    unsafe { req.as_ref() }.map(|r| &r.0)
+    unsafe { batch.as_ref() }.map(|r| &r.0)
 }
 
-/// `void msrbatch_req_stop_on_error(struct msrbatch_req *req, int stop)`
+/// `void msrbatch_batch_stop_on_error(struct msrbatch_batch_buf *batch, int stop)`
 ///
 /// # Safety
 ///
-/// `req` came from `msrbatch_req_new`.
+/// `batch` came from `msrbatch_batch_new`.
 #[no_mangle]
-pub unsafe extern "C" fn msrbatch_req_stop_on_error(req: *mut CBatch, stop: c_int) {
+pub unsafe extern "C" fn msrbatch_batch_stop_on_error(batch: *mut CBatch, stop: c_int) {
     // SAFETY: By the caller's contract.
-    if let Some(b) = unsafe { req_mut(req) } {
+    if let Some(b) = unsafe { batch_mut(batch) } {
         b.stop_on_error(stop != 0);
     }
 }
 
 /// # Safety
 ///
-/// `req` is NULL or came from `msrbatch_req_new`.
-unsafe fn push(req: *mut CBatch, cpu: u32, op: Op) -> c_long {
+/// `batch` is NULL or came from `msrbatch_batch_new`.
+unsafe fn push(batch: *mut CBatch, cpu: u32, op: Op) -> c_long {
     // SAFETY: By the caller's contract.
-    match unsafe { req_mut(req) } {
+    match unsafe { batch_mut(batch) } {
         Some(b) if b.len() < c_long::MAX as usize => b.push(cpu, op) as c_long,
         Some(_) => -c_long::from(libc::E2BIG),
         None => -c_long::from(libc::EINVAL),
@@ -188,59 +188,59 @@ macro_rules! push_fns {
         ///
         /// # Safety
         ///
-        /// `req` came from `msrbatch_req_new`.
+        /// `batch` came from `msrbatch_batch_new`.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(req: *mut CBatch, cpu: u32 $(, $arg: $ty)*) -> c_long {
+        pub unsafe extern "C" fn $name(batch: *mut CBatch, cpu: u32 $(, $arg: $ty)*) -> c_long {
             // SAFETY: By the caller's contract.
-            unsafe { push(req, cpu, $op) }
+            unsafe { push(batch, cpu, $op) }
         }
     )*};
 }
 
 push_fns! {
     /// Appends RDMSR `msr` on `cpu`.
-    msrbatch_req_rdmsr(msr: u32) => Op::RdMsr { msr };
+    msrbatch_batch_rdmsr(msr: u32) => Op::RdMsr { msr };
     /// Appends WRMSR `msr` = `value` on `cpu`.
-    msrbatch_req_wrmsr(msr: u32, value: u64) => Op::WrMsr { msr, value };
+    msrbatch_batch_wrmsr(msr: u32, value: u64) => Op::WrMsr { msr, value };
     /// Appends `msr = (msr & ~clear) | set` on `cpu`.
-    msrbatch_req_rmwmsr(msr: u32, clear: u64, set: u64) => Op::RmwMsr { msr, clear, set };
+    msrbatch_batch_rmwmsr(msr: u32, clear: u64, set: u64) => Op::RmwMsr { msr, clear, set };
     /// Appends RDPMC `ecx` on `cpu`.
-    msrbatch_req_rdpmc(ecx: u32) => Op::RdPmc { ecx };
+    msrbatch_batch_rdpmc(ecx: u32) => Op::RdPmc { ecx };
     /// Appends RDTSC on `cpu`.
-    msrbatch_req_rdtsc() => Op::RdTsc;
+    msrbatch_batch_rdtsc() => Op::RdTsc;
     /// Appends RDTSCP on `cpu`.
-    msrbatch_req_rdtscp() => Op::RdTscp;
+    msrbatch_batch_rdtscp() => Op::RdTscp;
     /// Appends CPUID `leaf`/`subleaf` on `cpu`.
-    msrbatch_req_cpuid(leaf: u32, subleaf: u32) => Op::Cpuid { leaf, subleaf };
+    msrbatch_batch_cpuid(leaf: u32, subleaf: u32) => Op::Cpuid { leaf, subleaf };
     /// Appends a busy-wait of `ns` nanoseconds on `cpu`.
-    msrbatch_req_delay(ns: u64) => Op::Delay { ns };
+    msrbatch_batch_delay(ns: u64) => Op::Delay { ns };
     /// Appends a CR4 read on `cpu`.
-    msrbatch_req_rdcr4() => Op::RdCr4;
+    msrbatch_batch_rdcr4() => Op::RdCr4;
 }
 
-/// `size_t msrbatch_req_len(const struct msrbatch_req *req)`
+/// `size_t msrbatch_batch_len(const struct msrbatch_batch_buf *batch)`
 ///
 /// # Safety
 ///
-/// `req` is NULL or came from `msrbatch_req_new`.
+/// `batch` is NULL or came from `msrbatch_batch_new`.
 #[no_mangle]
-pub unsafe extern "C" fn msrbatch_req_len(req: *const CBatch) -> usize {
+pub unsafe extern "C" fn msrbatch_batch_len(batch: *const CBatch) -> usize {
     // SAFETY: By the caller's contract.
-    unsafe { req_ref(req) }.map_or(0, Batch::len)
+    unsafe { batch_ref(batch) }.map_or(0, Batch::len)
 }
 
-/// `int msrbatch_run(struct msrbatch *dev, struct msrbatch_req *req)`
+/// `int msrbatch_run(struct msrbatch *dev, struct msrbatch_batch_buf *batch)`
 ///
 /// 0: the batch ran (per-op results via `msrbatch_result`); negative errno:
-/// nothing ran (`msrbatch_req_err_index` names the op to blame, if any).
+/// nothing ran (`msrbatch_batch_err_index` names the op to blame, if any).
 ///
 /// # Safety
 ///
-/// `dev` came from `msrbatch_open`, `req` from `msrbatch_req_new`.
+/// `dev` came from `msrbatch_open`, `batch` from `msrbatch_batch_new`.
 #[no_mangle]
-pub unsafe extern "C" fn msrbatch_run(dev: *const CDevice, req: *mut CBatch) -> c_int {
+pub unsafe extern "C" fn msrbatch_run(dev: *const CDevice, batch: *mut CBatch) -> c_int {
     // SAFETY: By the caller's contract.
-    let (Some(dev), Some(b)) = (unsafe { dev.as_ref() }, unsafe { req_mut(req) }) else {
+    let (Some(dev), Some(b)) = (unsafe { dev.as_ref() }, unsafe { batch_mut(batch) }) else {
         return -libc::EINVAL;
     };
     match dev.run(b) {
@@ -249,32 +249,32 @@ pub unsafe extern "C" fn msrbatch_run(dev: *const CDevice, req: *mut CBatch) -> 
     }
 }
 
-/// `uint32_t msrbatch_req_nr_failed(const struct msrbatch_req *req)`
+/// `uint32_t msrbatch_batch_nr_failed(const struct msrbatch_batch_buf *batch)`
 ///
 /// # Safety
 ///
-/// `req` is NULL or came from `msrbatch_req_new`.
+/// `batch` is NULL or came from `msrbatch_batch_new`.
 #[no_mangle]
-pub unsafe extern "C" fn msrbatch_req_nr_failed(req: *const CBatch) -> u32 {
+pub unsafe extern "C" fn msrbatch_batch_nr_failed(batch: *const CBatch) -> u32 {
     // SAFETY: By the caller's contract.
-    unsafe { req_ref(req) }.map_or(0, Batch::nr_failed)
+    unsafe { batch_ref(batch) }.map_or(0, Batch::nr_failed)
 }
 
-/// `long msrbatch_req_err_index(const struct msrbatch_req *req)`: the op the
+/// `long msrbatch_batch_err_index(const struct msrbatch_batch_buf *batch)`: the op the
 /// kernel blamed when the last run was rejected, or -1.
 ///
 /// # Safety
 ///
-/// `req` is NULL or came from `msrbatch_req_new`.
+/// `batch` is NULL or came from `msrbatch_batch_new`.
 #[no_mangle]
-pub unsafe extern "C" fn msrbatch_req_err_index(req: *const CBatch) -> c_long {
+pub unsafe extern "C" fn msrbatch_batch_err_index(batch: *const CBatch) -> c_long {
     // SAFETY: By the caller's contract.
-    unsafe { req_ref(req) }
+    unsafe { batch_ref(batch) }
         .and_then(Batch::err_index)
         .map_or(-1, c_long::from)
 }
 
-/// `int msrbatch_result(const struct msrbatch_req *req, size_t index, uint64_t val[2])`
+/// `int msrbatch_result(const struct msrbatch_batch_buf *batch, size_t index, uint64_t val[2])`
 ///
 /// Stores op `index`'s outputs (`val[0]`, `val[1]` as in the uapi header) and
 /// returns its status: 0, or a negative errno (`-EIO` fault, `-ECANCELED` not
@@ -282,11 +282,15 @@ pub unsafe extern "C" fn msrbatch_req_err_index(req: *const CBatch) -> c_long {
 ///
 /// # Safety
 ///
-/// `req` came from `msrbatch_req_new`; `val` is NULL or valid for two writes.
+/// `batch` came from `msrbatch_batch_new`; `val` is NULL or valid for two writes.
 #[no_mangle]
-pub unsafe extern "C" fn msrbatch_result(req: *const CBatch, index: usize, val: *mut u64) -> c_int {
+pub unsafe extern "C" fn msrbatch_result(
+    batch: *const CBatch,
+    index: usize,
+    val: *mut u64,
+) -> c_int {
     // SAFETY: By the caller's contract.
-    let Some(b) = (unsafe { req_ref(req) }) else {
+    let Some(b) = (unsafe { batch_ref(batch) }) else {
         return -libc::EINVAL;
     };
     let Some(raw) = b.raw_ops().get(index) else {
@@ -593,11 +597,11 @@ macro_rules! counter_push_fns {
         ///
         /// # Safety
         ///
-        /// `ctr` came from `msrbatch_counters_open`, `req` from `msrbatch_req_new`.
+        /// `ctr` came from `msrbatch_counters_open`, `batch` from `msrbatch_batch_new`.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(ctr: *const CCounters, req: *mut CBatch) -> c_int {
+        pub unsafe extern "C" fn $name(ctr: *const CCounters, batch: *mut CBatch) -> c_int {
             // SAFETY: By the caller's contract.
-            let (Some(s), Some(b)) = (unsafe { session(ctr) }, unsafe { req_mut(req) }) else {
+            let (Some(s), Some(b)) = (unsafe { session(ctr) }, unsafe { batch_mut(batch) }) else {
                 return -libc::EINVAL;
             };
             s.$method(b);
@@ -607,28 +611,28 @@ macro_rules! counter_push_fns {
 }
 
 counter_push_fns! {
-    /// `int msrbatch_counters_push_start(const struct msrbatch_counters *ctr, struct msrbatch_req *req)`:
+    /// `int msrbatch_counters_push_start(const struct msrbatch_counters *ctr, struct msrbatch_batch_buf *batch)`:
     /// appends the ops that start the counters.
     msrbatch_counters_push_start => push_start;
-    /// `int msrbatch_counters_push_stop(const struct msrbatch_counters *ctr, struct msrbatch_req *req)`:
+    /// `int msrbatch_counters_push_stop(const struct msrbatch_counters *ctr, struct msrbatch_batch_buf *batch)`:
     /// appends the ops that stop them.
     msrbatch_counters_push_stop => push_stop;
 }
 
-/// `long msrbatch_counters_push_read(const struct msrbatch_counters *ctr, struct msrbatch_req *req)`:
+/// `long msrbatch_counters_push_read(const struct msrbatch_counters *ctr, struct msrbatch_batch_buf *batch)`:
 /// appends a CPUID fence and one RDPMC per event; returns a handle for
 /// `msrbatch_counters_values`.
 ///
 /// # Safety
 ///
-/// `ctr` came from `msrbatch_counters_open`, `req` from `msrbatch_req_new`.
+/// `ctr` came from `msrbatch_counters_open`, `batch` from `msrbatch_batch_new`.
 #[no_mangle]
 pub unsafe extern "C" fn msrbatch_counters_push_read(
     ctr: *const CCounters,
-    req: *mut CBatch,
+    batch: *mut CBatch,
 ) -> c_long {
     // SAFETY: By the caller's contract.
-    let (Some(s), Some(b)) = (unsafe { session(ctr) }, unsafe { req_mut(req) }) else {
+    let (Some(s), Some(b)) = (unsafe { session(ctr) }, unsafe { batch_mut(batch) }) else {
         return -c_long::from(libc::EINVAL);
     };
     let first = b.len();
@@ -636,22 +640,22 @@ pub unsafe extern "C" fn msrbatch_counters_push_read(
     c_long::try_from(first).unwrap_or(-c_long::from(libc::E2BIG))
 }
 
-/// `int msrbatch_counters_values(const struct msrbatch_counters *ctr, const struct msrbatch_req *req, long reading, uint64_t *values)`:
-/// the counts a `msrbatch_counters_push_read` of the run `req` got.
+/// `int msrbatch_counters_values(const struct msrbatch_counters *ctr, const struct msrbatch_batch_buf *batch, long reading, uint64_t *values)`:
+/// the counts a `msrbatch_counters_push_read` of the run `batch` got.
 ///
 /// # Safety
 ///
-/// `ctr` came from `msrbatch_counters_open`, `req` from `msrbatch_req_new`;
+/// `ctr` came from `msrbatch_counters_open`, `batch` from `msrbatch_batch_new`;
 /// `values` is valid for `msrbatch_counters_len(ctr)` writes.
 #[no_mangle]
 pub unsafe extern "C" fn msrbatch_counters_values(
     ctr: *const CCounters,
-    req: *const CBatch,
+    batch: *const CBatch,
     reading: c_long,
     values: *mut u64,
 ) -> c_int {
     // SAFETY: By the caller's contract.
-    let (Some(s), Some(b)) = (unsafe { session(ctr) }, unsafe { req_ref(req) }) else {
+    let (Some(s), Some(b)) = (unsafe { session(ctr) }, unsafe { batch_ref(batch) }) else {
         return -libc::EINVAL;
     };
     let Ok(first) = usize::try_from(reading) else {
@@ -745,28 +749,28 @@ mod tests {
 
     #[test]
     fn c_api_without_a_device() {
-        let req = msrbatch_req_new();
-        // SAFETY: `req` is fresh; every call follows the header's contract.
+        let batch = msrbatch_batch_new();
+        // SAFETY: `batch` is fresh; every call follows the header's contract.
         unsafe {
-            assert_eq!(msrbatch_req_rdmsr(req, 1, 0x277), 0);
-            assert_eq!(msrbatch_req_cpuid(req, 0, 0xa, 0), 1);
-            assert_eq!(msrbatch_req_delay(req, 2, 100), 2);
-            assert_eq!(msrbatch_req_len(req), 3);
+            assert_eq!(msrbatch_batch_rdmsr(batch, 1, 0x277), 0);
+            assert_eq!(msrbatch_batch_cpuid(batch, 0, 0xa, 0), 1);
+            assert_eq!(msrbatch_batch_delay(batch, 2, 100), 2);
+            assert_eq!(msrbatch_batch_len(batch), 3);
             let mut val = [7u64; 2];
-            assert_eq!(msrbatch_result(req, 0, val.as_mut_ptr()), 0);
+            assert_eq!(msrbatch_result(batch, 0, val.as_mut_ptr()), 0);
             assert_eq!(val, [0, 0]);
-            assert_eq!(msrbatch_result(req, 3, val.as_mut_ptr()), -libc::ERANGE);
-            assert_eq!(msrbatch_req_err_index(req), -1);
+            assert_eq!(msrbatch_result(batch, 3, val.as_mut_ptr()), -libc::ERANGE);
+            assert_eq!(msrbatch_batch_err_index(batch), -1);
             assert_eq!(
-                msrbatch_req_rdtsc(std::ptr::null_mut(), 0),
+                msrbatch_batch_rdtsc(std::ptr::null_mut(), 0),
                 -c_long::from(libc::EINVAL)
             );
             let mut dev = std::ptr::null_mut();
             let path = c"/nonexistent/msrbatch";
             assert_eq!(msrbatch_open(path.as_ptr(), &mut dev), -libc::ENOENT);
             assert!(dev.is_null());
-            assert_eq!(msrbatch_run(dev, req), -libc::EINVAL);
-            msrbatch_req_free(req);
+            assert_eq!(msrbatch_run(dev, batch), -libc::EINVAL);
+            msrbatch_batch_free(batch);
             msrbatch_close(std::ptr::null_mut());
         }
         let name = |e| {

@@ -26,7 +26,8 @@
 //! 1 starts and stops each IA32_PERFEVTSELx's EN bit. AMD: the same with
 //! PerfCntrGlobalCtl (PerfMonV2), else PERF_CTLx.En.
 
-use crate::pmu::{self, evsel, msr, PmuInfo, ARCH_EVENTS};
+use crate::msr;
+use crate::pmu::{self, evsel, PmuInfo, ARCH_EVENTS};
 use crate::{Backend, Batch, Error, Op, Result, Value};
 use std::fmt;
 
@@ -40,11 +41,11 @@ pub enum Counter {
 }
 
 impl Counter {
-    /// The RDPMC selector (fixed counters: bit 30 set).
+    /// The RDPMC selector (fixed counters: [`RDPMC_FIXED`](crate::RDPMC_FIXED) set).
     pub fn rdpmc_ecx(self) -> u32 {
         match self {
             Counter::Gp(i) => i,
-            Counter::Fixed(i) => (1 << 30) | i,
+            Counter::Fixed(i) => crate::RDPMC_FIXED | i,
         }
     }
 
@@ -74,8 +75,7 @@ impl Counter {
 
     /// The counter MSR's name (`IA32_PMC0`, `AMD_PERF_CTR1`, `IA32_FIXED_CTR2`).
     pub fn name(self, pmu: &PmuInfo) -> String {
-        let m = self.counter_msr(pmu);
-        crate::msr_name(m).unwrap_or_else(|| format!("{m:#x}"))
+        msr::Reg(self.counter_msr(pmu)).to_string()
     }
 }
 
@@ -335,9 +335,8 @@ impl Plan {
             .iter()
             .map(|s| match s.counter {
                 Counter::Gp(i) => {
-                    let sel = self.pmu.counter_msrs(i).0;
-                    let n = crate::msr_name(sel).unwrap_or_else(|| format!("{sel:#x}"));
-                    format!("{}: {n} = {:#x}", s.event.name, s.config | evsel::EN)
+                    let sel = msr::Reg(self.pmu.counter_msrs(i).0);
+                    format!("{}: {sel} = {:#x}", s.event.name, s.config | evsel::EN)
                 }
                 Counter::Fixed(j) => format!(
                     "{}: IA32_FIXED_CTR{j} (IA32_FIXED_CTR_CTRL field {:#x})",
@@ -377,7 +376,7 @@ impl fmt::Display for Conflict {
             Conflict::Enabled { counter, msr, value } => write!(
                 f,
                 "{counter:?} is enabled ({} = {value:#x}): perf or another tool owns it",
-                crate::msr_name(*msr).unwrap_or_else(|| format!("{msr:#x}"))
+                msr::Reg(*msr)
             ),
             Conflict::InUse { counter, inuse } => {
                 write!(f, "{counter:?} is in use (IA32_PERF_GLOBAL_INUSE = {inuse:#x})")
@@ -394,22 +393,8 @@ fn u64_of(b: &Batch, i: usize) -> Result<u64> {
     match b.result(i).map(|r| (r.op, r.value)) {
         Some((_, Ok(Value::U64(v)))) => Ok(v),
         Some((_, Ok(Value::Rmw { new, .. }))) => Ok(new),
-        Some((op, Err(e))) => Err(Error::new(e.0, format!("{} faulted", describe_op(op)))),
+        Some((op, Err(e))) => Err(Error::new(e.0, format!("{op} faulted"))),
         _ => Err(Error::new(libc::EIO, format!("op {i}: no value"))),
-    }
-}
-
-/// An op in words, for errors.
-pub fn describe_op(op: Op) -> String {
-    let name = |m: u32| crate::msr_name(m).unwrap_or_else(|| format!("{m:#x}"));
-    match op {
-        Op::RdMsr { msr } => format!("RDMSR {}", name(msr)),
-        Op::WrMsr { msr, value } => format!("WRMSR {} {value:#x}", name(msr)),
-        Op::RmwMsr { msr, clear, set } => {
-            format!("RMW {} clear={clear:#x} set={set:#x}", name(msr))
-        }
-        Op::RdPmc { ecx } => format!("RDPMC {ecx:#x}"),
-        op => op.mnemonic().to_string(),
     }
 }
 
@@ -592,12 +577,9 @@ impl<'a, B: Backend + ?Sized> Session<'a, B> {
         }
         let fault = (reads..b.len()).find_map(|i| {
             let r = b.result(i)?;
-            r.value.err().map(|e| {
-                Error::new(
-                    e.0,
-                    format!("programming CPU {cpu}: {} faulted", describe_op(r.op)),
-                )
-            })
+            r.value
+                .err()
+                .map(|e| Error::new(e.0, format!("programming CPU {cpu}: {} faulted", r.op)))
         });
         let mut s = Session {
             dev,
@@ -693,7 +675,7 @@ impl<'a, B: Backend + ?Sized> Session<'a, B> {
         let failed: Vec<String> = b
             .results()
             .filter(|r| r.value.is_err())
-            .map(|r| describe_op(r.op))
+            .map(|r| r.op.to_string())
             .collect();
         if !failed.is_empty() {
             return Err(Error::new(

@@ -47,9 +47,14 @@ impl Errno {
             .map_or_else(|| format!("E{}", self.0), str::to_string)
     }
 
-    /// The C library's description of the error.
+    /// The C library's description of the error (`strerror`).
     pub fn description(self) -> String {
-        io::Error::from_raw_os_error(self.0).to_string()
+        let text = io::Error::from_raw_os_error(self.0).to_string();
+        // std appends " (os error N)" to strerror's text.
+        match text.strip_suffix(&format!(" (os error {})", self.0)) {
+            Some(s) => s.to_string(),
+            None => text,
+        }
     }
 }
 

@@ -8,40 +8,52 @@
 //! op, not an error of the whole call.
 //!
 //! ```no_run
-//! use msrbatch::{Batch, Device, Op};
+//! use msrbatch::{msr, online_cpus, Batch, Device, Op};
 //!
 //! let dev = Device::open()?;
 //! let mut batch = Batch::new();
-//! for cpu in 0..2 {
-//!     batch.push(cpu, Op::RdMsr { msr: 0x277 }); // IA32_PAT
+//! for cpu in online_cpus()? {
+//!     batch.push(cpu, Op::RdMsr { msr: msr::IA32_PAT });
 //! }
 //! dev.run(&mut batch)?;
 //! for r in batch.results() {
-//!     println!("cpu {}: {:?}", r.cpu, r.value);
+//!     println!("cpu {}: {}: {:?}", r.cpu, r.op, r.value);
 //! }
 //! # Ok::<(), msrbatch::Error>(())
 //! ```
 //!
 //! A batch can be run again without rebuilding it; the results are replaced.
+//!
+//! Text: an [`Op`] prints as, and parses from, a statement of the script
+//! language ([`script`]); numbers follow [one grammar](number) everywhere;
+//! [`msr`] names the architectural MSRs.
+//!
+//! This crate has no `unsafe` code except its C API ([`capi`]); the ioctls
+//! are in the `msrbatch-sys` crate, which also has the raw interface.
 
-#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(unsafe_code, unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+// The C API is the one module with `unsafe` code (C hands it raw pointers);
+// the ioctls themselves are in the `msrbatch-sys` crate.
+#[allow(unsafe_code)]
 pub mod capi;
 pub mod counters;
 mod error;
 pub mod model;
-mod names;
-mod number;
+pub mod msr;
+pub mod number;
 pub mod pmu;
-pub mod sys;
-#[allow(missing_docs)]
-pub mod uapi;
+pub mod script;
+
+/// The ABI's types and constants (generated from `<linux/msrbatch.h>`), for
+/// [`Batch::raw_ops`] and [`Op::encode`].
+pub use msrbatch_sys::uapi;
 
 pub use error::{Errno, Error, Result};
-pub use names::{msr_by_name, msr_name};
-pub use number::parse_u64;
+pub use msr::{msr_by_name, msr_name};
 
+use msrbatch_sys as sys;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsFd;
 use std::path::Path;
@@ -49,6 +61,17 @@ use uapi::*;
 
 /// The device node.
 pub const DEVICE_PATH: &str = "/dev/msrbatch";
+
+/// The bit of an RDPMC selector (`ecx`) that selects Intel's fixed counters.
+pub const RDPMC_FIXED: u32 = 1 << 30;
+
+/// The CPUs the kernel lists as online (`/sys/devices/system/cpu/online`).
+pub fn online_cpus() -> Result<Vec<u32>> {
+    const PATH: &str = "/sys/devices/system/cpu/online";
+    let text = std::fs::read_to_string(PATH).map_err(|e| Error::from_io(PATH, &e))?;
+    number::parse_cpu_list(text.trim(), &[])
+        .map_err(|_| Error::from_io(PATH, &std::io::Error::from_raw_os_error(libc::EINVAL)))
+}
 
 /// One operation. Each runs on the CPU it is pushed for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -74,7 +97,8 @@ pub enum Op {
         /// Bits to set (after clearing).
         set: u64,
     },
-    /// Read a performance counter (`ecx` bit 30 selects Intel fixed counters).
+    /// Read a performance counter ([`RDPMC_FIXED`] in `ecx` selects Intel's
+    /// fixed counters).
     RdPmc {
         /// The RDPMC selector.
         ecx: u32,
@@ -100,7 +124,7 @@ pub enum Op {
 }
 
 impl Op {
-    /// The op's mnemonic, as used by scripts and tables.
+    /// The op's mnemonic, the first word of its [script form](script).
     pub fn mnemonic(&self) -> &'static str {
         match self {
             Op::RdMsr { .. } => "rdmsr",
@@ -260,6 +284,11 @@ impl Batch {
         self.ops.len() - 1
     }
 
+    /// Whether each CPU's sequence stops at its first failing op.
+    pub fn stops_on_error(&self) -> bool {
+        self.stop_on_error
+    }
+
     /// Number of ops.
     pub fn len(&self) -> usize {
         self.ops.len()
@@ -304,11 +333,6 @@ impl Batch {
     /// The op at `index`.
     pub fn op(&self, index: usize) -> Option<(u32, Op)> {
         Some((self.raw.get(index)?.cpu, *self.ops.get(index)?))
-    }
-
-    /// Whether each CPU stops at its first failing op.
-    pub fn stops_on_error(&self) -> bool {
-        self.stop_on_error
     }
 
     /// Stores op `index`'s outcome as the kernel would (for backends other
@@ -466,7 +490,7 @@ impl Device {
     /// (perf's `rdpmc` setting is 0), `EOPNOTSUPP` (kernel without
     /// `CONFIG_PREEMPT_NOTIFIERS`, or Xen PV).
     pub fn grant_rdpmc(&self) -> Result<()> {
-        sys::ioctl_none(self.file.as_fd(), sys::IOC_PCE_GRANT)
+        sys::pce_grant(self.file.as_fd(), 0)
             .map_err(|e| Error::from_io("MSRBATCH_IOC_PCE_GRANT", &e))
     }
 
@@ -475,18 +499,14 @@ impl Device {
     /// descriptor) or when the thread exits. So the thread can close every
     /// descriptor and `execve` a program that gets none.
     pub fn grant_rdpmc_thread(&self) -> Result<()> {
-        sys::ioctl_flags(
-            self.file.as_fd(),
-            sys::IOC_PCE_GRANT,
-            crate::uapi::MSRBATCH_PCE_F_THREAD as usize,
-        )
-        .map_err(|e| Error::from_io("MSRBATCH_IOC_PCE_GRANT", &e))
+        sys::pce_grant(self.file.as_fd(), MSRBATCH_PCE_F_THREAD)
+            .map_err(|e| Error::from_io("MSRBATCH_IOC_PCE_GRANT", &e))
     }
 
     /// Ends the calling thread's grant, whichever descriptor made it
     /// (`ENOENT` if it has none in force).
     pub fn revoke_rdpmc(&self) -> Result<()> {
-        sys::ioctl_none(self.file.as_fd(), sys::IOC_PCE_REVOKE)
+        sys::pce_revoke(self.file.as_fd())
             .map_err(|e| Error::from_io("MSRBATCH_IOC_PCE_REVOKE", &e))
     }
 
@@ -606,6 +626,10 @@ mod tests {
         assert_eq!(decode(&Op::RdTsc, &raw), Err(Errno(libc::EIO)));
         assert_eq!(Errno(libc::ECANCELED).name(), "ECANCELED");
         assert_eq!(Errno(4095).name(), "E4095");
+        assert_eq!(
+            Errno(libc::ENOENT).description(),
+            "No such file or directory"
+        );
     }
 
     #[test]
@@ -633,14 +657,5 @@ mod tests {
         );
         let r: Vec<_> = b.results().map(|r| (r.index, r.cpu)).collect();
         assert_eq!(r, [(0, 1), (1, 0)]);
-    }
-
-    #[test]
-    fn ioctl_numbers_match_the_c_macros() {
-        // _IOR(0xB9, 0, 64 bytes) and _IOWR(0xB9, 1, 48 bytes).
-        assert_eq!(sys::IOC_INFO, 0x8040_b900);
-        assert_eq!(sys::IOC_BATCH, 0xc030_b901);
-        // _IO(0xB9, 0x10) and _IO(0xB9, 0x11).
-        assert_eq!((sys::IOC_PCE_GRANT, sys::IOC_PCE_REVOKE), (0xb910, 0xb911));
     }
 }

@@ -45,7 +45,8 @@
 //! fixed counters above 3 (they count nothing), CPUID faulting for leaves past
 //! the maximum.
 
-use crate::pmu::{self, evsel, msr, CpuidCpu, CpuidDump, PmuInfo, ARCH_EVENTS};
+use crate::msr;
+use crate::pmu::{self, evsel, CpuidCpu, CpuidDump, PmuInfo, ARCH_EVENTS};
 use crate::{Backend, Batch, Error, Op, Result};
 use std::cell::RefCell;
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-//! What a CPU's core PMU is: the MSRs, the CPUID decode (live, through a
+//! What a CPU's core PMU is: the CPUID decode (live, through a
 //! [`Backend`], or offline from a CPUID dump), the event select encoding and
 //! the architectural event names.
 //!
@@ -7,52 +7,9 @@
 //! 0AH and 23H). AMD: APM Vol. 2, "Performance Monitoring Counters" (CPUID
 //! 80000001H ECX bit 23 and leaf 80000022H).
 
-use crate::{Backend, Batch, Op, Value};
+use crate::{msr, Backend, Batch, Op, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-
-/// The PMU MSRs, by their SDM / APM names.
-pub mod msr {
-    /// IA32_PMC0; counter `i` is `IA32_PMC0 + i` (writes take EAX sign-extended).
-    pub const IA32_PMC0: u32 = 0xc1;
-    /// IA32_PERFEVTSEL0; event select `i` is `IA32_PERFEVTSEL0 + i`.
-    pub const IA32_PERFEVTSEL0: u32 = 0x186;
-    /// IA32_FIXED_CTR0; fixed counter `i` is `IA32_FIXED_CTR0 + i`.
-    pub const IA32_FIXED_CTR0: u32 = 0x309;
-    /// IA32_PERF_CAPABILITIES (CPUID.01H:ECX.PDCM); bit 13 is FW_WRITE.
-    pub const IA32_PERF_CAPABILITIES: u32 = 0x345;
-    /// IA32_FIXED_CTR_CTRL: four bits per fixed counter.
-    pub const IA32_FIXED_CTR_CTRL: u32 = 0x38d;
-    /// IA32_PERF_GLOBAL_STATUS (version 2 and later), read-only.
-    pub const IA32_PERF_GLOBAL_STATUS: u32 = 0x38e;
-    /// IA32_PERF_GLOBAL_CTRL (version 2 and later).
-    pub const IA32_PERF_GLOBAL_CTRL: u32 = 0x38f;
-    /// IA32_PERF_GLOBAL_OVF_CTRL (versions 2, 3), the same MSR as
-    /// IA32_PERF_GLOBAL_STATUS_RESET (version 4 and later): write 1 to clear.
-    pub const IA32_PERF_GLOBAL_OVF_CTRL: u32 = 0x390;
-    /// IA32_PERF_GLOBAL_STATUS_SET (version 4 and later): write 1 to set.
-    pub const IA32_PERF_GLOBAL_STATUS_SET: u32 = 0x391;
-    /// IA32_PERF_GLOBAL_INUSE (version 4 and later), read-only.
-    pub const IA32_PERF_GLOBAL_INUSE: u32 = 0x392;
-    /// IA32_A_PMC0: full-width writes of IA32_PMC0 (IA32_PERF_CAPABILITIES.FW_WRITE).
-    pub const IA32_A_PMC0: u32 = 0x4c1;
-    /// AMD legacy PERF_CTL0 (four counters; aliases of the first four core counters).
-    pub const AMD_K7_PERF_CTL0: u32 = 0xc001_0000;
-    /// AMD legacy PERF_CTR0.
-    pub const AMD_K7_PERF_CTR0: u32 = 0xc001_0004;
-    /// AMD PERF_CTL0 of the core extension (PerfCtrExtCore); counter `i` at `+ 2 * i`.
-    pub const AMD_PERF_CTL0: u32 = 0xc001_0200;
-    /// AMD PERF_CTR0 of the core extension; counter `i` at `+ 2 * i`.
-    pub const AMD_PERF_CTR0: u32 = 0xc001_0201;
-    /// AMD PerfCntrGlobalStatus (PerfMonV2), read-only.
-    pub const AMD_PERF_CNTR_GLOBAL_STATUS: u32 = 0xc000_0300;
-    /// AMD PerfCntrGlobalCtl (PerfMonV2).
-    pub const AMD_PERF_CNTR_GLOBAL_CTL: u32 = 0xc000_0301;
-    /// AMD PerfCntrGlobalStatusClr (PerfMonV2): write 1 to clear.
-    pub const AMD_PERF_CNTR_GLOBAL_STATUS_CLR: u32 = 0xc000_0302;
-    /// AMD PerfCntrGlobalStatusSet (PerfMonV2): write 1 to set.
-    pub const AMD_PERF_CNTR_GLOBAL_STATUS_SET: u32 = 0xc000_0303;
-}
 
 /// Event select bits (IA32_PERFEVTSELx and AMD PERF_CTLx share bits 31:0).
 pub mod evsel {
@@ -688,6 +645,10 @@ pub struct CpuidDump {
     pub cpus: Vec<CpuidCpu>,
 }
 
+/// A register or leaf field of a dump: up to 8 hex digits, with or without
+/// `0x`. This is the dump tools' own format (always hex, zero-padded, as in
+/// `0000000A`), not a number a user writes, so it is not read by the
+/// [number grammar](crate::number), whose leading-zero rule is for decimal.
 fn hex32(s: &str) -> Option<u32> {
     let s = s.strip_prefix("0x").unwrap_or(s);
     (!s.is_empty() && s.len() <= 8)
@@ -821,10 +782,13 @@ pub fn evsel_flag(name: &str) -> Option<u64> {
     FLAGS.iter().find(|(n, _)| *n == name).map(|f| f.1)
 }
 
+/// A field's value in the [number grammar](crate::number), at most `max`.
 fn field(k: &str, s: &str, max: u64) -> Result<u64, String> {
-    crate::parse_u64(s)
-        .filter(|n| *n <= max)
-        .ok_or_else(|| format!("{k}={s}: want a number up to {max:#x}"))
+    match crate::number::parse_u64(s) {
+        Ok(n) if n <= max => Ok(n),
+        Ok(_) => Err(format!("{k}={s}: want a number up to {max:#x}")),
+        Err(e) => Err(format!("{k}={s}: {e}")),
+    }
 }
 
 /// Sets field `k` (event, umask, cmask) of `v` to `val`.

@@ -89,7 +89,7 @@ fn main() {
         std::process::exit(2)
     });
     let msr = File::open("/dev/cpu/0/msr").ok();
-    let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let ncpus = msrbatch::online_cpus().map_or(1, |c| c.len());
     pin(0);
     let mut rows = Vec::new();
 

@@ -15,8 +15,8 @@
 //! ops untouched; IA32_PAT always reads the same; TSC_AUX names the CPU
 //! outside write batches. Prints the figures and `N passed, N failed`.
 
-use msrbatch::sys;
-use msrbatch::uapi::*;
+use msrbatch_sys as sys;
+use msrbatch_sys::uapi::*;
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -199,10 +199,10 @@ fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, stop: &AtomicBool, st: &Stats
                     }
                     _ => 0x5401,
                 };
-                if cmd == sys::IOC_BATCH
-                    || cmd == sys::IOC_INFO
-                    || cmd == sys::IOC_PCE_GRANT
-                    || cmd == sys::IOC_PCE_REVOKE
+                if cmd == MSRBATCH_IOC_BATCH
+                    || cmd == MSRBATCH_IOC_INFO
+                    || cmd == MSRBATCH_IOC_PCE_GRANT
+                    || cmd == MSRBATCH_IOC_PCE_REVOKE
                 {
                     continue;
                 }
@@ -222,9 +222,9 @@ fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, stop: &AtomicBool, st: &Stats
             }
             1 => {
                 let r2 = if granted {
-                    sys::ioctl_none(fd, sys::IOC_PCE_REVOKE)
+                    sys::pce_revoke(fd)
                 } else {
-                    sys::ioctl_none(fd, sys::IOC_PCE_GRANT)
+                    sys::pce_grant(fd, 0)
                 };
                 if r2.is_ok() {
                     granted = !granted;
@@ -390,7 +390,7 @@ fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, stop: &AtomicBool, st: &Stats
         }
     }
     if granted {
-        let _ = sys::ioctl_none(fd, sys::IOC_PCE_REVOKE);
+        let _ = sys::pce_revoke(fd);
     }
 }
 
@@ -409,7 +409,7 @@ fn main() {
     let threads = arg("--threads", 4).max(1);
     let seconds = arg("--seconds", 0);
     let seed = arg("--seed", 0x5eed_1234);
-    let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    let ncpus = msrbatch::online_cpus().map_or(1, |c| c.len()) as u32;
 
     let dev = msrbatch::Device::open().expect("open");
     let mut b = msrbatch::Batch::new();

@@ -3,11 +3,12 @@
 //! including the differential test against the in-tree msr driver.
 //! Prints one `ok`/`not ok` line per check and `N passed, N failed`.
 
-use msrbatch::{uapi, Batch, Device, Errno, Op, Value};
+use msrbatch::{Batch, Device, Errno, Op, Value};
+use msrbatch_sys::uapi;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
-const TSC_AUX: u32 = 0xc000_0103;
+use msrbatch::msr::IA32_TSC_AUX as TSC_AUX;
 
 struct Tally {
     passed: u32,
@@ -23,11 +24,6 @@ impl Tally {
             self.failed += 1;
         }
     }
-}
-
-fn online_cpus() -> Vec<u32> {
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (0..n as u32).collect()
 }
 
 /// RDMSR through the in-tree driver: pread at offset MSR of /dev/cpu/N/msr.
@@ -186,7 +182,7 @@ fn errors(t: &mut Tally, dev: &Device) {
         ..Default::default()
     };
     // SAFETY: address 8 is never mapped: the kernel must fail to read it.
-    let r = unsafe { msrbatch::sys::batch_raw(std::os::fd::AsFd::as_fd(dev.file()), &mut hdr) };
+    let r = unsafe { msrbatch_sys::batch_raw(std::os::fd::AsFd::as_fd(dev.file()), &mut hdr) };
     t.check(
         r.as_ref().err().and_then(|e| e.raw_os_error()) == Some(libc::EFAULT),
         format!("raw: ops at address 8 -> {r:?}"),
@@ -201,11 +197,14 @@ fn errors(t: &mut Tally, dev: &Device) {
         format!("library: {} ops -> {e}", big.len()),
     );
     // Offline CPU: take the last one down for a moment.
-    let last = online_cpus().len() - 1;
+    let last = msrbatch::online_cpus()
+        .ok()
+        .and_then(|c| c.last().copied())
+        .unwrap_or(0);
     let online = format!("/sys/devices/system/cpu/cpu{last}/online");
     if last > 0 && std::fs::write(&online, "0").is_ok() {
         let mut b = Batch::new();
-        b.push(last as u32, Op::RdTsc);
+        b.push(last, Op::RdTsc);
         let r = dev.run(&mut b);
         let restored = std::fs::write(&online, "1").is_ok();
         let e = r.err();
@@ -224,7 +223,7 @@ fn errors(t: &mut Tally, dev: &Device) {
         version: 2,
         ..Default::default()
     };
-    let r = msrbatch::sys::batch(fd, &mut hdr, &mut ops);
+    let r = msrbatch_sys::batch(fd, &mut hdr, &mut ops);
     t.check(
         r.as_ref().err().and_then(|e| e.raw_os_error()) == Some(libc::EPROTONOSUPPORT),
         format!("raw: version 2 -> {r:?}"),
@@ -234,14 +233,17 @@ fn errors(t: &mut Tally, dev: &Device) {
         version: 1,
         ..Default::default()
     };
-    let r = msrbatch::sys::batch(fd, &mut hdr, &mut ops);
+    let r = msrbatch_sys::batch(fd, &mut hdr, &mut ops);
     t.check(
         r.as_ref().err().and_then(|e| e.raw_os_error()) == Some(libc::EOPNOTSUPP)
             && hdr.err_index == 0,
         format!("raw: op code 99 -> {r:?}, err_index {}", hdr.err_index),
     );
     let mut junk = [0u8; 64];
-    let r = msrbatch::sys::ioctl_ptr(std::os::fd::AsFd::as_fd(dev.file()), 0x5401, &mut junk);
+    // SAFETY: The descriptor is /dev/msrbatch, and TCGETS (0x5401) touches at
+    // most a `struct termios` (60 bytes) even where it is implemented.
+    let r =
+        unsafe { msrbatch_sys::ioctl_ptr(std::os::fd::AsFd::as_fd(dev.file()), 0x5401, &mut junk) };
     t.check(
         r.as_ref().err().and_then(|e| e.raw_os_error()) == Some(libc::ENOTTY),
         format!("TCGETS -> {r:?}"),
@@ -268,7 +270,7 @@ fn main() {
             .is_ok_and(|i| i.version == uapi::MSRBATCH_ABI_VERSION),
         format!("info: {info:?}"),
     );
-    let cpus = online_cpus();
+    let cpus = msrbatch::online_cpus().expect("/sys/devices/system/cpu/online");
     every_op(&mut t, &dev, &cpus);
     errors(&mut t, &dev);
     differential(&mut t, &dev, &cpus);

@@ -26,7 +26,7 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(10);
-    let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let ncpus = msrbatch::online_cpus().map_or(1, |c| c.len());
     let stop = Arc::new(AtomicBool::new(false));
     let batches = Arc::new(AtomicU64::new(0));
     let enxio = Arc::new(AtomicU64::new(0));

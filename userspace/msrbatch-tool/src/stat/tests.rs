@@ -6,7 +6,7 @@
 use super::*;
 use clap::Parser;
 use msrbatch::model::Phase;
-use msrbatch::pmu::msr;
+use msrbatch::msr;
 
 #[derive(Parser)]
 struct T {

@@ -181,3 +181,13 @@ const _: () = {
     ["Offset of field: msrbatch_result::val"]
         [::core::mem::offset_of!(msrbatch_result, val) - 8usize];
 };
+// The ioctl numbers, as the C compiler computes them from the header.
+pub const MSRBATCH_IOC_INFO: u32 = 0x8040b900;
+pub const MSRBATCH_IOC_BATCH: u32 = 0xc030b901;
+pub const MSRBATCH_IOC_PREPARE: u32 = 0xc030b902;
+pub const MSRBATCH_IOC_RUN: u32 = 0x0000b903;
+pub const MSRBATCH_IOC_UNPREPARE: u32 = 0x0000b904;
+pub const MSRBATCH_IOC_RESTORE_ON_CLOSE: u32 = 0x0000b905;
+pub const MSRBATCH_IOC_RESTORE_NOW: u32 = 0x0000b906;
+pub const MSRBATCH_IOC_PCE_GRANT: u32 = 0x0000b910;
+pub const MSRBATCH_IOC_PCE_REVOKE: u32 = 0x0000b911;

@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Raw bindings for `/dev/msrbatch`, as `perf-event-open-sys` is for
+//! `perf_event_open(2)`: the ABI's types, constants and ioctl numbers
+//! generated from `include/uapi/linux/msrbatch.h` ([`uapi`]), and one thin
+//! wrapper per ioctl on a raw file descriptor.
+//!
+//! This crate holds the userspace ioctl and `fcntl` calls, and so the `unsafe`
+//! code they need. The safe API (batches, devices, results) is the `msrbatch`
+//! crate, whose only other `unsafe` code is its C API (`msrbatch::capi`).
+//!
+//! The wrappers that are safe functions issue this driver's own commands with
+//! arguments of the size each command announces; they assume, as every ioctl
+//! wrapper does, that the descriptor is `/dev/msrbatch` (the `0xB9` command
+//! space is this driver's). [`batch_raw`] and [`ioctl_ptr`], for tests of the
+//! kernel's validation, are `unsafe`.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod sys;
+#[allow(missing_docs)]
+pub mod uapi;
+
+pub use sys::*;

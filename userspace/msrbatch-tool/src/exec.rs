@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: GPL-2.0
+//! `msrbatch cr4` and `msrbatch exec --rdpmc`: user-mode RDPMC (CR4.PCE).
+
+use crate::exit::{Exit, Failure};
+use crate::output::print_table;
+use msrbatch::{Batch, Device, Op, Value};
+
+/// CR4.PCE: RDPMC allowed in user mode.
+const CR4_PCE: u64 = 1 << 8;
+
+/// Why a grant was refused, in words.
+fn grant_hint(e: &msrbatch::Error) -> &'static str {
+    match e.errno().0 {
+        libc::EACCES => "perf's rdpmc setting (/sys/bus/event_source/devices/cpu/rdpmc) is 0; write 1 or 2 there to allow user RDPMC",
+        libc::EOPNOTSUPP => "the kernel lacks CONFIG_PREEMPT_NOTIFIERS (it comes with CONFIG_KVM), so a grant could not follow the thread",
+        libc::EBUSY => "this thread already holds a grant",
+        libc::EBADF => "the device is not open for writing",
+        _ => "",
+    }
+}
+
+/// `msrbatch exec --rdpmc CMD...`: returns only if CMD could not be run.
+pub fn exec_rdpmc(dev: &Device, cmd: &[String]) -> Result<Exit, Failure> {
+    use std::os::unix::process::CommandExt;
+    dev.grant_rdpmc_thread()
+        .map_err(|e| Failure::nothing_ran(format!("{e}: {}", grant_hint(&e))))?;
+    // execve() keeps this thread, so the grant (tied to the thread alone)
+    // follows CMD. The device is close-on-exec: CMD gets no descriptor that
+    // could write MSRs.
+    let err = std::process::Command::new(&cmd[0]).args(&cmd[1..]).exec();
+    Err(Failure::nothing_ran(format!("{}: {err}", cmd[0])))
+}
+
+/// `msrbatch cr4`: CR4 and its PCE bit on every online CPU.
+pub fn show_cr4(dev: &Device) -> Result<Exit, Failure> {
+    let mut batch = Batch::new();
+    for cpu in msrbatch::online_cpus().map_err(Failure::nothing_ran)? {
+        batch.push(cpu, Op::RdCr4);
+    }
+    dev.run(&mut batch).map_err(Failure::nothing_ran)?;
+    let rows: Vec<[String; 3]> = batch
+        .results()
+        .map(|r| match r.value {
+            Ok(Value::U64(cr4)) => [
+                r.cpu.to_string(),
+                format!("{cr4:#010x}"),
+                u8::from(cr4 & CR4_PCE != 0).to_string(),
+            ],
+            Ok(_) | Err(_) => [r.cpu.to_string(), "?".into(), format!("{:?}", r.value)],
+        })
+        .collect();
+    print_table(&["cpu", "cr4", "pce"], &rows);
+    Ok(Exit::of_batch(batch.nr_failed()))
+}

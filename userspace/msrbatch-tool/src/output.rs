@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Output formats: the table, JSON and CSV forms of op results. An op itself
+//! is shown in its script form (`Display` of [`Op`], from the library).
+
+use clap::ValueEnum;
+use msrbatch::script::Origin;
+use msrbatch::{msr_name, Op, OpResult, Value};
+
+/// Output formats of `run`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+    Csv,
+}
+
+/// The CSV header line.
+pub const CSV_HEADER: &str = "iteration,line,cpu,op,register,value,error";
+
+/// What an op returned, for the table.
+fn describe_value(value: &Result<Value, msrbatch::Errno>) -> String {
+    match value {
+        Ok(Value::None) | Err(_) => String::new(),
+        Ok(Value::U64(v)) => format!("{v:#018x}"),
+        Ok(Value::Rmw { old, new }) => format!("{old:#018x} -> {new:#018x}"),
+        Ok(Value::Tscp { tsc, aux }) => format!("{tsc:#018x} aux={aux:#x}"),
+        Ok(Value::Cpuid { eax, ebx, ecx, edx }) => {
+            format!("eax={eax:08x} ebx={ebx:08x} ecx={ecx:08x} edx={edx:08x}")
+        }
+        Ok(Value::Ticks(t)) => format!("{t} TSC ticks"),
+    }
+}
+
+/// The register or index of an op as a number, for JSON and CSV (empty if
+/// the op has none).
+fn csv_reg(op: &Op) -> String {
+    match *op {
+        Op::RdMsr { msr } | Op::WrMsr { msr, .. } | Op::RmwMsr { msr, .. } => format!("{msr:#x}"),
+        Op::RdPmc { ecx } => format!("{ecx:#x}"),
+        Op::Cpuid { leaf, subleaf } => format!("{leaf:#x}.{subleaf}"),
+        Op::Delay { ns } => ns.to_string(),
+        Op::RdTsc | Op::RdTscp | Op::RdCr4 => String::new(),
+    }
+}
+
+/// One op result as a JSON object (numbers as JSON numbers and hex strings).
+pub fn json_result(iteration: u32, line: usize, r: &OpResult) -> String {
+    let mut f = vec![
+        format!("\"iteration\":{iteration}"),
+        format!("\"line\":{line}"),
+        format!("\"index\":{}", r.index),
+        format!("\"cpu\":{}", r.cpu),
+        format!("\"op\":\"{}\"", r.op.mnemonic()),
+        format!("\"register\":\"{}\"", csv_reg(&r.op)),
+    ];
+    if let Op::RdMsr { msr } | Op::WrMsr { msr, .. } | Op::RmwMsr { msr, .. } = r.op {
+        if let Some(n) = msr_name(msr) {
+            f.push(format!("\"name\":\"{n}\""));
+        }
+    }
+    let mut num = |k: &str, v: u64| {
+        f.push(format!("\"{k}\":{v}"));
+        f.push(format!("\"{k}_hex\":\"{v:#x}\""));
+    };
+    match r.value {
+        Ok(Value::Rmw { old, new }) => {
+            num("value", new);
+            num("old", old);
+            num("new", new);
+        }
+        Ok(Value::Tscp { tsc, aux }) => {
+            num("value", tsc);
+            num("aux", u64::from(aux));
+        }
+        Ok(Value::Cpuid { eax, ebx, ecx, edx }) => {
+            num("value", u64::from(eax));
+            for (k, v) in [("eax", eax), ("ebx", ebx), ("ecx", ecx), ("edx", edx)] {
+                num(k, u64::from(v));
+            }
+        }
+        Ok(Value::None) => {
+            if let Op::WrMsr { value, .. } = r.op {
+                num("value", value);
+            }
+        }
+        Ok(v) => num("value", v.as_u64().unwrap_or(0)),
+        Err(_) => f.push("\"value\":null".into()),
+    }
+    match r.value {
+        Ok(_) => f.push("\"error\":null".into()),
+        Err(e) => f.push(format!("\"error\":\"{}\"", e.name())),
+    }
+    format!("{{{}}}", f.join(","))
+}
+
+/// One op result as a CSV row (see [`CSV_HEADER`]).
+fn csv_result(iteration: u32, line: usize, r: &OpResult) -> String {
+    let value = r
+        .value
+        .ok()
+        .and_then(|v| v.as_u64())
+        .map(|v| format!("{v:#x}"))
+        .unwrap_or_default();
+    let err = r.value.err().map(|e| e.name()).unwrap_or_default();
+    format!(
+        "{iteration},{line},{},{},{},{value},{err}",
+        r.cpu,
+        r.op.mnemonic(),
+        csv_reg(&r.op)
+    )
+}
+
+/// Prints a table: a header and rows, columns padded to their widest cell.
+pub fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
+    let mut width = header.map(str::len);
+    for row in rows {
+        for (w, cell) in width.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let parts: Vec<String> = cells
+            .iter()
+            .zip(&width)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        println!("{}", parts.join("  ").trim_end());
+    };
+    line(header.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+}
+
+/// Prints the results of one run of a script in `format`. `repeat` says
+/// whether the script runs more than once (the table then names the
+/// iteration).
+pub fn print_results<'a>(
+    format: Format,
+    iteration: u32,
+    repeat: bool,
+    results: impl Iterator<Item = (OpResult, &'a Origin)>,
+) {
+    match format {
+        Format::Table => {
+            if repeat {
+                println!("# iteration {iteration}");
+            }
+            let rows: Vec<[String; 5]> = results
+                .map(|(r, o)| {
+                    [
+                        o.line.to_string(),
+                        r.cpu.to_string(),
+                        r.op.to_string(),
+                        describe_value(&r.value),
+                        r.value.map_or_else(|e| e.name(), |_| "ok".to_string()),
+                    ]
+                })
+                .collect();
+            print_table(&["line", "cpu", "op", "value", "status"], &rows);
+        }
+        Format::Json => {
+            for (r, o) in results {
+                println!("{}", json_result(iteration, o.line, &r));
+            }
+        }
+        Format::Csv => {
+            for (r, o) in results {
+                println!("{}", csv_result(iteration, o.line, &r));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use msrbatch::Errno;
+
+    fn result(op: Op, value: Result<Value, Errno>) -> OpResult {
+        OpResult {
+            index: 3,
+            cpu: 2,
+            op,
+            value,
+        }
+    }
+
+    #[test]
+    fn json_is_valid_and_complete() {
+        let cases = [
+            (
+                result(Op::RdMsr { msr: 0x277 }, Ok(Value::U64(u64::MAX))),
+                "value",
+                Some(u64::MAX),
+            ),
+            (
+                result(
+                    Op::RmwMsr {
+                        msr: 0x10,
+                        clear: 1,
+                        set: 2,
+                    },
+                    Ok(Value::Rmw { old: 1, new: 2 }),
+                ),
+                "old",
+                Some(1),
+            ),
+            (
+                result(
+                    Op::Cpuid {
+                        leaf: 0xa,
+                        subleaf: 1,
+                    },
+                    Ok(Value::Cpuid {
+                        eax: 1,
+                        ebx: 2,
+                        ecx: 3,
+                        edx: 4,
+                    }),
+                ),
+                "edx",
+                Some(4),
+            ),
+            (
+                result(Op::RdTscp, Ok(Value::Tscp { tsc: 9, aux: 3 })),
+                "aux",
+                Some(3),
+            ),
+            (
+                result(
+                    Op::WrMsr {
+                        msr: 0x10,
+                        value: 5,
+                    },
+                    Ok(Value::None),
+                ),
+                "value",
+                Some(5),
+            ),
+            (
+                result(Op::RdPmc { ecx: 1 << 30 }, Err(Errno(libc::EIO))),
+                "value",
+                None,
+            ),
+        ];
+        for (r, key, want) in cases {
+            let text = json_result(7, 12, &r);
+            let v: serde_json::Value =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(v["iteration"], 7);
+            assert_eq!(v["line"], 12);
+            assert_eq!(v["cpu"], 2);
+            assert_eq!(v["op"], r.op.mnemonic());
+            assert!(v["register"].is_string());
+            assert_eq!(v[key].as_u64(), want, "{text}");
+            match r.value {
+                Ok(_) => assert!(v["error"].is_null()),
+                Err(_) => assert_eq!(v["error"], "EIO"),
+            }
+        }
+        let pat = result(Op::RdMsr { msr: 0x277 }, Ok(Value::U64(0x7040600070406)));
+        let v: serde_json::Value = serde_json::from_str(&json_result(0, 1, &pat)).unwrap();
+        assert_eq!(v["name"], "IA32_PAT");
+        assert_eq!(v["value_hex"], "0x7040600070406");
+    }
+
+    #[test]
+    fn csv_rows() {
+        let pat = result(Op::RdMsr { msr: 0x277 }, Ok(Value::U64(0x7040600070406)));
+        assert_eq!(csv_result(0, 4, &pat), "0,4,2,rdmsr,0x277,0x7040600070406,");
+        let fault = result(Op::RdPmc { ecx: 1 << 30 }, Err(Errno(libc::EIO)));
+        assert_eq!(csv_result(1, 2, &fault), "1,2,2,rdpmc,0x40000000,,EIO");
+        assert_eq!(
+            CSV_HEADER.split(',').count(),
+            csv_result(0, 4, &pat).split(',').count()
+        );
+    }
+
+    #[test]
+    fn table_values() {
+        assert_eq!(
+            describe_value(&Ok(Value::Rmw { old: 1, new: 2 })),
+            "0x0000000000000001 -> 0x0000000000000002"
+        );
+        assert_eq!(describe_value(&Ok(Value::None)), "");
+        assert_eq!(describe_value(&Err(Errno(libc::EIO))), "");
+        assert_eq!(describe_value(&Ok(Value::Ticks(5))), "5 TSC ticks");
+    }
+}

@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The command line as a user meets it, without a device: exit statuses of
+//! usage errors, msr-tools' long options, the number grammar, and the man
+//! page against `--help`. (With the module, tests/guest/tool_test.sh runs the
+//! same commands against msr-tools.)
+
+use std::process::Command;
+
+/// Runs the tool against a device node that does not exist; returns the
+/// exit status and stderr.
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_msrbatch"))
+        .args(["--device", "/nonexistent/msrbatch"])
+        .args(args)
+        .output()
+        .expect("run msrbatch");
+    (
+        out.status.code().expect("exit status"),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn words(s: &str) -> Vec<&str> {
+    s.split_whitespace().collect()
+}
+
+#[test]
+fn usage_errors_exit_as_documented() {
+    // rdmsr and wrmsr: msr-tools' 127 (never 2, which is "no such CPU").
+    for line in [
+        "rdmsr -f 4:7 0x10",
+        "rdmsr -f 64:0 0x10",
+        "rdmsr -p x 0x10",
+        "rdmsr",
+        "rdmsr 0x10 0x20",
+        "rdmsr -Z 0x10",
+        "rdmsr NOPE",
+        "wrmsr 0x10",
+        "wrmsr 0x10 zz",
+        "wrmsr --bogus 0x10 1",
+    ] {
+        let (code, _, err) = run(&words(line));
+        assert_eq!(code, 127, "{line}: {err}");
+        assert!(
+            !err.contains("open"),
+            "{line}: a usage error, not an open error: {err}"
+        );
+    }
+    // Every other command: 2.
+    for line in [
+        "bogus",
+        "run",
+        "run --repeat x f",
+        "run --interval 5parsecs f",
+        "pmu -C x",
+        "cr4 extra",
+    ] {
+        let (code, _, err) = run(&words(line));
+        assert_eq!(code, 2, "{line}: {err}");
+    }
+    for line in [
+        "--help",
+        "--version",
+        "rdmsr --help",
+        "rdmsr -V",
+        "wrmsr --version",
+    ] {
+        assert_eq!(run(&words(line)).0, 0, "{line}");
+    }
+}
+
+#[test]
+fn a_failed_open_masks_no_usage_error() {
+    let (code, _, err) = run(&["rdmsr", "NOPE"]);
+    assert_eq!(code, 127);
+    assert!(
+        err.contains("'NOPE' is neither an MSR name nor a number"),
+        "{err}"
+    );
+    let dir = std::env::temp_dir().join(format!("msrbatch-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("bad.msr");
+    std::fs::write(&script, "cpu 0\nrdmsr IA32_PAT\nwrmsr 0x10 010\n").unwrap();
+    let (code, _, err) = run(&["run", script.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("bad.msr:3:12: '010': a decimal number must not start with 0"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    // Well-formed commands get as far as opening the device: msr-tools'
+    // status for its commands, 2 for the others.
+    fails_at_open("rdmsr 0x10", 127, "rdmsr");
+    fails_at_open("info", 2, "msrbatch");
+}
+
+/// `line` is well formed: it fails only at opening the device.
+fn fails_at_open(line: &str, code: i32, prog: &str) {
+    let (got, _, err) = run(&words(line));
+    assert_eq!(got, code, "{line}: {err}");
+    let want = format!("{prog}: open /nonexistent/msrbatch: ENOENT (No such file or directory)");
+    assert_eq!(err.trim_end(), want, "{line}");
+}
+
+#[test]
+fn msr_tools_long_options_are_accepted() {
+    for line in [
+        "rdmsr --hexadecimal --capital-hexadecimal --capital-hex --signed-decimal --decimal \
+         --unsigned-decimal --unsigned --octal --c-language --zero-fill --zero-pad --raw \
+         --bitfield 7:0 --cpu 1 --processor 0 --all 0x10",
+        "rdmsr --cpu=3 --bitfield=63:32 IA32_PAT",
+    ] {
+        fails_at_open(line, 127, "rdmsr");
+    }
+    fails_at_open("wrmsr --cpu 1 --processor=0 --all 0x10 1 2", 127, "wrmsr");
+}
+
+#[test]
+fn one_number_grammar() {
+    // The same word means the same everywhere: a leading 0 is refused, with
+    // the same reason, in arguments, options, fields and scripts.
+    for (line, code) in [
+        ("evsel 010", 2),
+        ("evsel event=010", 2),
+        ("rdmsr 010", 127),
+        ("rdmsr -p 010 0x10", 127),
+        ("rdmsr -f 010:0 0x10", 127),
+        ("wrmsr 0x10 010", 127),
+        ("run --repeat 010 f", 2),
+        ("run --interval 010ms f", 2),
+    ] {
+        let (got, _, err) = run(&words(line));
+        assert_eq!(got, code, "{line}: {err}");
+        assert!(
+            err.contains("'010': a decimal number must not start with 0"),
+            "{line}: {err}"
+        );
+    }
+    for (line, want) in [
+        ("evsel event=10,umask=0x1", "0x10a"),
+        ("evsel event=0o12,umask=0b1", "0x10a"),
+        ("evsel event=0xa,umask=1", "0x10a"),
+        ("evsel 0x10a", "event=0x0a,umask=0x01"),
+        ("evsel 266", "event=0x0a,umask=0x01"),
+    ] {
+        let (code, out, err) = run(&words(line));
+        assert_eq!((code, out.trim()), (0, want), "{line}: {err}");
+    }
+}
+
+/// The roff source of the man page section of `sub`, with `\-` as `-`.
+fn man_section(man: &str, sub: &str) -> String {
+    let start = man
+        .find(&format!(".SS \"msrbatch {sub}\""))
+        .unwrap_or_else(|| panic!("no man section for {sub}"));
+    let rest = &man[start + 4..];
+    let end = rest
+        .find("\n.SS ")
+        .or_else(|| rest.find("\n.SH "))
+        .unwrap_or(rest.len());
+    rest[..end].replace("\\-", "-")
+}
+
+/// The long options `--help` lists (with `=`-less spelling), including the
+/// aliases named in the help text.
+fn long_options(help: &str) -> Vec<String> {
+    let mut v: Vec<String> = help
+        .split(|c: char| c.is_whitespace() || c == ',' || c == '[' || c == ']' || c == ';')
+        .filter_map(|w| {
+            // The option's name, without what follows it in prose
+            // ("--cpuid-dump's", "--force).").
+            let name: String = w
+                .strip_prefix("--")?
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            (!name.is_empty()).then(|| format!("--{name}"))
+        })
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+#[test]
+fn the_man_page_says_what_help_says() {
+    let (code, man, _) = run(&["__man"]);
+    assert_eq!(code, 0);
+    let (_, top_help, _) = run(&["--help"]);
+    let subs: Vec<&str> = top_help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|s| *s != "help")
+        .collect();
+    assert!(subs.contains(&"rdmsr") && subs.contains(&"run"), "{subs:?}");
+    for sub in subs {
+        let (code, help, _) = run(&[sub, "--help"]);
+        assert_eq!(code, 0, "{sub} --help");
+        let section = man_section(&man, sub);
+        for opt in long_options(&help) {
+            // Options of every command (--device, --help, --version) are in
+            // the page's main OPTIONS section.
+            let found = section.contains(&opt)
+                || ["--device", "--help", "--version"].contains(&opt.as_str());
+            assert!(
+                found,
+                "msrbatch {sub}: {opt} is in --help but not in the man page"
+            );
+        }
+    }
+    // The numbers and exit statuses: the same text in both.
+    let man_text = man.replace("\\-", "-").replace("\\e", "\\");
+    let grammar = msrbatch::number::GRAMMAR;
+    assert!(
+        man_text.contains(grammar),
+        "man page lacks the number grammar"
+    );
+    assert!(
+        top_help.contains(grammar),
+        "--help lacks the number grammar"
+    );
+    let statuses: Vec<(&str, &str)> = top_help
+        .lines()
+        .skip_while(|l| !l.starts_with("Exit status:"))
+        .skip(1)
+        .filter_map(|l| l.trim().split_once(' '))
+        .filter(|(c, _)| c.parse::<u8>().is_ok())
+        .map(|(c, what)| (c, what.trim()))
+        .collect();
+    assert_eq!(statuses.len(), 5, "{top_help}");
+    for (code, what) in statuses {
+        assert!(
+            man_text.contains(&format!(".TP\n{code}\n{what}\n")),
+            "man page: exit status {code}"
+        );
+    }
+}
