@@ -78,6 +78,12 @@ lockdown_tests() {
 	guest_boot lockdown 'run-all.sh /tests/lockdown_test.sh' 300 'lockdown=integrity'
 }
 
+# Guest instruction counts of the batch paths under QEMU -icount on the base
+# kernel, against tests/harness/icount-budget.txt (+2 %).
+icount_budget() {
+	"$MSRB_TOP/tests/harness/icount-budget.sh"
+}
+
 selftest() {
 	"$MSRB_TOP/tests/harness/vm.sh" selftest-only
 }
@@ -92,6 +98,7 @@ if guest_prepare; then
 	stage "guest ($GUEST_FLAVOUR): KUnit + integration tests (4 CPUs)" guest_tests
 	stage "guest ($GUEST_FLAVOUR): fuzz 100000 ioctls, hotplug stress 15 s" fuzz_stress
 	stage "guest ($GUEST_FLAVOUR): lockdown=integrity" lockdown_tests
+	stage "icount budget (base kernel, guest instructions)" icount_budget
 	stage "harness self-test (msrbatch loaded, failing command, panic, timeout)" selftest
 else
 	failed=$((failed + 1))
