@@ -475,7 +475,9 @@ fn run_ops(file: &MsrBatchFile, access: Access, ptr: UserPtr, ops: &mut [Op], fl
     }
     // SAFETY: `check_writes` allowed the batch's writes.
     let ran = unsafe { batch::execute(ops, &plan) }?;
-    taint_if_written(ops);
+    if plan.has_writes() {
+        taint_if_written(ops);
+    }
     let copied = write_ops(ptr, ops).is_ok();
     Ok(Ran { ran, copied })
 }

@@ -52,20 +52,15 @@
 							 * a failed one get
 							 * -ECANCELED
 							 */
-#define MSRBATCH_F_SYNC_START	(1U << 1)	/* every target CPU waits,
-							 * interrupts off, until
-							 * all have arrived, then
-							 * all start together;
-							 * ETIMEDOUT (nothing ran)
-							 * if one does not arrive
-							 * within
-							 * MSRBATCH_SYNC_TIMEOUT_NS
-							 */
-#define MSRBATCH_F_TIMESTAMPS	(1U << 2)	/* val[1] of every op = TSC
-							 * right after it ran; not
-							 * with RDTSCP, CPUID,
-							 * RMWMSR (EINVAL)
-							 */
+/*
+ * MSRBATCH_F_SYNC_START: every target CPU waits, interrupts off, until all
+ * have arrived, then all start together; ETIMEDOUT (nothing ran) if one does
+ * not arrive within MSRBATCH_SYNC_TIMEOUT_NS.
+ * MSRBATCH_F_TIMESTAMPS: val[1] of every op is the TSC right after it ran;
+ * not with RDTSCP, CPUID, RMWMSR (EINVAL).
+ */
+#define MSRBATCH_F_SYNC_START	(1U << 1)
+#define MSRBATCH_F_TIMESTAMPS	(1U << 2)
 #define MSRBATCH_F_ALL			(MSRBATCH_F_STOP_ON_ERROR | \
 					 MSRBATCH_F_SYNC_START | \
 					 MSRBATCH_F_TIMESTAMPS)
