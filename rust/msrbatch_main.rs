@@ -357,7 +357,7 @@ fn run_batch(file: &MsrBatchFile, arg: usize, access: Access) -> Result<isize> {
         UserSlice::new(UserPtr::from_addr(arg), size_of::<Batch>()).reader_writer();
     let mut hdr: Batch = hdr_reader.read()?;
 
-    let (ret, ran, err_index, out_flags) = match run_checked(file, &hdr, access) {
+    let (ret, ran, err_index, out_flags) = match run_checked(file, &hdr, arg, access) {
         Ok(Ran { ran, copied: true }) => (Ok(0), ran, uapi::NO_INDEX, uapi::OUT_RAN),
         // The ops ran but their results could not be copied back (another
         // thread unmapped or write-protected the array meanwhile): never
@@ -427,8 +427,9 @@ fn check_writes(ops: &[Op], plan: &batch::Plan, access: Access) -> Result<(), ba
     glue::filter_writes(msr, plan.nr_writes).map_err(refuse)
 }
 
-/// Validates, runs and copies back one batch.
-fn run_checked(file: &MsrBatchFile, hdr: &Batch, access: Access) -> Result<Ran, batch::Rejected> {
+/// Validates, runs and copies back one batch whose header, `hdr`, was read
+/// from `arg`.
+fn run_checked(file: &MsrBatchFile, hdr: &Batch, arg: usize, access: Access) -> Result<Ran, batch::Rejected> {
     batch::check_header(hdr)?;
     // Every batch returns what it read: it needs a descriptor open for reading.
     if !access.read {
@@ -439,11 +440,11 @@ fn run_checked(file: &MsrBatchFile, hdr: &Batch, access: Access) -> Result<Ran, 
     if n <= INLINE_OPS {
         let mut buf = [const { MaybeUninit::<Op>::uninit() }; INLINE_OPS];
         let ops = read_ops(ptr, &mut buf[..n])?;
-        run_ops(file, access, ptr, ops, hdr.flags)
+        run_ops(file, access, (hdr, arg), ptr, ops)
     } else {
         let mut heap = KVVec::<Op>::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
         let ops = read_ops(ptr, &mut heap.spare_capacity_mut()[..n])?;
-        run_ops(file, access, ptr, ops, hdr.flags)
+        run_ops(file, access, (hdr, arg), ptr, ops)
     }
 }
 
@@ -456,9 +457,16 @@ pub(crate) fn taint_if_written(ops: &[Op]) {
     }
 }
 
-/// Validates and runs `ops`, read from `ptr`, and copies them back.
-fn run_ops(file: &MsrBatchFile, access: Access, ptr: UserPtr, ops: &mut [Op], flags: u32) -> Result<Ran, batch::Rejected> {
-    let plan = batch::plan(ops, flags)?;
+/// Validates and runs `ops`, read from `ptr`, and copies them back; `hdr` is
+/// the batch's header, read from the address beside it.
+fn run_ops(
+    file: &MsrBatchFile,
+    access: Access,
+    (hdr, hdr_addr): (&Batch, usize),
+    ptr: UserPtr,
+    ops: &mut [Op],
+) -> Result<Ran, batch::Rejected> {
+    let plan = batch::plan(ops, hdr.flags)?;
     check_writes(ops, &plan, access)?;
     // A file that restores on close logs what the writes will overwrite,
     // and keeps the log locked until they have run.
@@ -468,10 +476,14 @@ fn run_ops(file: &MsrBatchFile, access: Access, ptr: UserPtr, ops: &mut [Op], fl
     }
     if plan.has_writes() {
         // Make sure the results can be copied back before anything is
-        // written: a batch whose array is not writable fails with EFAULT and
-        // changes nothing. Writing back the bytes just read leaves the array
-        // as it was. (A batch that only reads changes nothing either way.)
+        // written: a batch whose array or header is not writable fails with
+        // EFAULT and changes nothing. Writing back the bytes just read leaves
+        // both as they were. (A batch that only reads changes nothing either
+        // way.)
         write_ops(ptr, ops)?;
+        UserSlice::new(UserPtr::from_addr(hdr_addr), size_of::<Batch>())
+            .writer()
+            .write(hdr)?;
     }
     // SAFETY: `check_writes` allowed the batch's writes.
     let ran = unsafe { batch::execute(ops, &plan) }?;

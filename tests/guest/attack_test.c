@@ -455,6 +455,38 @@ static void efault_after_run(int fd, int header_too)
 	munmap(mem, 2 * pg);
 }
 
+/*
+ * A write batch whose header is read-only from the start: the header is as
+ * much an output as the ops array, so the batch is EFAULT before anything
+ * runs, like one whose ops array is read-only.
+ */
+static void header_read_only(int fd)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *mem = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct msrbatch_batch *hdr = (void *)(mem + pg);
+	struct msrbatch_op *ops = (void *)mem;
+	__u64 before, after;
+	int r;
+
+	if (mem == MAP_FAILED)
+		return;
+	rdmsr(fd, 0, TSC_AUX, &before);
+	ops[0] = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, before ^ 0x77, 0);
+	memset(hdr, 0, sizeof(*hdr));
+	hdr->version = MSRBATCH_ABI_VERSION;
+	hdr->nr_ops = 1;
+	hdr->ops = (__u64)(uintptr_t)ops;
+	mprotect(hdr, pg, PROT_READ);
+	r = ioctl(fd, MSRBATCH_IOC_BATCH, hdr) ? -errno : 0;
+	rdmsr(fd, 0, TSC_AUX, &after);
+	check(r == -EFAULT && after == before && ops[0].status == 0,
+	      "a WRMSR batch whose header is read-only: EFAULT before anything runs (r=%d, TSC_AUX %#llx -> %#llx)",
+	      r, (unsigned long long)before, (unsigned long long)after);
+	wrmsr(fd, 0, TSC_AUX, before);
+	munmap(mem, 2 * pg);
+}
+
 static void test_results_lost(void)
 {
 	int fd = dev_open(O_RDWR);
@@ -468,6 +500,7 @@ static void test_results_lost(void)
 	h.out_flags = 0;
 	r = run(fd, &o, 1, &h);
 	check(r == 0 && h.out_flags == MSRBATCH_OUT_RAN, "a batch that ran has out_flags RAN (%#x)", h.out_flags);
+	header_read_only(fd);
 	efault_after_run(fd, 0);
 	efault_after_run(fd, 1);
 	close(fd);
