@@ -413,15 +413,16 @@ static void efault_after_run(int fd, int header_too)
 	struct msrbatch_op *ops = (void *)mem;
 	struct protect_arg a;
 	volatile int go = 0;
-	__u64 before, after;
-	int i, r = 0, tries, usec = 3000;
+	__u64 before, after, cur;
+	int i, r = 0, tries, usec = 3000, efault_wrote = 0;
 	pthread_t t;
 
 	if (mem == MAP_FAILED)
 		return;
 	rdmsr(fd, 0, TSC_AUX, &before);
-	for (tries = 0; tries < 6; tries++, usec /= 2) {
+	for (tries = 0; tries < 12; tries++) {
 		mprotect(mem, 2 * pg, PROT_READ | PROT_WRITE);
+		rdmsr(fd, 0, TSC_AUX, &cur);	/* an earlier try may have written it */
 		ops[0] = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, before ^ (0x100 + tries), 0);
 		for (i = 1; i <= 10; i++)
 			ops[i] = mkop(MSRBATCH_OP_DELAY, 0, 0, 1000000, 0);
@@ -440,15 +441,25 @@ static void efault_after_run(int fd, int header_too)
 		r = ioctl(fd, MSRBATCH_IOC_BATCH, hdr) ? -errno : 0;
 		unpin();
 		pthread_join(t, NULL);
+		if (r == -EFAULT) {
+			/* It landed before the run, so nothing ran: try later. */
+			rdmsr(fd, 0, TSC_AUX, &after);
+			efault_wrote += after != cur;
+			usec = usec * 2 + 500;
+			continue;
+		}
 		if (r)
 			break;	/* the protection landed during the run */
+		usec /= 2;	/* it landed after the run: sooner */
 	}
 	rdmsr(fd, 0, TSC_AUX, &after);
-	check(r == -ENOTRECOVERABLE && after != before,
-	      "ops%s write-protected mid-run: the write happened and the ioctl says so with ENOTRECOVERABLE, not EFAULT (r=%d, TSC_AUX %#llx -> %#llx)",
-	      header_too ? " and header" : "", r, (unsigned long long)before, (unsigned long long)after);
+	/* The value is the one this try wrote (tries is its index). */
+	check(r == -ENOTRECOVERABLE && after == (before ^ (0x100 + tries)) && !efault_wrote,
+	      "ops%s write-protected mid-run: the write happened and the ioctl says so with ENOTRECOVERABLE, not EFAULT (r=%d, TSC_AUX %#llx -> %#llx; %d EFAULT tries that wrote)",
+	      header_too ? " and header" : "", r, (unsigned long long)before, (unsigned long long)after, efault_wrote);
 	if (!header_too)
-		check(hdr->out_flags == MSRBATCH_OUT_RAN && hdr->nr_failed == 0,
+		/* nr_failed: a DELAY may get -ETIME if the host deschedules the vCPU. */
+		check(hdr->out_flags == MSRBATCH_OUT_RAN && hdr->nr_failed <= 10,
 		      "the header, still writable, says the batch ran (out_flags %#x, nr_failed %u)",
 		      hdr->out_flags, hdr->nr_failed);
 	wrmsr(fd, 0, TSC_AUX, before);
