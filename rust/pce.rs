@@ -364,10 +364,12 @@ extern "C" fn msrbatch_reap_grants() {
     grants.retain(|g| !g.reapable.load(Ordering::Relaxed));
 }
 
-/// Module unload: waits for the reaper. No grant exists any more (each held
-/// a module reference).
+/// Module unload: waits for the reaper, then frees the registry's storage (a
+/// static is never dropped). No grant exists any more (each held a module
+/// reference).
 pub(crate) fn exit() {
     glue::reaper_sync();
+    drop(core::mem::take(&mut *GRANTS.lock()));
 }
 
 #[pinned_drop]
