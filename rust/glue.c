@@ -138,6 +138,16 @@ void msrbatch_rdpmc_policy_init(void)
 	cpus_read_lock();
 	cpu = cpumask_first(cpu_online_mask);
 	event = perf_event_create_kernel_counter(&attr, cpu, NULL, NULL, NULL);
+	if (PTR_ERR_OR_ZERO(event) == -ENOENT) {
+		/*
+		 * A PMU can lack the generic cycles event (Intel marks it
+		 * unavailable from CPUID.0AH:EBX): ask for a raw event, which
+		 * skips the event map, before concluding there is no PMU.
+		 */
+		attr.type = PERF_TYPE_RAW;
+		attr.config = 0xc0;	/* instructions retired, Intel and AMD */
+		event = perf_event_create_kernel_counter(&attr, cpu, NULL, NULL, NULL);
+	}
 	cpus_read_unlock();
 	if (IS_ERR(event)) {
 		/* ENOENT: no PMU handles hardware events, so perf has no policy. */
@@ -187,23 +197,6 @@ int msrbatch_rdpmc_policy(void)
 	v = n > 0 && rdpmc_buf[0] >= '0' && rdpmc_buf[0] <= '2' ? rdpmc_buf[0] - '0' : -EIO;
 	raw_spin_unlock_irqrestore(&rdpmc_lock, flags);
 	return v;
-}
-
-/*
- * Whether perf has allowed user RDPMC in the current task's address space (a
- * perf event of the process is mmapped): the per-mm half of the kernel's
- * own CR4.PCE rule, cr4_update_pce_mm() in arch/x86/mm/tlb.c. Uses the
- * active mm, which an exiting task keeps after its mm is gone.
- */
-bool msrbatch_mm_rdpmc_allowed(void)
-{
-#ifdef CONFIG_PERF_EVENTS
-	struct mm_struct *mm = current->active_mm;
-
-	return mm && atomic_read(&mm->context.perf_rdpmc_allowed);
-#else
-	return false;
-#endif
 }
 
 /* Under Xen PV, CR4 is the hypervisor's: a grant could not set PCE. */

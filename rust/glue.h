@@ -16,7 +16,6 @@ int msrbatch_filter_writes(u32 msr, u32 nr_writes);
 void msrbatch_rdpmc_policy_init(void);
 void msrbatch_rdpmc_policy_exit(void);
 int msrbatch_rdpmc_policy(void);
-bool msrbatch_mm_rdpmc_allowed(void);
 bool msrbatch_xen_pv(void);
 void msrbatch_preempt_notifier_init(struct preempt_notifier *n, struct preempt_ops *ops);
 bool msrbatch_current_is_dead(void);

@@ -11,7 +11,6 @@ extern "C" {
     fn msrbatch_rdpmc_policy_init();
     fn msrbatch_rdpmc_policy_exit();
     fn msrbatch_rdpmc_policy() -> c_int;
-    fn msrbatch_mm_rdpmc_allowed() -> bool;
     fn msrbatch_xen_pv() -> bool;
     fn msrbatch_current_is_dead() -> bool;
     fn msrbatch_ns_to_tsc(ns: u64) -> u64;
@@ -74,17 +73,6 @@ impl RdpmcPolicy {
     pub(crate) fn grant_applies(self) -> bool {
         matches!(self, Self::PerfMmap | Self::Always | Self::NoPmu)
     }
-
-    /// The CR4.PCE value the kernel's shadow holds for a task whose address
-    /// space has (`mm_allowed`) or has not a perf event mmapped: the rule of
-    /// `cr4_update_pce_mm()`. Unknown behaves as the kernel's default (1).
-    pub(crate) fn kernel_pce(self, mm_allowed: bool) -> bool {
-        match self {
-            Self::Always => true,
-            Self::Never => false,
-            Self::PerfMmap | Self::NoPmu | Self::Unknown => mm_allowed,
-        }
-    }
 }
 
 /// Finds perf's rdpmc setting (at module load; process context).
@@ -97,17 +85,6 @@ pub(crate) fn rdpmc_policy_init() {
 pub(crate) fn rdpmc_policy_exit() {
     // SAFETY: Called once at unload, when no grant exists any more.
     unsafe { msrbatch_rdpmc_policy_exit() }
-}
-
-/// The per-address-space half of the kernel's PCE rule for `current`.
-pub(crate) fn mm_rdpmc_allowed() -> bool {
-    // SAFETY: Reads `current->active_mm`; any context.
-    unsafe { msrbatch_mm_rdpmc_allowed() }
-}
-
-/// The CR4.PCE value the kernel's shadow holds for `current` right now.
-pub(crate) fn kernel_pce_now() -> bool {
-    RdpmcPolicy::now().kernel_pce(mm_rdpmc_allowed())
 }
 
 /// Whether this is a Xen PV guest (CR4 belongs to the hypervisor).
@@ -191,13 +168,6 @@ mod tests {
         let applies = [(Never, false), (PerfMmap, true), (Always, true), (NoPmu, true), (Unknown, false)];
         for (p, a) in applies {
             assert_eq!(p.grant_applies(), a);
-        }
-        // The kernel's PCE rule (cr4_update_pce_mm): always, never, or per mm.
-        for mm in [false, true] {
-            assert!(Always.kernel_pce(mm));
-            assert!(!Never.kernel_pce(mm));
-            assert_eq!(PerfMmap.kernel_pce(mm), mm);
-            assert_eq!(NoPmu.kernel_pce(mm), mm);
         }
         Ok(())
     }

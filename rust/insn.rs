@@ -165,6 +165,11 @@ pub(crate) fn read_cr4() -> InsnResult<u64> {
 /// CR4.PCE: RDPMC allowed in ring 3.
 pub(crate) const CR4_PCE: u64 = 1 << 8;
 
+/// Whether CR4.PCE is set on the current CPU.
+pub(crate) fn cr4_pce() -> bool {
+    read_cr4().is_ok_and(|cr4| cr4 & CR4_PCE != 0)
+}
+
 /// Sets or clears CR4.PCE on the current CPU; writes CR4 only when the bit
 /// changes. Only the PCE bit is touched, in one read-modify-write.
 ///

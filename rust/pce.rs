@@ -7,13 +7,19 @@
 //! accessors are exported to KVM only). So a grant never changes the shadow:
 //! it changes the hardware bit around the granted thread's time on a CPU.
 //!
-//! - `sched_in` (after the switch, the thread about to run): set PCE, if the
-//!   grant stands and perf's `rdpmc` policy allows user RDPMC at all.
-//! - `sched_out` (before the switch away): put PCE back to what the kernel's
-//!   shadow holds, computed with the kernel's own rule from perf's policy *now*
-//!   and the thread's address space ([`glue::kernel_pce_now`]). So no other
-//!   task ever runs with a PCE bit that the kernel did not choose, even when
-//!   the policy changed while the thread ran.
+//! - `sched_in` (after the switch, the thread about to run): if the grant
+//!   stands and perf's `rdpmc` policy allows user RDPMC at all, and PCE is
+//!   clear, set it and remember that we did (`we_set`).
+//! - `sched_out` (before the switch away): if we set it, clear it again —
+//!   unless perf's policy is now "always" (2), where the kernel's shadow says
+//!   set too. It fails closed: the shadow, which only the kernel can read,
+//!   may say "set" for other reasons that arose while the thread ran (its
+//!   process mmapped a perf event; the knob went from 1 to 2 and back), and
+//!   then the kernel's next CR4 write gives PCE back; a PCE bit the kernel
+//!   did not choose is never left behind for another task. (Computing the
+//!   shadow's value from the policy and the address space instead, as
+//!   `cr4_update_pce_mm()` does, races with perf's own updates, which reach
+//!   this CPU by an IPI after the rule changed.)
 //!
 //! Both run on the granted thread's own context switches, via a preempt
 //! notifier registered on that thread, with interrupts off.
@@ -90,6 +96,10 @@ pub(crate) struct Grant {
     binding: Binding,
     /// Not applied any more (its file was closed by another thread).
     revoked: AtomicBool,
+    /// PCE was clear when the thread came in and the grant set it. Touched
+    /// only on the thread's CPU with interrupts off (its notifiers, the
+    /// revoking IPI, `end_on_current`).
+    we_set: AtomicBool,
     /// The thread has made its final switch: nothing calls us again.
     dead: AtomicBool,
     /// Seen dead by the reaper before its grace period: free after it.
@@ -135,25 +145,29 @@ impl Grant {
         // chain, so our entry can be unlinked; interrupts are off, so no
         // switch happens between unlinking and restoring PCE.
         unsafe { bindings::preempt_notifier_unregister(self.notifier.get()) };
-        restore_kernel_pce();
+        self.unapply();
     }
-}
 
-/// Puts this CPU's CR4.PCE back to what the kernel's shadow holds for
-/// `current`. Interrupts must be off (the caller's guard or the scheduler).
-fn restore_kernel_pce() {
-    // SAFETY: The value written is the one the kernel's shadow holds, so the
-    // shadow is truthful again afterwards.
-    unsafe { insn::cr4_write_pce(glue::kernel_pce_now()) };
-}
+    /// Sets PCE for the granted thread if perf's policy allows user RDPMC
+    /// and it is clear. Interrupts must be off; `current` is the thread.
+    fn apply(&self) {
+        if glue::RdpmcPolicy::now().grant_applies() && !insn::cr4_pce() {
+            // SAFETY: `current` is the granted thread; `unapply` clears the
+            // bit again before any other task runs on this CPU.
+            unsafe { insn::cr4_write_pce(true) };
+            self.we_set.store(true, Ordering::Relaxed);
+        }
+    }
 
-/// Sets PCE for the granted thread if perf's policy allows user RDPMC.
-/// Interrupts must be off.
-fn apply() {
-    if glue::RdpmcPolicy::now().grant_applies() {
-        // SAFETY: `current` is the granted thread; `sched_out` restores the
-        // shadow's value before any other task runs on this CPU.
-        unsafe { insn::cr4_write_pce(true) };
+    /// Takes back a PCE bit `apply` set, unless perf now allows user RDPMC
+    /// everywhere (then the kernel's shadow says set as well). Interrupts
+    /// must be off; `current` is the thread.
+    fn unapply(&self) {
+        if self.we_set.swap(false, Ordering::Relaxed) && glue::RdpmcPolicy::now() != glue::RdpmcPolicy::Always {
+            // SAFETY: Clearing PCE gives no task anything; the kernel's next
+            // CR4 write from its shadow sets it again where it should be set.
+            unsafe { insn::cr4_write_pce(false) };
+        }
     }
 }
 
@@ -170,7 +184,7 @@ unsafe extern "C" fn sched_in(n: *mut bindings::preempt_notifier, _cpu: c_int) {
     // or set, never the moment in between.
     let _irq = local_interrupt_disable();
     if !g.revoked.load(Ordering::Acquire) {
-        apply();
+        g.apply();
     }
 }
 
@@ -182,7 +196,7 @@ unsafe extern "C" fn sched_in(n: *mut bindings::preempt_notifier, _cpu: c_int) {
 unsafe extern "C" fn sched_out(n: *mut bindings::preempt_notifier, _next: *mut bindings::task_struct) {
     // SAFETY: The notifier is registered, so its grant is alive.
     let g = unsafe { Grant::from_notifier(n) };
-    restore_kernel_pce();
+    g.unapply();
     if glue::current_is_dead() {
         // Its final switch: the notifier is never called again. The grant is
         // freed by the reaper, after a grace period (the scheduler still walks
@@ -202,7 +216,7 @@ unsafe extern "C" fn revoke_on_cpu(info: *mut core::ffi::c_void) {
     let g = unsafe { &*info.cast::<Grant>() };
     if g.is_current() {
         // Interrupts are off in an IPI.
-        restore_kernel_pce();
+        g.unapply();
     }
 }
 
@@ -262,6 +276,7 @@ pub(crate) fn grant(binding: Binding, module: *mut bindings::module) -> Result {
             module,
             binding,
             revoked: AtomicBool::new(false),
+            we_set: AtomicBool::new(false),
             dead: AtomicBool::new(false),
             reapable: AtomicBool::new(false),
         }),
@@ -281,7 +296,7 @@ pub(crate) fn grant(binding: Binding, module: *mut bindings::module) -> Result {
     // registry keeps until the notifier is unregistered (by this thread) or
     // the thread is dead and a grace period has passed.
     unsafe { bindings::preempt_notifier_register(g.notifier.get()) };
-    apply();
+    g.apply();
     Ok(())
 }
 
