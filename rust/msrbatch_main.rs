@@ -10,11 +10,14 @@
 //! `-EIO` for that op, never an oops. The ABI is `include/uapi/linux/msrbatch.h`
 //! and `Documentation/abi.md`.
 //!
-//! Security follows `arch/x86/kernel/msr.c`: opening needs `CAP_SYS_RAWIO`; a
-//! batch needs a descriptor opened for reading, and one that writes also one
-//! opened for writing (`EBADF`); writes are refused under `LOCKDOWN_MSR` and
-//! when the `allow_writes` parameter is `off` (`EPERM`), logged when it is
-//! `default`, and taint the kernel once one has run.
+//! Security follows `arch/x86/kernel/msr.c`: a descriptor opened with
+//! `CAP_SYS_RAWIO` may do everything; one opened without (the node's mode
+//! decides who may open) only what the allowlist in force at open allows
+//! (`allowlist.rs`, loaded through `/dev/msrbatch_allowlist`). A batch needs a
+//! descriptor opened for reading, and one that writes also one opened for
+//! writing (`EBADF`); writes are refused under `LOCKDOWN_MSR` and when the
+//! `allow_writes` parameter is `off` (`EPERM`), logged when it is `default`,
+//! and taint the kernel once one has run.
 
 use core::mem::MaybeUninit;
 use kernel::{
@@ -27,6 +30,7 @@ use kernel::{
     uaccess::{UserPtr, UserSlice},
 };
 
+mod allowlist;
 mod batch;
 mod glue;
 mod insn;
@@ -61,9 +65,11 @@ static MODINFO_VERSION: [u8; 14] = *b"version=0.1.0\0";
 
 #[pin_data]
 struct MsrBatchModule {
-    // Dropped in this order at unload: the device first, then what it used.
+    // Dropped in this order at unload: the devices first, then what they used.
     #[pin]
     _miscdev: MiscDeviceRegistration<MsrBatchFile>,
+    #[pin]
+    _allowlist_dev: MiscDeviceRegistration<allowlist::AllowlistFile>,
     _globals: Globals,
 }
 
@@ -76,16 +82,21 @@ impl kernel::InPlaceModule for MsrBatchModule {
             _miscdev <- MiscDeviceRegistration::register(MiscDeviceOptions {
                 name: c"msrbatch",
             }),
+            _allowlist_dev <- MiscDeviceRegistration::register(MiscDeviceOptions {
+                name: c"msrbatch_allowlist",
+            }),
         })
     }
 }
 
-/// Module-wide state besides the device: perf's rdpmc policy reader and the
-/// PCE grant registry and reaper.
+/// Module-wide state besides the devices: the allowlist in force, perf's
+/// rdpmc policy reader and the PCE grant registry and reaper.
 struct Globals;
 
 impl Globals {
     fn new() -> Self {
+        // SAFETY: Once, in module init, before the devices exist.
+        unsafe { allowlist::init() };
         #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
         // SAFETY: Once, in module init, before the device exists.
         unsafe {
@@ -103,12 +114,17 @@ impl Drop for Globals {
         #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
         pce::exit();
         glue::rdpmc_policy_exit();
+        allowlist::exit();
     }
 }
 
-/// Per-open state: none. (PCE grants record the `struct file` that made
-/// them, see [`file_id`].)
-struct MsrBatchFile;
+/// Per-open state: what the descriptor may do, fixed at open. (PCE grants
+/// record the `struct file` that made them, see [`file_id`].)
+struct MsrBatchFile {
+    /// `None`: opened with `CAP_SYS_RAWIO`, everything. Otherwise the
+    /// allowlist in force at open.
+    rules: Option<allowlist::Snapshot>,
+}
 
 /// An open file's identity while it is open, as file-bound grants record it.
 fn file_id(file: &File) -> usize {
@@ -138,10 +154,8 @@ impl MiscDevice for MsrBatchFile {
     type Ptr = Pin<KBox<Self>>;
 
     fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
-        if !has_rawio() {
-            return Err(EPERM);
-        }
-        Ok(KBox::pin(MsrBatchFile, GFP_KERNEL_ACCOUNT)?)
+        let rules = (!has_rawio()).then(allowlist::snapshot);
+        Ok(KBox::pin(MsrBatchFile { rules }, GFP_KERNEL_ACCOUNT)?)
     }
 
     fn release(this: Pin<KBox<Self>>, file: &File) {
@@ -150,11 +164,14 @@ impl MiscDevice for MsrBatchFile {
         drop(this);
     }
 
-    fn ioctl(_this: Pin<&MsrBatchFile>, file: &File, cmd: u32, arg: usize) -> Result<isize> {
+    fn ioctl(this: Pin<&MsrBatchFile>, file: &File, cmd: u32, arg: usize) -> Result<isize> {
         let access = Access::of(file);
+        let rules = this.get_ref().rules.as_ref();
         match cmd {
             IOC_INFO => info(arg),
-            IOC_BATCH => run_batch(arg, access),
+            IOC_BATCH => run_batch(arg, access, rules),
+            // Without CAP_SYS_RAWIO, only with the allowlist's `allow pce`.
+            IOC_PCE_GRANT if rules.is_some_and(|r| !r.allows_pce()) => Err(EPERM),
             IOC_PCE_GRANT => pce_grant(file, arg, access).map(|()| 0),
             IOC_PCE_REVOKE if arg == 0 => pce_revoke().map(|()| 0),
             IOC_PCE_REVOKE => Err(EINVAL),
@@ -229,12 +246,12 @@ fn info(arg: usize) -> Result<isize> {
     Ok(0)
 }
 
-fn run_batch(arg: usize, access: Access) -> Result<isize> {
+fn run_batch(arg: usize, access: Access, rules: Option<&allowlist::Snapshot>) -> Result<isize> {
     let (mut hdr_reader, mut hdr_writer) =
         UserSlice::new(UserPtr::from_addr(arg), size_of::<Batch>()).reader_writer();
     let mut hdr: Batch = hdr_reader.read()?;
 
-    let (ret, nr_failed, err_index, out_flags) = match run_checked(&hdr, access) {
+    let (ret, nr_failed, err_index, out_flags) = match run_checked(&hdr, access, rules) {
         Ok(Ran { nr_failed, copied: true }) => (Ok(0), nr_failed, uapi::NO_INDEX, uapi::OUT_RAN),
         // The ops ran but their results could not be copied back (another
         // thread unmapped or write-protected the array meanwhile): never
@@ -305,7 +322,7 @@ fn check_writes(ops: &[Op], plan: &batch::Plan, access: Access) -> Result<(), ba
 }
 
 /// Validates, runs and copies back one batch.
-fn run_checked(hdr: &Batch, access: Access) -> Result<Ran, batch::Rejected> {
+fn run_checked(hdr: &Batch, access: Access, rules: Option<&allowlist::Snapshot>) -> Result<Ran, batch::Rejected> {
     batch::check_header(hdr)?;
     // Every batch returns what it read: it needs a descriptor open for reading.
     if !access.read {
@@ -316,17 +333,28 @@ fn run_checked(hdr: &Batch, access: Access) -> Result<Ran, batch::Rejected> {
     if n <= INLINE_OPS {
         let mut buf = [const { MaybeUninit::<Op>::uninit() }; INLINE_OPS];
         let ops = read_ops(ptr, &mut buf[..n])?;
-        run_ops(hdr, access, ptr, ops)
+        run_ops(hdr, access, rules, ptr, ops)
     } else {
         let mut heap = KVVec::<Op>::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
         let ops = read_ops(ptr, &mut heap.spare_capacity_mut()[..n])?;
-        run_ops(hdr, access, ptr, ops)
+        run_ops(hdr, access, rules, ptr, ops)
     }
 }
 
-/// Validates and runs `ops`, read from `ptr`, and copies them back.
-fn run_ops(hdr: &Batch, access: Access, ptr: UserPtr, ops: &mut [Op]) -> Result<Ran, batch::Rejected> {
-    let plan = batch::plan(ops)?;
+/// Validates and runs `ops`, read from `ptr`, and copies them back. With
+/// `rules` (a descriptor opened without `CAP_SYS_RAWIO`), every op must be
+/// inside them, and writes are masked.
+fn run_ops(
+    hdr: &Batch,
+    access: Access,
+    rules: Option<&allowlist::Snapshot>,
+    ptr: UserPtr,
+    ops: &mut [Op],
+) -> Result<Ran, batch::Rejected> {
+    let mut plan = batch::plan(ops)?;
+    if let Some(r) = rules {
+        r.check(ops)?;
+    }
     check_writes(ops, &plan, access)?;
     if plan.has_writes() {
         // Make sure the results can be copied back before anything is
@@ -335,14 +363,27 @@ fn run_ops(hdr: &Batch, access: Access, ptr: UserPtr, ops: &mut [Op]) -> Result<
         // as it was. (A batch that only reads changes nothing either way.)
         write_ops(ptr, ops)?;
     }
+    // Masked writes become the RMWMSRs the rules mean; the plan is made
+    // again from the ops that will run.
+    let masked = match rules {
+        Some(r) if plan.has_writes() => Some(r.mask_writes(ops)?),
+        _ => None,
+    };
+    if masked.as_ref().is_some_and(|m| !m.is_empty()) {
+        plan = batch::plan(ops)?;
+    }
     let stop = hdr.flags & uapi::F_STOP_ON_ERROR != 0;
-    // SAFETY: `check_writes` allowed the batch's writes.
+    // SAFETY: `check_writes` allowed the batch's writes (and, without
+    // CAP_SYS_RAWIO, the rules did, each within its write mask).
     let nr_failed = unsafe { batch::execute(ops, &plan, stop) }?;
     if plan.has_writes() && ops.iter().any(|op| batch::is_write(op) && op.status == 0) {
         // Like arch/x86/kernel/msr.c: a raw MSR write takes the CPU out of
         // spec; only a write that ran taints.
         // SAFETY: `add_taint` may be called from process context.
         unsafe { bindings::add_taint(bindings::TAINT_CPU_OUT_OF_SPEC, bindings::lockdep_ok_LOCKDEP_STILL_OK) };
+    }
+    if let Some(m) = masked {
+        m.restore(ops);
     }
     let copied = write_ops(ptr, ops).is_ok();
     Ok(Ran { nr_failed, copied })
