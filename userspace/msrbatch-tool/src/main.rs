@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! `msrbatch`: run batch MSR scripts through /dev/msrbatch.
 
+mod allowlist;
 mod msrtools;
 mod pmu;
 mod script;
@@ -18,7 +19,8 @@ use std::process::ExitCode;
     about = "Batched, per-CPU atomic MSR, PMC, TSC and CPUID access",
     long_about = "Batched, per-CPU atomic MSR, PMC, TSC and CPUID access through /dev/msrbatch. \
 A script (msrbatch run) or a command becomes one ioctl; each CPU runs its ops in order with \
-interrupts off, and every op has its own status. Needs the msrbatch module and CAP_SYS_RAWIO. \
+interrupts off, and every op has its own status. Needs the msrbatch module; without CAP_SYS_RAWIO, \
+a descriptor may do what the allowlist allows (msrbatch allowlist show). \
 Scripts: Documentation/scripts.md; the ioctl ABI: msrbatch(4)."
 )]
 struct Cli {
@@ -90,6 +92,9 @@ enum Cmd {
     },
     /// Show CR4 and its PCE bit (user-mode RDPMC) on every online CPU.
     Cr4,
+    /// Load or show the allowlist: what descriptors opened without
+    /// CAP_SYS_RAWIO may do.
+    Allowlist(allowlist::AllowlistArgs),
     /// Run CMD with user-mode RDPMC granted to it (like taskset).
     Exec {
         /// Grant user-mode RDPMC (CR4.PCE) to CMD's thread.
@@ -376,6 +381,7 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Man => return man_page(),
+        Cmd::Allowlist(a) => return exit_code_of(allowlist::run(a)),
         Cmd::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(
@@ -435,7 +441,9 @@ fn main() -> ExitCode {
         },
         Cmd::Cr4 => show_cr4(&dev),
         Cmd::Exec { rdpmc: _, cmd } => exec_rdpmc(&dev, &cmd),
-        Cmd::Evsel { .. } | Cmd::Man | Cmd::Completions { .. } => unreachable!("handled above"),
+        Cmd::Evsel { .. } | Cmd::Man | Cmd::Completions { .. } | Cmd::Allowlist(_) => {
+            unreachable!("handled above")
+        }
     };
     exit_code_of(result)
 }
