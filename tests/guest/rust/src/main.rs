@@ -7,23 +7,10 @@ use msrbatch::{uapi, Batch, Device, Errno, Op, Value};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
+mod tally;
+use tally::Tally;
+
 const TSC_AUX: u32 = 0xc000_0103;
-
-struct Tally {
-    passed: u32,
-    failed: u32,
-}
-
-impl Tally {
-    fn check(&mut self, ok: bool, what: impl AsRef<str>) {
-        println!("{} - {}", if ok { "ok" } else { "not ok" }, what.as_ref());
-        if ok {
-            self.passed += 1;
-        } else {
-            self.failed += 1;
-        }
-    }
-}
 
 fn online_cpus() -> Vec<u32> {
     let n = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -249,10 +236,7 @@ fn errors(t: &mut Tally, dev: &Device) {
 }
 
 fn main() {
-    let mut t = Tally {
-        passed: 0,
-        failed: 0,
-    };
+    let mut t = Tally::default();
     println!("# msrbatch Rust library guest tests");
     let dev = match Device::open() {
         Ok(d) => d,
@@ -272,6 +256,5 @@ fn main() {
     every_op(&mut t, &dev, &cpus);
     errors(&mut t, &dev);
     differential(&mut t, &dev, &cpus);
-    println!("{} passed, {} failed", t.passed, t.failed);
-    std::process::exit(i32::from(t.failed > 0));
+    t.finish();
 }
