@@ -370,7 +370,7 @@ mod tests {
         let r = rules(LIST)?;
         let aux = 0xc000_0103;
         let mut ops = [
-            op(opcode::WRMSR, aux, [0xabcd_efff_0000_1fff, 0]),
+            op(opcode::WRMSR, aux, [0x0000_0100_abcd_efff, 0]),
             op(opcode::RMWMSR, aux, [u64::MAX, 0x0000_0001_0000_2001]),
             op(opcode::WRMSR, 0x199, [7, 0]),
             op(opcode::RDMSR, 0x10, [0, 0]),
@@ -378,16 +378,16 @@ mod tests {
         let orig = ops;
         let saved = r.mask_writes(&mut ops)?;
         // WRMSR v: new = (old & !mask) | (v & mask).
-        assert!((ops[0].op, ops[0].arg) == (opcode::RMWMSR, [0xffff_f000, 0xffff_f000]));
+        assert!((ops[0].op, ops[0].arg) == (opcode::RMWMSR, [0xffff_f000, 0xabcd_e000]));
         // RMWMSR: clear and set restricted to the mask.
         assert!((ops[1].op, ops[1].arg) == (opcode::RMWMSR, [0xffff_f000, 0x2000]));
         // A full mask and a read change nothing.
         assert!(ops[2] == orig[2] && ops[3] == orig[3]);
         // The merge on a sample old value: outside bits kept.
         let (old, [clear, set]) = (0x0000_0000_1234_5003u64, ops[0].arg);
-        assert!(((old & !clear) | set) == 0xffff_f003);
+        assert!(((old & !clear) | set) == 0xabcd_e003);
         // Results as the engine leaves them, then the caller's fields back.
-        ops[0].val = [old, 0xffff_f003];
+        ops[0].val = [old, 0xabcd_e003];
         ops[1].val = [old, 0x0000_2003];
         saved.restore(&mut ops);
         assert!((ops[0].op, ops[0].arg, ops[0].val) == (opcode::WRMSR, orig[0].arg, [0, 0]));

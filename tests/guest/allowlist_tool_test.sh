@@ -20,7 +20,7 @@ msrbatch allowlist show >/tmp/show.out
 sed 's/^/# /' /tmp/show.out
 check "show prints the list in force, msr-safe's number format" grep -qx '0x00000199 0x000000000000FFFF' /tmp/show.out
 check "what show prints loads again" msrbatch allowlist load /tmp/show.out
-check "a group member shows it too" sh -c "u msrbatch allowlist show | cmp -s - /tmp/show.out"
+check "a group member shows it too" sh -c "runas 1000 4242 msrbatch allowlist show | cmp -s - /tmp/show.out"
 printf '0x10 0\n0x10 0xff\n' >/tmp/dup.allowlist
 out=$(msrbatch allowlist load /tmp/dup.allowlist 2>&1)
 rc=$?
@@ -32,7 +32,7 @@ echo "# $out"
 check "a group member cannot load (EACCES from the node's mode)" sh -c "echo \"\$1\" | grep -q EACCES" _ "$out"
 
 check "the user: msrbatch info" u msrbatch info
-check "the user: rdmsr IA32_PAT on all CPUs, as root reads it" sh -c "[ \"\$(u msrbatch rdmsr -a 0x277)\" = \"\$(msrbatch rdmsr -a 0x277)\" ]"
+check "the user: rdmsr IA32_PAT on all CPUs, as root reads it" sh -c "[ \"\$(runas 1000 4242 msrbatch rdmsr -a 0x277)\" = \"\$(msrbatch rdmsr -a 0x277)\" ]"
 out=$(u msrbatch rdmsr 0x1b 2>&1)
 rc=$?
 echo "# $out"

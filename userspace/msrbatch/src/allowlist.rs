@@ -103,6 +103,9 @@ pub fn load(path: impl AsRef<Path>, text: &[u8]) -> Result<()> {
         .write(true)
         .open(path)
         .map_err(|e| Error::from_io(what(), &e))?;
+    // write_all() would write nothing for an empty text: send a blank line,
+    // which loads the same empty list.
+    let text = if text.is_empty() { b"\n" } else { text };
     f.write_all(text).map_err(|e| Error::from_io(what(), &e))
 }
 
