@@ -25,8 +25,10 @@ struct msrbatch;
 /* A batch of ops; reusable: run it again to get fresh results. */
 struct msrbatch_req;
 
-/* Opens @path (NULL: "/dev/msrbatch"); without CAP_SYS_RAWIO, the descriptor
- * may do what the allowlist in force at open allows. */
+/*
+ * Opens @path (NULL: "/dev/msrbatch"); without CAP_SYS_RAWIO, the descriptor
+ * may do what the allowlist in force at open allows.
+ */
 int msrbatch_open(const char *path, struct msrbatch **dev);
 void msrbatch_close(struct msrbatch *dev);
 int msrbatch_info(const struct msrbatch *dev, struct msrbatch_info *info);
