@@ -30,7 +30,10 @@ struct msrbatch;
  */
 struct msrbatch_batch_buf;
 
-/* Opens @path (NULL: "/dev/msrbatch"); needs CAP_SYS_RAWIO. */
+/*
+ * Opens @path (NULL: "/dev/msrbatch"); without CAP_SYS_RAWIO, the descriptor
+ * may do what the allowlist in force at open allows.
+ */
 int msrbatch_open(const char *path, struct msrbatch **dev);
 void msrbatch_close(struct msrbatch *dev);
 int msrbatch_info(const struct msrbatch *dev, struct msrbatch_info *info);

@@ -10,11 +10,14 @@
 //! `-EIO` for that op, never an oops. The ABI is `include/uapi/linux/msrbatch.h`
 //! and `Documentation/abi.md`.
 //!
-//! Security follows `arch/x86/kernel/msr.c`: opening needs `CAP_SYS_RAWIO`; a
-//! batch needs a descriptor opened for reading, and one that writes also one
-//! opened for writing (`EBADF`); writes are refused under `LOCKDOWN_MSR` and
-//! when the `allow_writes` parameter is `off` (`EPERM`), logged when it is
-//! `default`, and taint the kernel once one has run.
+//! Security follows `arch/x86/kernel/msr.c`: a descriptor opened with
+//! `CAP_SYS_RAWIO` may do everything; one opened without (the node's mode
+//! decides who may open) only what the allowlist in force at open allows
+//! (`allowlist.rs`, loaded through `/dev/msrbatch_allowlist`). A batch needs a
+//! descriptor opened for reading, and one that writes also one opened for
+//! writing (`EBADF`); writes are refused under `LOCKDOWN_MSR` and when the
+//! `allow_writes` parameter is `off` (`EPERM`), logged when it is `default`,
+//! and taint the kernel once one has run.
 
 use core::mem::MaybeUninit;
 use kernel::{
@@ -29,6 +32,7 @@ use kernel::{
     uaccess::{UserPtr, UserSlice},
 };
 
+mod allowlist;
 mod batch;
 mod glue;
 mod insn;
@@ -75,9 +79,11 @@ static MODINFO_VERSION: [u8; generated::MODINFO_VERSION.len()] = generated::MODI
 
 #[pin_data]
 struct MsrBatchModule {
-    // Dropped in this order at unload: the device first, then what it used.
+    // Dropped in this order at unload: the devices first, then what they used.
     #[pin]
     _miscdev: MiscDeviceRegistration<MsrBatchFile>,
+    #[pin]
+    _allowlist_dev: MiscDeviceRegistration<allowlist::AllowlistFile>,
     _globals: Globals,
 }
 
@@ -90,16 +96,21 @@ impl kernel::InPlaceModule for MsrBatchModule {
             _miscdev <- MiscDeviceRegistration::register(MiscDeviceOptions {
                 name: c"msrbatch",
             }),
+            _allowlist_dev <- MiscDeviceRegistration::register(MiscDeviceOptions {
+                name: c"msrbatch_allowlist",
+            }),
         })
     }
 }
 
-/// Module-wide state besides the device: perf's rdpmc policy reader and the
-/// PCE grant registry and reaper.
+/// Module-wide state besides the devices: the allowlist in force, perf's
+/// rdpmc policy reader and the PCE grant registry and reaper.
 struct Globals;
 
 impl Globals {
     fn new() -> Self {
+        // SAFETY: Once, in module init, before the devices exist.
+        unsafe { allowlist::init() };
         #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
         // SAFETY: Once, in module init, before the device exists.
         unsafe {
@@ -117,14 +128,18 @@ impl Drop for Globals {
         #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
         pce::exit();
         glue::rdpmc_policy_exit();
+        allowlist::exit();
     }
 }
 
-/// Per-open state: the file's prepared batches and, once asked for, its
-/// restore log. (PCE grants record the `struct file` that made them, see
-/// [`file_id`].)
+/// Per-open state: what the descriptor may do, fixed at open; its prepared
+/// batches; and, once asked for, its restore log. (PCE grants record the
+/// `struct file` that made them, see [`file_id`].)
 #[pin_data]
 struct MsrBatchFile {
+    /// `None`: opened with `CAP_SYS_RAWIO`, everything. Otherwise the
+    /// allowlist in force at open.
+    rules: Option<allowlist::Snapshot>,
     #[pin]
     prepared: Mutex<prepared::Table>,
     /// `Some` after `MSRBATCH_IOC_RESTORE_ON_CLOSE`; held while a batch that
@@ -161,11 +176,10 @@ impl MiscDevice for MsrBatchFile {
     type Ptr = Pin<KBox<Self>>;
 
     fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
-        if !has_rawio() {
-            return Err(EPERM);
-        }
+        let rules = (!has_rawio()).then(allowlist::snapshot);
         KBox::try_pin_init(
             try_pin_init!(MsrBatchFile {
+                rules,
                 prepared <- new_mutex!(prepared::Table::new()),
                 restore <- new_mutex!(None),
             }),
@@ -184,6 +198,7 @@ impl MiscDevice for MsrBatchFile {
 
     fn ioctl(this: Pin<&MsrBatchFile>, file: &File, cmd: u32, arg: usize) -> Result<isize> {
         let access = Access::of(file);
+        let rules = this.get_ref().rules.as_ref();
         match cmd {
             IOC_INFO => info(arg),
             IOC_BATCH => run_batch(&this, arg, access),
@@ -192,11 +207,16 @@ impl MiscDevice for MsrBatchFile {
             IOC_UNPREPARE => this.prepared.lock().remove(arg).map(|_| 0),
             IOC_RESTORE_ON_CLOSE | IOC_RESTORE_NOW if arg != 0 => Err(EINVAL),
             IOC_RESTORE_ON_CLOSE if !access.write => Err(EBADF),
+            // Restoring writes whole values back, bits outside a write mask
+            // too: not for a descriptor that the allowlist confines.
+            IOC_RESTORE_ON_CLOSE if rules.is_some() => Err(EPERM),
             IOC_RESTORE_ON_CLOSE => {
                 this.restore.lock().get_or_insert_with(restore::RestoreLog::new);
                 Ok(0)
             }
             IOC_RESTORE_NOW => Ok(Option::as_mut(&mut *this.restore.lock()).map_or(0, |log| log.restore() as isize)),
+            // Without CAP_SYS_RAWIO, only with the allowlist's `allow pce`.
+            IOC_PCE_GRANT if rules.is_some_and(|r| !r.allows_pce()) => Err(EPERM),
             IOC_PCE_GRANT => pce_grant(file, arg, access).map(|()| 0),
             IOC_PCE_REVOKE if arg == 0 => pce_revoke().map(|()| 0),
             IOC_PCE_REVOKE => Err(EINVAL),
@@ -240,6 +260,14 @@ impl MsrBatchFile {
             // SAFETY: `read_ops` initialised the first `n` ops.
             unsafe { ops.inc_len(n) };
             let plan = batch::plan(&ops, hdr.flags)?;
+            if let Some(r) = self.rules.as_ref() {
+                r.check(&ops)?;
+                // Masked writes are not kept for reruns: a confined
+                // descriptor prepares batches that only read.
+                if let Some(index) = plan.first_write {
+                    return Err(batch::Rejected { err: EPERM, index });
+                }
+            }
             check_writes(&ops, &plan, access)?;
             let p = prepared::Prepared::new(ops, plan)?;
             let size = p.mmap_size() as u64;
@@ -458,7 +486,9 @@ pub(crate) fn taint_if_written(ops: &[Op]) {
 }
 
 /// Validates and runs `ops`, read from `ptr`, and copies them back; `hdr` is
-/// the batch's header, read from the address beside it.
+/// the batch's header, read from the address beside it. On a descriptor the
+/// allowlist confines, every op must be inside its rules, and writes are
+/// masked.
 fn run_ops(
     file: &MsrBatchFile,
     access: Access,
@@ -466,7 +496,11 @@ fn run_ops(
     ptr: UserPtr,
     ops: &mut [Op],
 ) -> Result<Ran, batch::Rejected> {
-    let plan = batch::plan(ops, hdr.flags)?;
+    let rules = file.rules.as_ref();
+    let mut plan = batch::plan(ops, hdr.flags)?;
+    if let Some(r) = rules {
+        r.check(ops)?;
+    }
     check_writes(ops, &plan, access)?;
     // A file that restores on close logs what the writes will overwrite,
     // and keeps the log locked until they have run.
@@ -485,10 +519,23 @@ fn run_ops(
             .writer()
             .write(hdr)?;
     }
-    // SAFETY: `check_writes` allowed the batch's writes.
+    // Masked writes become the RMWMSRs the rules mean; the plan is made
+    // again from the ops that will run.
+    let masked = match rules {
+        Some(r) if plan.has_writes() => Some(r.mask_writes(ops)?),
+        _ => None,
+    };
+    if masked.as_ref().is_some_and(|m| !m.is_empty()) {
+        plan = batch::plan(ops, hdr.flags)?;
+    }
+    // SAFETY: `check_writes` allowed the batch's writes (and, without
+    // CAP_SYS_RAWIO, the rules did, each within its write mask).
     let ran = unsafe { batch::execute(ops, &plan) }?;
     if plan.has_writes() {
         taint_if_written(ops);
+    }
+    if let Some(m) = masked {
+        m.restore(ops);
     }
     let copied = write_ops(ptr, ops).is_ok();
     Ok(Ran { ran, copied })

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # Runs in a guest booted with lockdown=integrity (the harness loaded the
 # signed module). An unsigned build is refused, reads work, any batch with a
-# write is EPERM and runs nothing.
+# write is EPERM and runs nothing, for an unprivileged descriptor under an
+# allowlist too.
 . /tests/lib.sh
 check "kernel booted locked down (integrity)" grep -q '\[integrity\]' /sys/kernel/security/lockdown
 check "the signed module is loaded" grep -q '^msrbatch ' /proc/modules
@@ -25,5 +26,17 @@ check "TSC_AUX read before and after, unchanged ($before == $after)" \
 	sh -c "[ \"\$1\" = \"\$2\" ] && echo \"\$1\" | grep -q '^0x[0-9a-f]\{16\}$'" _ "$before" "$after"
 # Should the write have gone through, put the value back (refused when locked down).
 [ "$before" = "$after" ] || printf 'wrmsr IA32_TSC_AUX %s\n' "$before" | msrbatch run - >/dev/null 2>&1
+# A descriptor opened without CAP_SYS_RAWIO, under an allowlist that lets it
+# write TSC_AUX's bits 31:12: reads work, its masked write is refused too.
+chgrp 4242 /dev/msrbatch /dev/msrbatch_allowlist && chmod 0660 /dev/msrbatch && chmod 0640 /dev/msrbatch_allowlist
+msrbatch allowlist load /tests/scripts/site.allowlist >/dev/null
+check "an unprivileged group member reads under lockdown" runas 1000 4242 msrbatch rdmsr 0xc0000103
+runas 1000 4242 msrbatch wrmsr 0xc0000103 0xabcde000 >/tmp/w.out 2>&1
+sed 's/^/# /' /tmp/w.out
+check "... and its masked write (allowed by the list) is EPERM" grep -q EPERM /tmp/w.out
+after=$(printf 'rdmsr IA32_TSC_AUX\n' | msrbatch run - | awk 'NR == 2 {print $6}')
+check "TSC_AUX still unchanged ($before == $after)" [ "$before" = "$after" ]
+msrbatch allowlist load /dev/null >/dev/null
+chgrp 0 /dev/msrbatch /dev/msrbatch_allowlist && chmod 0600 /dev/msrbatch /dev/msrbatch_allowlist
 check "no taint from refused writes" sh -c "[ \$(( \$(cat /proc/sys/kernel/tainted) & 4 )) -eq 0 ]"
 finish

@@ -113,6 +113,7 @@ guest_rootfs() {
 	cp /lib/x86_64-linux-gnu/libc.so.6 "$root/lib/x86_64-linux-gnu/"
 	cp "$MSRB_TOP"/tests/guest/*.sh "$root/tests/" 2>/dev/null
 	cp -r "$MSRB_TOP"/tests/guest/scripts "$root/tests/" 2>/dev/null
+	cp "$MSRB_TOP/packaging/60-msrbatch.rules" "$root/tests/"
 	chmod +x "$root"/tests/*.sh 2>/dev/null
 	(cd "$root" && find . | cpio -o -H newc --quiet) >"$GUEST_DIR/rootfs.cpio"
 }

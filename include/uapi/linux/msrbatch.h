@@ -194,6 +194,19 @@ struct msrbatch_result {
 
 #define MSRBATCH_IOC_MAGIC	0xB9
 
+/*
+ * A descriptor opened with CAP_SYS_RAWIO may run every op. One opened
+ * without it (the node's mode decides who may open) may run only what the
+ * allowlist in force at open allows, for its whole life: RDMSR of listed
+ * MSRs, WRMSR/RMWMSR of listed MSRs with a non-zero write mask (only the bits
+ * in the mask change; the others keep the MSR's value), RDTSC, RDTSCP, CPUID
+ * and DELAY, and RDPMC, RDCR4 and PCE grants where the list allows them. A
+ * batch with another op fails with EACCES (EROFS: a write to an MSR with
+ * write mask 0) and err_index set, before anything runs. The list is loaded
+ * by writing it, in msr-safe's format, to /dev/msrbatch_allowlist. See
+ * Documentation/security.md.
+ */
+
 #define MSRBATCH_IOC_INFO	_IOR(MSRBATCH_IOC_MAGIC, 0x00, struct msrbatch_info)
 #define MSRBATCH_IOC_BATCH	_IOWR(MSRBATCH_IOC_MAGIC, 0x01, struct msrbatch_batch)
 

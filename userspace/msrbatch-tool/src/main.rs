@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! `msrbatch`: run batch MSR scripts through /dev/msrbatch.
 
+mod allowlist;
 mod exec;
 mod exit;
 mod man;
@@ -25,7 +26,8 @@ use std::process::ExitCode;
     about = "Batched, per-CPU atomic MSR, PMC, TSC and CPUID access",
     long_about = "Batched, per-CPU atomic MSR, PMC, TSC and CPUID access through /dev/msrbatch. \
 A script (msrbatch run) or a command becomes one ioctl; each CPU runs its ops in order with \
-interrupts off, and every op has its own status. Needs the msrbatch module and CAP_SYS_RAWIO. \
+interrupts off, and every op has its own status. Needs the msrbatch module; without CAP_SYS_RAWIO, \
+a descriptor may do what the allowlist allows (msrbatch allowlist show). \
 Scripts: Documentation/scripts.md; the ioctl ABI: msrbatch(4).",
     after_long_help = man::epilogue()
 )]
@@ -98,6 +100,9 @@ enum Cmd {
     },
     /// Show CR4 and its PCE bit (user-mode RDPMC) on every online CPU.
     Cr4,
+    /// Load or show the allowlist: what descriptors opened without
+    /// CAP_SYS_RAWIO may do.
+    Allowlist(allowlist::AllowlistArgs),
     /// Run CMD with user-mode RDPMC granted to it (like taskset).
     Exec {
         /// Grant user-mode RDPMC (CR4.PCE) to CMD's thread.
@@ -275,6 +280,9 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
         }
         Cmd::Cr4 => exec::show_cr4(&open(device)?),
         Cmd::Exec { rdpmc: _, cmd } => exec::exec_rdpmc(&open(device)?, &cmd),
+        Cmd::Allowlist(a) => allowlist::run(&a)
+            .map(|_| Exit::Success)
+            .map_err(Failure::nothing_ran),
         Cmd::Man => {
             let page = man::render(&Cli::command(), "2026-11-21")
                 .map_err(|e| Failure::nothing_ran(format!("man page: {e}")))?;

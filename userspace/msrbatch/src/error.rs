@@ -27,6 +27,8 @@ const NAMES: &[(i32, &std::ffi::CStr)] = &[
     (libc::ERANGE, c"ERANGE"),
     (libc::EOPNOTSUPP, c"EOPNOTSUPP"),
     (libc::EPROTONOSUPPORT, c"EPROTONOSUPPORT"),
+    (libc::EROFS, c"EROFS"),
+    (libc::ENOTUNIQ, c"ENOTUNIQ"),
     (libc::ECANCELED, c"ECANCELED"),
     (libc::ETIME, c"ETIME"),
     (libc::EPERM, c"EPERM"),
@@ -71,6 +73,7 @@ pub struct Error {
     errno: Errno,
     what: String,
     op_index: Option<u32>,
+    reason: Option<&'static str>,
 }
 
 impl Error {
@@ -80,6 +83,7 @@ impl Error {
             errno: Errno(errno),
             what: what.into(),
             op_index: None,
+            reason: None,
         }
     }
 
@@ -93,11 +97,18 @@ impl Error {
             errno: Errno(e.raw_os_error().unwrap_or(libc::EIO)),
             what: what.into(),
             op_index: None,
+            reason: None,
         }
     }
 
     pub(crate) fn with_index(mut self, index: Option<u32>) -> Self {
         self.op_index = index;
+        self
+    }
+
+    /// Adds why the kernel refused, in words (printed last).
+    pub(crate) fn with_reason(mut self, reason: Option<&'static str>) -> Self {
+        self.reason = reason;
         self
     }
 
@@ -124,6 +135,9 @@ impl fmt::Display for Error {
         )?;
         if let Some(i) = self.op_index {
             write!(f, " at op {i}")?;
+        }
+        if let Some(r) = self.reason {
+            write!(f, ": {r}")?;
         }
         Ok(())
     }

@@ -34,6 +34,7 @@
 #![deny(unsafe_code, unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod allowlist;
 // The C API is the one module with `unsafe` code (C hands it raw pointers);
 // the ioctls themselves are in the `msrbatch-sys` crate.
 #[allow(unsafe_code)]
@@ -421,7 +422,9 @@ pub struct Device {
 }
 
 impl Device {
-    /// Opens [`DEVICE_PATH`] (needs `CAP_SYS_RAWIO`).
+    /// Opens [`DEVICE_PATH`]. With `CAP_SYS_RAWIO` the descriptor may do
+    /// everything; without, what the allowlist in force at open allows
+    /// ([`allowlist`]), whoever the node's mode lets open it.
     pub fn open() -> Result<Self> {
         Self::open_path(DEVICE_PATH)
     }
@@ -478,7 +481,9 @@ impl Device {
                 let index = (hdr.err_index != MSRBATCH_NO_INDEX && hdr.err_index < hdr.nr_ops)
                     .then_some(hdr.err_index);
                 batch.err_index = index;
-                Err(Error::from_io("MSRBATCH_IOC_BATCH", &e).with_index(index))
+                Err(Error::from_io("MSRBATCH_IOC_BATCH", &e)
+                    .with_index(index)
+                    .with_reason(e.raw_os_error().and_then(allowlist::batch_refusal_reason)))
             }
         }
     }

@@ -14,7 +14,19 @@
 //! -EIO, -ECANCELED or -ETIME and `nr_failed` counts them; a rejected batch leaves the
 //! ops untouched; IA32_PAT always reads the same; TSC_AUX names the CPU
 //! outside write batches. Prints the figures and `N passed, N failed`.
+//!
+//! Run without CAP_SYS_RAWIO (as a member of the node's group, with an
+//! allowlist loaded that lists IA32_PAT and IA32_TSC_AUX), each thread learns
+//! the list its descriptor got at open (the node's text read before and after
+//! the open, equal) and reopens now and then, so that a root process may
+//! reload lists meanwhile. Writes then also go to read-only and unlisted
+//! MSRs, and the checks become: a batch with an op outside the rules never
+//! runs and is refused with EACCES or EROFS naming exactly the first such op;
+//! PCE grants follow `allow pce`; and, where TSC_AUX's bits 11:0 are outside
+//! its write mask, TSC_AUX names its CPU even in write batches (a masked
+//! write changes only the bits inside the mask).
 
+use msrbatch::allowlist::{self, Allowlist, Extras};
 use msrbatch_sys as sys;
 use msrbatch_sys::uapi::*;
 use std::collections::BTreeMap;
@@ -93,8 +105,63 @@ fn memory() -> Memory {
     }
 }
 
-/// A random op; with `mutate`, one of its fields is likely invalid.
-fn random_op(r: &mut Rng, ncpus: u32, allow_writes: bool, mutate: bool) -> msrbatch_op {
+/// Whether this process may use the device without an allowlist.
+fn has_rawio() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << 17) != 0)
+}
+
+/// Opens the device; without CAP_SYS_RAWIO, also the allowlist it got at
+/// open (the list in force before and after the open, when they agree).
+fn open_device() -> (msrbatch::Device, Option<Allowlist>) {
+    let read = || {
+        let text = allowlist::read(allowlist::ALLOWLIST_PATH).expect("read the allowlist");
+        Allowlist::parse(&text).expect("the module's allowlist text parses")
+    };
+    if has_rawio() {
+        return (msrbatch::Device::open().expect("open"), None);
+    }
+    loop {
+        let before = read();
+        let dev = msrbatch::Device::open().expect("open");
+        if read() == before {
+            return (dev, Some(before));
+        }
+    }
+}
+
+/// What the module says about a valid op under `rules`: `Some(errno)` if
+/// the op is outside them.
+fn violation(rules: &Allowlist, op: &msrbatch_op) -> Option<i32> {
+    match u32::from(op.op) {
+        MSRBATCH_OP_RDMSR => rules.mask(op.reg).is_none().then_some(libc::EACCES),
+        MSRBATCH_OP_WRMSR | MSRBATCH_OP_RMWMSR => match rules.mask(op.reg) {
+            None => Some(libc::EACCES),
+            Some(0) => Some(libc::EROFS),
+            Some(_) => None,
+        },
+        MSRBATCH_OP_RDPMC => (!rules.extras().has(Extras::RDPMC)).then_some(libc::EACCES),
+        MSRBATCH_OP_RDCR4 => (!rules.extras().has(Extras::RDCR4)).then_some(libc::EACCES),
+        _ => None,
+    }
+}
+
+/// A random op; with `mutate`, one of its fields is likely invalid. Under
+/// `rules`, writes also go to IA32_PAT and to random MSRs, which the rules
+/// must refuse.
+fn random_op(
+    r: &mut Rng,
+    ncpus: u32,
+    allow_writes: bool,
+    mutate: bool,
+    rules: Option<&Allowlist>,
+) -> msrbatch_op {
     let mut op = msrbatch_op {
         status: SENTINEL,
         ..Default::default()
@@ -125,13 +192,16 @@ fn random_op(r: &mut Rng, ncpus: u32, allow_writes: bool, mutate: bool) -> msrba
                 _ => r.next() as u32,
             }
         }
-        MSRBATCH_OP_WRMSR => {
-            op.reg = TSC_AUX;
+        MSRBATCH_OP_WRMSR | MSRBATCH_OP_RMWMSR => {
+            op.reg = match (rules.is_some(), r.below(10)) {
+                (true, 0) => PAT,
+                (true, 1) => r.next() as u32,
+                _ => TSC_AUX,
+            };
             op.arg[0] = r.next() & 0xffff_ffff;
-        }
-        MSRBATCH_OP_RMWMSR => {
-            op.reg = TSC_AUX;
-            op.arg = [r.next() & 0xffff_ffff, r.next() & 0xffff_ffff];
+            if u32::from(op.op) == MSRBATCH_OP_RMWMSR {
+                op.arg[1] = r.next() & 0xffff_ffff;
+            }
         }
         MSRBATCH_OP_RDPMC => op.reg = r.next() as u32,
         MSRBATCH_OP_CPUID => {
@@ -151,24 +221,37 @@ fn random_op(r: &mut Rng, ncpus: u32, allow_writes: bool, mutate: bool) -> msrba
         op.reg ^= r.next() as u32;
         op.arg[r.below(2) as usize] ^= r.next();
     }
+    // Under rules, most ops outside them become RDTSCs, so that about half of
+    // the batches hold none and run.
+    if let Some(l) = rules {
+        if !mutate && violation(l, &op).is_some() && r.below(8) != 0 {
+            op = msrbatch_op {
+                op: MSRBATCH_OP_RDTSC as u16,
+                cpu: op.cpu,
+                status: SENTINEL,
+                ..Default::default()
+            };
+        }
+    }
     op
 }
 
-fn expected_errno(e: i32) -> bool {
-    [
-        libc::EINVAL,
-        libc::E2BIG,
-        libc::EFAULT,
-        libc::EOPNOTSUPP,
-        libc::ENODEV,
-        libc::ENXIO,
-        libc::ERANGE,
-        libc::EPROTONOSUPPORT,
-        libc::ENOTTY,
-        // A MSRBATCH_F_SYNC_START batch whose CPUs did not all arrive in time.
-        libc::ETIMEDOUT,
-    ]
-    .contains(&e)
+fn expected_errno(e: i32, restricted: bool) -> bool {
+    (restricted && [libc::EACCES, libc::EROFS].contains(&e))
+        || [
+            libc::EINVAL,
+            libc::E2BIG,
+            libc::EFAULT,
+            libc::EOPNOTSUPP,
+            libc::ENODEV,
+            libc::ENXIO,
+            libc::ERANGE,
+            libc::EPROTONOSUPPORT,
+            libc::ENOTTY,
+            // A MSRBATCH_F_SYNC_START batch whose CPUs did not all arrive in time.
+            libc::ETIMEDOUT,
+        ]
+        .contains(&e)
 }
 
 fn errno_name(e: i32) -> String {
@@ -176,15 +259,24 @@ fn errno_name(e: i32) -> String {
 }
 
 fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, stop: &AtomicBool, st: &Stats) {
-    let dev = msrbatch::Device::open().expect("open");
-    let fd = dev.file().as_fd();
+    let (mut dev, mut rules) = open_device();
     let mem = memory();
     let mut r = Rng(seed | 1);
     let mut granted = false;
-    for _ in 0..budget {
+    for n in 0..budget {
         if stop.load(Ordering::Relaxed) {
             break;
         }
+        if rules.is_some() && n % 500 == 499 {
+            // A new descriptor, with the list in force now.
+            if granted {
+                let _ = sys::pce_revoke(dev.file().as_fd());
+                granted = false;
+            }
+            (dev, rules) = open_device();
+        }
+        let rules = rules.as_ref();
+        let fd = dev.file().as_fd();
         st.ioctls.fetch_add(1, Ordering::Relaxed);
         match r.below(100) {
             0 => {
@@ -226,7 +318,12 @@ fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, stop: &AtomicBool, st: &Stats
                 } else {
                     sys::pce_grant(fd, 0)
                 };
-                if r2.is_ok() {
+                let refused = rules.is_some_and(|l| !l.extras().has(Extras::PCE));
+                if refused {
+                    if r2.as_ref().err().and_then(|e| e.raw_os_error()) != Some(libc::EPERM) {
+                        st.problem(format!("PCE grant without 'allow pce': {r2:?}"));
+                    }
+                } else if r2.is_ok() {
                     granted = !granted;
                 } else {
                     st.problem(format!(
@@ -258,7 +355,7 @@ fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, stop: &AtomicBool, st: &Stats
             usize::MAX
         };
         let mut ops: Vec<msrbatch_op> = (0..n)
-            .map(|i| random_op(&mut r, ncpus, writes, i == bad))
+            .map(|i| random_op(&mut r, ncpus, writes, i == bad, rules))
             .collect();
         if writes {
             // Restore TSC_AUX (Linux keeps the CPU number there) at the end of
@@ -343,10 +440,23 @@ fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, stop: &AtomicBool, st: &Stats
                     }
                 }
                 st.ops.fetch_add(u64::from(hdr.nr_ops), Ordering::Relaxed);
+                if let Some(i) =
+                    rules.and_then(|l| ops.iter().position(|o| violation(l, o).is_some()))
+                {
+                    st.problem(format!(
+                        "op {i} (code {}, MSR {:#x}) is outside the rules, yet the batch ran",
+                        ops[i].op, ops[i].reg
+                    ));
+                }
                 if hdr.out_flags != MSRBATCH_OUT_RAN {
                     st.problem(format!("batch ran but out_flags is {:#x}", hdr.out_flags));
                 }
                 let ran = &ops[..hdr.nr_ops as usize];
+                // Under rules that keep TSC_AUX's bits 11:0, they name the CPU
+                // even in batches that write it.
+                let aux_cpu_fixed = rules
+                    .and_then(|l| l.mask(TSC_AUX))
+                    .is_some_and(|m| m & 0xfff == 0);
                 let failed = ran.iter().filter(|o| o.status != 0).count() as u32;
                 if failed != hdr.nr_failed {
                     st.problem(format!(
@@ -362,8 +472,21 @@ fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, stop: &AtomicBool, st: &Stats
                         if o.reg == PAT && o.val[0] != PAT_VALUE.load(Ordering::Relaxed) {
                             st.problem(format!("PAT read {:#x} on cpu {}", o.val[0], o.cpu));
                         }
-                        if o.reg == TSC_AUX && !writes && o.val[0] & 0xfff != u64::from(o.cpu) {
+                        if o.reg == TSC_AUX
+                            && (!writes || aux_cpu_fixed)
+                            && o.val[0] & 0xfff != u64::from(o.cpu)
+                        {
                             st.problem(format!("TSC_AUX {:#x} on cpu {}", o.val[0], o.cpu));
+                        }
+                    }
+                    if let (Some(mask), MSRBATCH_OP_RMWMSR, 0) =
+                        (rules.and_then(|l| l.mask(o.reg)), u32::from(o.op), o.status)
+                    {
+                        if (o.val[0] ^ o.val[1]) & !mask != 0 {
+                            st.problem(format!(
+                                "RMW of {:#x} under mask {mask:#x}: {:#x} -> {:#x}",
+                                o.reg, o.val[0], o.val[1]
+                            ));
                         }
                     }
                 }
@@ -371,7 +494,20 @@ fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, stop: &AtomicBool, st: &Stats
             Err(e) => {
                 let e = e.raw_os_error().unwrap_or(0);
                 *st.errors.lock().unwrap().entry(errno_name(e)).or_default() += 1;
-                if !expected_errno(e) {
+                if let (Some(l), libc::EACCES | libc::EROFS, true) = (rules, e, valid_memory) {
+                    let first = ops[..hdr.nr_ops as usize]
+                        .iter()
+                        .enumerate()
+                        .find_map(|(i, o)| violation(l, o).map(|v| (i as u32, v)));
+                    if first != Some((hdr.err_index, e)) {
+                        st.problem(format!(
+                            "refused with {} at op {}, but the first op outside the rules is {first:?}",
+                            errno_name(e),
+                            hdr.err_index
+                        ));
+                    }
+                }
+                if !expected_errno(e, rules.is_some()) {
                     st.problem(format!(
                         "unexpected errno {} (version {:#x} flags {:#x} nr_ops {})",
                         errno_name(e),
@@ -390,7 +526,7 @@ fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, stop: &AtomicBool, st: &Stats
         }
     }
     if granted {
-        let _ = sys::pce_revoke(fd);
+        let _ = sys::pce_revoke(dev.file().as_fd());
     }
 }
 
@@ -411,7 +547,13 @@ fn main() {
     let seed = arg("--seed", 0x5eed_1234);
     let ncpus = msrbatch::online_cpus().map_or(1, |c| c.len()) as u32;
 
-    let dev = msrbatch::Device::open().expect("open");
+    let (dev, rules) = open_device();
+    if let Some(l) = &rules {
+        println!(
+            "# without CAP_SYS_RAWIO: {} MSRs in the allowlist at open",
+            l.entries().len()
+        );
+    }
     let mut b = msrbatch::Batch::new();
     b.push(0, msrbatch::Op::RdMsr { msr: PAT });
     dev.run(&mut b).expect("read PAT");

@@ -8,23 +8,10 @@ use msrbatch_sys::uapi;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
+mod tally;
+use tally::Tally;
+
 use msrbatch::msr::IA32_TSC_AUX as TSC_AUX;
-
-struct Tally {
-    passed: u32,
-    failed: u32,
-}
-
-impl Tally {
-    fn check(&mut self, ok: bool, what: impl AsRef<str>) {
-        println!("{} - {}", if ok { "ok" } else { "not ok" }, what.as_ref());
-        if ok {
-            self.passed += 1;
-        } else {
-            self.failed += 1;
-        }
-    }
-}
 
 /// RDMSR through the in-tree driver: pread at offset MSR of /dev/cpu/N/msr.
 fn msr_driver_read(cpu: u32, msr: u32) -> std::io::Result<u64> {
@@ -251,10 +238,7 @@ fn errors(t: &mut Tally, dev: &Device) {
 }
 
 fn main() {
-    let mut t = Tally {
-        passed: 0,
-        failed: 0,
-    };
+    let mut t = Tally::default();
     println!("# msrbatch Rust library guest tests");
     let dev = match Device::open() {
         Ok(d) => d,
@@ -274,6 +258,5 @@ fn main() {
     every_op(&mut t, &dev, &cpus);
     errors(&mut t, &dev);
     differential(&mut t, &dev, &cpus);
-    println!("{} passed, {} failed", t.passed, t.failed);
-    std::process::exit(i32::from(t.failed > 0));
+    t.finish();
 }

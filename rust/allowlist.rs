@@ -1,0 +1,413 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The allowlist: what a descriptor opened without `CAP_SYS_RAWIO` may do.
+//!
+//! - **Where it lives.** One immutable list ([`Rules`]: entries sorted by
+//!   MSR, and the `allow` lines) behind an `Arc`, in [`CURRENT`]. Loading a
+//!   list builds a new `Rules` completely, then swaps the `Arc` under the
+//!   lock: whoever takes the lock sees the old list or the new one, never a
+//!   mix, and any error leaves the old one in force.
+//! - **Fixed at open.** A descriptor opened without `CAP_SYS_RAWIO` keeps the
+//!   `Arc` it got at open ([`snapshot`]) for its whole life: a later load
+//!   neither widens nor narrows it.
+//! - **Loading and reading.** `/dev/msrbatch_allowlist` ([`AllowlistFile`]):
+//!   one `write(2)` of the whole text (format: `allowlist_text.rs`, msr-safe's)
+//!   replaces the list, and needs `CAP_SYS_RAWIO` at open; reading gives the
+//!   canonical text of the list in force when the file was opened.
+//! - **Checking a batch.** [`Snapshot::check`] refuses, before anything runs,
+//!   the first op outside the rules: `EACCES` for an MSR not listed or an op
+//!   not allowed, `EROFS` for a write to an MSR with write mask 0.
+//! - **Masked writes.** [`Snapshot::mask_writes`] turns each WRMSR and RMWMSR
+//!   under a partial mask into the RMWMSR the rules mean, which the batch
+//!   engine runs as it runs any RMWMSR: read, merge and write back to back on
+//!   the target CPU with interrupts off. Bits outside the mask keep the MSR's
+//!   value whatever the op asked for them (merged, as msr-safe does: a value
+//!   read earlier and written back with some bits changed works). [`Masked`]
+//!   puts the caller's op fields back before the results are copied out.
+
+#[path = "allowlist_text.rs"]
+mod text;
+
+use crate::batch::Rejected;
+use crate::uapi::{opcode, Op};
+use kernel::{
+    fs::{File, Kiocb},
+    iov::{IovIterDest, IovIterSource},
+    miscdevice::{MiscDevice, MiscDeviceRegistration},
+    prelude::*,
+    sync::Arc,
+};
+use text::{Entry, ErrorKind, Extras};
+
+/// One allowlist, immutable once built.
+pub(crate) struct Rules {
+    /// Sorted by MSR, each MSR once.
+    entries: KVVec<Entry>,
+    extras: Extras,
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: `init` initialises it in module init, before any use.
+    unsafe(uninit) static CURRENT: Mutex<Option<Arc<Rules>>> = None;
+}
+
+/// Initialises the list in force (empty); module init calls it once, before
+/// the devices exist.
+///
+/// # Safety
+///
+/// Called once, before any other function of this module.
+pub(crate) unsafe fn init() {
+    // SAFETY: By the function's requirements.
+    unsafe { CURRENT.init() };
+}
+
+/// Frees the list in force (module exit: no descriptor is open any more).
+pub(crate) fn exit() {
+    let old = CURRENT.lock().take();
+    drop(old);
+}
+
+/// The rules a descriptor opened now gets. `None` inside: the empty list.
+pub(crate) struct Snapshot(Option<Arc<Rules>>);
+
+/// Takes the list in force.
+pub(crate) fn snapshot() -> Snapshot {
+    Snapshot(CURRENT.lock().clone())
+}
+
+/// The errno of a text error (the codes msr-safe uses for the same errors).
+fn text_errno(kind: ErrorKind) -> Error {
+    match kind {
+        ErrorKind::TooLong => E2BIG,
+        ErrorKind::TooLarge => ERANGE,
+        ErrorKind::Duplicate(_) => ENOTUNIQ,
+        ErrorKind::BadNumber | ErrorKind::BadLine | ErrorKind::UnknownAllow | ErrorKind::Unterminated => {
+            EINVAL
+        }
+    }
+}
+
+impl Rules {
+    /// Parses `text` into a list.
+    fn parse(text: &[u8]) -> Result<Rules> {
+        let fail = |e: text::ParseError| {
+            pr_info!("allowlist refused: line {}: {}\n", e.line, e.kind.message());
+            text_errno(e.kind)
+        };
+        // Count, allocate, fill: two passes over at most 128 KiB.
+        let mut n = 0usize;
+        text::parse(text, |_| n += 1).map_err(fail)?;
+        let mut entries = KVVec::with_capacity(n, GFP_KERNEL)?;
+        let mut lost = false;
+        let extras = text::parse(text, |e| lost |= entries.push_within_capacity(e).is_err()).map_err(fail)?;
+        if lost {
+            return Err(ENOMEM);
+        }
+        text::sort_entries(&mut entries).map_err(fail)?;
+        Ok(Rules { entries, extras })
+    }
+}
+
+/// Parses `text` and makes it the list in force, atomically; on any error
+/// the list in force stays.
+pub(crate) fn load(text: &[u8]) -> Result {
+    let new = Arc::new(Rules::parse(text)?, GFP_KERNEL)?;
+    let old = CURRENT.lock().replace(new);
+    // The old list is freed here, outside the lock, unless descriptors hold it.
+    drop(old);
+    Ok(())
+}
+
+/// Collects formatted text; an allocation failure is a formatting error.
+struct TextBuf(KVVec<u8>);
+
+impl core::fmt::Write for TextBuf {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes(), GFP_KERNEL).map_err(|_| core::fmt::Error)
+    }
+}
+
+/// What a WRMSR or RMWMSR becomes under write mask `mask` (not 0): its code
+/// and arguments. A full mask changes nothing; otherwise an RMWMSR whose
+/// clear and set masks are those of the op restricted to the mask (a WRMSR of
+/// `v`: clear the mask, set `v & mask`), so `new = (old & !mask) | (v & mask)`.
+fn masked(op: &Op, mask: u64) -> (u16, [u64; 2]) {
+    match op.op {
+        _ if mask == u64::MAX => (op.op, op.arg),
+        opcode::WRMSR => (opcode::RMWMSR, [mask, op.arg[0] & mask]),
+        _ => (op.op, [op.arg[0] & mask, op.arg[1] & mask]),
+    }
+}
+
+impl Snapshot {
+    fn rules(&self) -> Option<&Rules> {
+        self.0.as_deref()
+    }
+
+    /// The write mask of `msr`, if it is listed.
+    fn mask(&self, msr: u32) -> Option<u64> {
+        let entries = &self.rules()?.entries;
+        let i = entries.binary_search_by_key(&msr, |e| e.msr).ok()?;
+        entries.get(i).map(|e| e.mask)
+    }
+
+    fn allows(&self, bit: u8) -> bool {
+        self.rules().is_some_and(|r| r.extras.has(bit))
+    }
+
+    /// Whether the list lets the descriptor take a PCE grant (`allow pce`).
+    pub(crate) fn allows_pce(&self) -> bool {
+        self.allows(Extras::PCE)
+    }
+
+    /// Refuses the first op of `ops` (validated by `batch::plan`) that the
+    /// rules do not allow: `EACCES` (MSR not listed; RDPMC or RDCR4 without
+    /// its `allow` line), `EROFS` (a write to an MSR with write mask 0).
+    pub(crate) fn check(&self, ops: &[Op]) -> Result<(), Rejected> {
+        for (i, op) in ops.iter().enumerate() {
+            let verdict = match op.op {
+                opcode::RDMSR => self.mask(op.reg).map(|_| ()).ok_or(EACCES),
+                opcode::WRMSR | opcode::RMWMSR => match self.mask(op.reg) {
+                    None => Err(EACCES),
+                    Some(0) => Err(EROFS),
+                    Some(_) => Ok(()),
+                },
+                opcode::RDPMC if self.allows(Extras::RDPMC) => Ok(()),
+                opcode::RDCR4 if self.allows(Extras::RDCR4) => Ok(()),
+                opcode::RDTSC | opcode::RDTSCP | opcode::CPUID | opcode::DELAY => Ok(()),
+                _ => Err(EACCES),
+            };
+            verdict.map_err(|err| Rejected {
+                err,
+                index: i as u32,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Rewrites every write of `ops` (all passed [`Snapshot::check`]) into
+    /// what its write mask allows (see [`masked`]); returns what to put back.
+    pub(crate) fn mask_writes(&self, ops: &mut [Op]) -> Result<Masked> {
+        let mut saved = KVVec::new();
+        for (i, op) in ops.iter_mut().enumerate() {
+            if !crate::batch::is_write(op) {
+                continue;
+            }
+            // A write the rules do not allow never gets here; fail closed.
+            let mask = self.mask(op.reg).ok_or(EACCES)?;
+            let (code, arg) = masked(op, mask);
+            if (code, arg) != (op.op, op.arg) {
+                saved.push((i, op.op, op.arg), GFP_KERNEL_ACCOUNT)?;
+                op.op = code;
+                op.arg = arg;
+            }
+        }
+        Ok(Masked(saved))
+    }
+
+    /// The canonical text of the list.
+    fn render(&self) -> Result<KVVec<u8>> {
+        let mut buf = TextBuf(KVVec::new());
+        let (entries, extras) = match self.rules() {
+            Some(r) => (&r.entries[..], r.extras),
+            None => (&[][..], Extras::default()),
+        };
+        text::render(&mut buf, entries, extras).map_err(|_| ENOMEM)?;
+        Ok(buf.0)
+    }
+}
+
+/// The caller's fields of the ops [`Snapshot::mask_writes`] rewrote: index,
+/// op code and arguments.
+pub(crate) struct Masked(KVVec<(usize, u16, [u64; 2])>);
+
+impl Masked {
+    /// Whether no op was rewritten.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Puts the caller's op codes and arguments back after the run. A WRMSR
+    /// reports nothing (`val` zeroed, as the ABI says); an RMWMSR keeps the
+    /// value read and the value written (the merged one).
+    pub(crate) fn restore(self, ops: &mut [Op]) {
+        for &(i, code, arg) in self.0.iter() {
+            if let Some(op) = ops.get_mut(i) {
+                op.op = code;
+                op.arg = arg;
+                if code == opcode::WRMSR {
+                    op.val = [0, 0];
+                }
+            }
+        }
+    }
+}
+
+/// An open `/dev/msrbatch_allowlist`: the text of the list in force at open,
+/// when opened for reading.
+pub(crate) struct AllowlistFile {
+    text: KVVec<u8>,
+}
+
+#[vtable]
+impl MiscDevice for AllowlistFile {
+    type Ptr = Pin<KBox<Self>>;
+
+    fn open(file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
+        let access = crate::Access::of(file);
+        // Loading a list grants MSR access: it takes what raw access takes.
+        if access.write && !crate::has_rawio() {
+            return Err(EPERM);
+        }
+        let text = if access.read { snapshot().render()? } else { KVVec::new() };
+        Ok(KBox::pin(AllowlistFile { text }, GFP_KERNEL)?)
+    }
+
+    fn read_iter(mut kiocb: Kiocb<'_, Self::Ptr>, iov: &mut IovIterDest<'_>) -> Result<usize> {
+        let me = kiocb.file();
+        iov.simple_read_from_buffer(kiocb.ki_pos_mut(), &me.text)
+    }
+
+    /// The whole list in one write at offset 0 (a second write to the same
+    /// open file, e.g. the second chunk of a text too long for one, is
+    /// `EINVAL`).
+    fn write_iter(mut kiocb: Kiocb<'_, Self::Ptr>, iov: &mut IovIterSource<'_>) -> Result<usize> {
+        if kiocb.ki_pos() != 0 {
+            return Err(EINVAL);
+        }
+        let len = iov.len();
+        if len > text::MAX_TEXT {
+            return Err(E2BIG);
+        }
+        let mut buf = KVVec::with_capacity(len, GFP_KERNEL_ACCOUNT)?;
+        if iov.copy_from_iter_vec(&mut buf, GFP_KERNEL_ACCOUNT)? != len {
+            return Err(EFAULT);
+        }
+        load(&buf)?;
+        *kiocb.ki_pos_mut() = len as i64;
+        Ok(len)
+    }
+}
+
+#[kunit_tests(msrbatch_allowlist)]
+mod tests {
+    use super::*;
+
+    fn rules(text: &str) -> Result<Snapshot> {
+        Ok(Snapshot(Some(Arc::new(Rules::parse(text.as_bytes())?, GFP_KERNEL)?)))
+    }
+
+    fn op(code: u16, reg: u32, arg: [u64; 2]) -> Op {
+        Op {
+            op: code,
+            reg,
+            arg,
+            ..Op::default()
+        }
+    }
+
+    const LIST: &str = "# MSR # Write Mask # Comment\n\
+        0x00000010 0x0000000000000000 # \"TSC\"\n\
+        0xC0000103 0x00000000FFFFF000 # \"TSC_AUX\"\n\
+        0x00000199 0xffffffffffffffff\n";
+
+    #[test]
+    fn parse_errors_are_msr_safes_errnos() -> Result {
+        let cases = [
+            ("0x10 0\n0x10 1\n", ENOTUNIQ),
+            ("0x10\n", EINVAL),
+            ("0x10 0xq\n", EINVAL),
+            ("0x10 0", EINVAL),
+            ("allow wrmsr\n", EINVAL),
+            ("0x100000000 0\n", ERANGE),
+        ];
+        for (text, err) in cases {
+            assert!(Rules::parse(text.as_bytes()).err() == Some(err));
+        }
+        let empty = Rules::parse(b"# nothing\n")?;
+        assert!(empty.entries.is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn check_names_the_first_op_outside_the_rules() -> Result {
+        let r = rules(LIST)?;
+        let ok = [
+            op(opcode::RDMSR, 0x10, [0, 0]),
+            op(opcode::WRMSR, 0xc000_0103, [5, 0]),
+            op(opcode::RMWMSR, 0x199, [1, 2]),
+            op(opcode::RDTSC, 0, [0, 0]),
+            op(opcode::RDTSCP, 0, [0, 0]),
+            op(opcode::CPUID, 0, [0, 0]),
+            op(opcode::DELAY, 0, [10, 0]),
+        ];
+        assert!(r.check(&ok).is_ok());
+        let refused = [
+            (op(opcode::RDMSR, 0x11, [0, 0]), EACCES),
+            (op(opcode::WRMSR, 0x10, [0, 0]), EROFS),
+            (op(opcode::RMWMSR, 0x10, [1, 0]), EROFS),
+            (op(opcode::WRMSR, 0x1b, [0, 0]), EACCES),
+            (op(opcode::RDPMC, 0, [0, 0]), EACCES),
+            (op(opcode::RDCR4, 0, [0, 0]), EACCES),
+        ];
+        for (bad, err) in refused {
+            let ops = [ok[0], ok[3], bad, ok[1]];
+            assert!(r.check(&ops) == Err(Rejected { err, index: 2 }));
+        }
+        // The allow lines; and the empty list allows no MSR at all.
+        let more = rules("allow rdpmc\nallow rdcr4\n")?;
+        assert!(more.check(&[op(opcode::RDPMC, 0, [0, 0]), op(opcode::RDCR4, 0, [0, 0])]).is_ok());
+        assert!(!more.allows_pce() && rules("allow pce\n")?.allows_pce());
+        let none = Snapshot(None);
+        assert!(none.check(&ok[3..]).is_ok());
+        assert!(none.check(&ok[..1]) == Err(Rejected { err: EACCES, index: 0 }));
+        Ok(())
+    }
+
+    #[test]
+    fn masked_writes_change_only_the_mask_and_are_put_back() -> Result {
+        let r = rules(LIST)?;
+        let aux = 0xc000_0103;
+        let mut ops = [
+            op(opcode::WRMSR, aux, [0x0000_0100_abcd_efff, 0]),
+            op(opcode::RMWMSR, aux, [u64::MAX, 0x0000_0001_0000_2001]),
+            op(opcode::WRMSR, 0x199, [7, 0]),
+            op(opcode::RDMSR, 0x10, [0, 0]),
+        ];
+        let orig = ops;
+        let saved = r.mask_writes(&mut ops)?;
+        // WRMSR v: new = (old & !mask) | (v & mask).
+        assert!((ops[0].op, ops[0].arg) == (opcode::RMWMSR, [0xffff_f000, 0xabcd_e000]));
+        // RMWMSR: clear and set restricted to the mask.
+        assert!((ops[1].op, ops[1].arg) == (opcode::RMWMSR, [0xffff_f000, 0x2000]));
+        // A full mask and a read change nothing.
+        assert!(ops[2] == orig[2] && ops[3] == orig[3]);
+        // The merge on a sample old value: outside bits kept.
+        let (old, [clear, set]) = (0x0000_0000_1234_5003u64, ops[0].arg);
+        assert!(((old & !clear) | set) == 0xabcd_e003);
+        // Results as the engine leaves them, then the caller's fields back.
+        ops[0].val = [old, 0xabcd_e003];
+        ops[1].val = [old, 0x0000_2003];
+        saved.restore(&mut ops);
+        assert!((ops[0].op, ops[0].arg, ops[0].val) == (opcode::WRMSR, orig[0].arg, [0, 0]));
+        assert!((ops[1].op, ops[1].arg, ops[1].val) == (opcode::RMWMSR, orig[1].arg, [old, 0x2003]));
+        Ok(())
+    }
+
+    #[test]
+    fn render_reads_back() -> Result {
+        let r = rules("allow pce\n0x199 0xffff\n0x10 0\n")?;
+        let text = r.render()?;
+        let again = Rules::parse(&text)?;
+        let first = r.rules().ok_or(EINVAL)?;
+        assert!(again.extras == first.extras && again.entries.len() == 2);
+        for (a, b) in again.entries.iter().zip(first.entries.iter()) {
+            assert!((a.msr, a.mask) == (b.msr, b.mask));
+        }
+        let want = b"# msrbatch allowlist: 2 MSRs\n# MSR      Write mask\n\
+            0x00000010 0x0000000000000000\n0x00000199 0x000000000000FFFF\nallow pce\n";
+        assert!(text[..] == want[..]);
+        Ok(())
+    }
+}
