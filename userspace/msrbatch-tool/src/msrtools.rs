@@ -445,6 +445,7 @@ mod tests {
             cpu,
             op,
             value,
+            tsc: None,
         }
     }
 
