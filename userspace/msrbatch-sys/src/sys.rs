@@ -132,7 +132,13 @@ pub fn prepare(
     // SAFETY: `p` is a valid `msrbatch_prepare`; it points to `ops`, valid for
     // reads of `nr_ops` entries for the whole call, and PREPARE only reads
     // them.
-    check(unsafe { libc::ioctl(fd.as_raw_fd(), MSRBATCH_IOC_PREPARE as _, std::ptr::from_mut(p)) })
+    check(unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            MSRBATCH_IOC_PREPARE as _,
+            std::ptr::from_mut(p),
+        )
+    })
 }
 
 /// `MSRBATCH_IOC_RUN`: runs prepared batch `handle`; returns the number of
@@ -295,7 +301,12 @@ mod tests {
         );
         assert_eq!(
             decode(MSRBATCH_IOC_PREPARE),
-            (3, size(size_of::<msrbatch_prepare>()), MSRBATCH_IOC_MAGIC, 2)
+            (
+                3,
+                size(size_of::<msrbatch_prepare>()),
+                MSRBATCH_IOC_MAGIC,
+                2
+            )
         );
         for (cmd, nr) in [
             (MSRBATCH_IOC_RUN, 3),
@@ -322,7 +333,11 @@ mod tests {
         drop(m);
         for (offset, size, len) in [(0, 4096, 171), (0, 4096, 0), (u64::MAX, 4096, 1)] {
             let e = Mapping::results(zero.as_fd(), offset, size, len).unwrap_err();
-            assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{offset} {size} {len}");
+            assert_eq!(
+                e.raw_os_error(),
+                Some(libc::EINVAL),
+                "{offset} {size} {len}"
+            );
         }
         // A write-only descriptor cannot be mapped for reading.
         let null = std::fs::OpenOptions::new()

@@ -658,8 +658,8 @@ impl Device {
             let _ = sys::unprepare(fd, p.handle);
             Error::from_io("mmap of the prepared batch's results", &e)
         };
-        let results =
-            sys::Mapping::results(fd, p.mmap_offset, p.mmap_size, batch.len()).map_err(unprepare)?;
+        let results = sys::Mapping::results(fd, p.mmap_offset, p.mmap_size, batch.len())
+            .map_err(unprepare)?;
         Ok(Prepared {
             dev: self,
             handle: p.handle,
@@ -841,7 +841,10 @@ mod tests {
     fn decode_timestamps() {
         let rd = Op::RdMsr { msr: 0x277 };
         let r = OpResult::decode(4, 2, rd, 0, [7, 1234], true);
-        assert_eq!((r.index, r.cpu, r.value, r.tsc), (4, 2, Ok(Value::U64(7)), Some(1234)));
+        assert_eq!(
+            (r.index, r.cpu, r.value, r.tsc),
+            (4, 2, Ok(Value::U64(7)), Some(1234))
+        );
         let r = OpResult::decode(0, 0, rd, -libc::EIO, [0, 99], true);
         assert_eq!((r.value, r.tsc), (Err(Errno(libc::EIO)), Some(99)));
         for errno in [libc::ECANCELED, libc::ETIME] {
