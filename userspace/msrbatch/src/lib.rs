@@ -23,6 +23,13 @@
 //! ```
 //!
 //! A batch can be run again without rebuilding it; the results are replaced.
+//! To run one many times, [`Device::prepare`] has the kernel check and keep it
+//! once: each [`Prepared::run`] is then one ioctl that copies nothing, and the
+//! results are read from a mapping of the kernel's. [`Batch::sync_start`]
+//! starts the CPUs of a batch together ([`Batch::start_spread`] says how
+//! closely), [`Batch::timestamps`] stamps each op with the TSC
+//! ([`OpResult::tsc`]), and [`Device::restore_on_close`] has the kernel put
+//! back every MSR the device's batches write when it is closed.
 //!
 //! Text: an [`Op`] prints as, and parses from, a statement of the script
 //! language ([`script`]); numbers follow [one grammar](number) everywhere;
