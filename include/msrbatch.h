@@ -42,6 +42,17 @@ struct msrbatch_batch_buf *msrbatch_batch_new(void);
 void msrbatch_batch_free(struct msrbatch_batch_buf *batch);
 /* On each CPU, stop at the first failing op (the rest get -ECANCELED). */
 void msrbatch_batch_stop_on_error(struct msrbatch_batch_buf *batch, int stop);
+/*
+ * Synchronised start (MSRBATCH_F_SYNC_START): the CPUs start together, or
+ * nothing runs and the run fails with -ETIMEDOUT.
+ */
+void msrbatch_batch_sync_start(struct msrbatch_batch_buf *batch, int on);
+/*
+ * Per-op timestamps (MSRBATCH_F_TIMESTAMPS): val[1] of every op that ran is
+ * the TSC right after it. A batch with RDTSCP, CPUID or RMWMSR is refused
+ * (-EINVAL, the op named by msrbatch_batch_err_index()).
+ */
+void msrbatch_batch_timestamps(struct msrbatch_batch_buf *batch, int on);
 size_t msrbatch_batch_len(const struct msrbatch_batch_buf *batch);
 
 /* Each appends one op for @cpu and returns its index, or a negative errno. */
@@ -66,13 +77,46 @@ long msrbatch_batch_rdcr4(struct msrbatch_batch_buf *batch, uint32_t cpu);
 int msrbatch_run(const struct msrbatch *dev, struct msrbatch_batch_buf *batch);
 uint32_t msrbatch_batch_nr_failed(const struct msrbatch_batch_buf *batch);
 long msrbatch_batch_err_index(const struct msrbatch_batch_buf *batch);
+/* TSC ticks between the first and the last CPU starting the last run (0 on one CPU). */
+uint64_t msrbatch_batch_start_spread(const struct msrbatch_batch_buf *batch);
 
 /*
  * Copies op @index's outputs to @val (may be NULL) and returns its status:
- * 0, -EIO (the instruction faulted), -ECANCELED (not run); -ERANGE for an
- * index past the end.
+ * 0, -EIO (the instruction faulted), -ECANCELED or -ETIME (not run); -ERANGE
+ * for an index past the end.
  */
 int msrbatch_result(const struct msrbatch_batch_buf *batch, size_t index, uint64_t val[2]);
+
+/*
+ * Prepared batches (Rust: msrbatch::Prepared): the kernel validates and keeps
+ * a copy of @batch (its flags too); each msrbatch_prepared_run() runs that
+ * copy again without copying or checking anything, and writes the results
+ * into a read-only mapping that msrbatch_prepared_result() reads.
+ * msrbatch_prepare() fails as msrbatch_run() does (msrbatch_batch_err_index()
+ * names the op), with -ENOSPC (64 prepared batches on @dev already), or with
+ * -EOPNOTSUPP on a model. @dev stays open until msrbatch_prepared_free().
+ */
+struct msrbatch_prepared;
+
+int msrbatch_prepare(const struct msrbatch *dev, struct msrbatch_batch_buf *batch,
+		     struct msrbatch_prepared **prep);
+/* Runs it: the number of failed ops, or a negative errno (nothing ran). */
+int msrbatch_prepared_run(const struct msrbatch_prepared *prep);
+size_t msrbatch_prepared_len(const struct msrbatch_prepared *prep);
+/* As msrbatch_result(), for the last run (all zero before the first). */
+int msrbatch_prepared_result(const struct msrbatch_prepared *prep, size_t index, uint64_t val[2]);
+/* Unmaps the results and frees the kernel's copy. */
+void msrbatch_prepared_free(struct msrbatch_prepared *prep);
+
+/*
+ * Restore on close (MSRBATCH_IOC_RESTORE_ON_CLOSE): from now on, every MSR a
+ * batch on @dev writes is written back when @dev is closed, also when the
+ * process is killed; -EBADF if @dev was opened read-only.
+ * msrbatch_restore_now() writes them back at once and returns how many could
+ * not be. Both are -EOPNOTSUPP on a model.
+ */
+int msrbatch_restore_on_close(const struct msrbatch *dev);
+int msrbatch_restore_now(const struct msrbatch *dev);
 
 /* User-mode RDPMC (CR4.PCE) for the calling thread (Documentation/pce.md). */
 int msrbatch_grant_rdpmc(const struct msrbatch *dev);

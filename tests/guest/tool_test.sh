@@ -35,13 +35,47 @@ check "--json objects carry cpu, op, register, value and error" \
 	sh -c "! grep -v '\"cpu\":[0-9]*,\"op\":\"[a-z]*\",\"register\":\"[^\"]*\".*\"value\":[0-9]*,.*\"error\":null}$' /tmp/demo.json | grep -q ."
 check "--json names MSRs" grep -q '"name":"IA32_PAT","value":[0-9]*,"value_hex":"0x7040600070406"' /tmp/demo.json
 msrbatch run --csv /tests/scripts/demo.msr >/tmp/demo.csv
-check "--csv has a header and $((5 * ncpu)) rows" sh -c "head -n1 /tmp/demo.csv | grep -qx 'iteration,line,cpu,op,register,value,error' && [ \$(wc -l </tmp/demo.csv) -eq $((5 * ncpu + 1)) ]"
-check "--csv rows: rdmsr of IA32_PAT on cpu 0" grep -qx '0,4,0,rdmsr,0x277,0x7040600070406,' /tmp/demo.csv
+check "--csv has a header and $((5 * ncpu)) rows" sh -c "head -n1 /tmp/demo.csv | grep -qx 'iteration,line,cpu,op,register,value,error,tsc,start_spread' && [ \$(wc -l </tmp/demo.csv) -eq $((5 * ncpu + 1)) ]"
+check "--csv rows: rdmsr of IA32_PAT on cpu 0, no timestamp, the start spread" grep -qx '0,4,0,rdmsr,0x277,0x7040600070406,,,[0-9][0-9]*' /tmp/demo.csv
 printf 'cpu 1\nrdtsc\n' | msrbatch run --csv --repeat 3 --interval 10ms - >/tmp/rep.csv
 check "--repeat 3 runs the batch 3 times" sh -c "[ \$(grep -c ',rdtsc,' /tmp/rep.csv) -eq 3 ] && [ \$(cut -d, -f1 /tmp/rep.csv | sort -u | wc -l) -eq 4 ]"
 t1=$(sed -n 2p /tmp/rep.csv | cut -d, -f6)
 t3=$(sed -n 4p /tmp/rep.csv | cut -d, -f6)
 check "--repeat samples advance ($t1 < $t3)" [ $((t1)) -lt $((t3)) ]
+check "--repeat reruns a prepared batch: no start spread" sh -c "! cut -d, -f9 /tmp/rep.csv | grep -q '[0-9]'"
+# --repeat in the table: one table per run, each named.
+printf 'cpu 0\nrdmsr IA32_PAT\ncpu 1\nrdmsr IA32_TSC_AUX\n' | msrbatch run --repeat 3 - >/tmp/rep.txt
+rc=$?
+sed 's/^/# /' /tmp/rep.txt
+check "run --repeat 3: exit $rc, three tables named iteration 0, 1, 2" \
+	sh -c "[ $rc -eq 0 ] && [ \"\$(grep '^# iteration' /tmp/rep.txt | tr '\n' ' ')\" = '# iteration 0 # iteration 1 # iteration 2 ' ]"
+check "run --repeat 3: every run read IA32_PAT and TSC_AUX of CPU 1" \
+	sh -c "[ \$(grep -c ' rdmsr IA32_PAT  *0x0007040600070406  *ok$' /tmp/rep.txt) -eq 3 ] && [ \$(grep -c '^4  *1  *rdmsr IA32_TSC_AUX  *0x0*1  *ok$' /tmp/rep.txt) -eq 3 ]"
+
+# A synchronised start: the table gets a tsc column and the start spread.
+# Emulation can keep a CPU from arriving in time (ETIMEDOUT): tried again.
+printf 'sync-start\ncpu all\nrdtsc\n' >/tmp/sync.msr
+for try in 1 2 3 4 5; do
+	msrbatch run /tmp/sync.msr >/tmp/sync.out 2>&1
+	rc=$?
+	grep -q ETIMEDOUT /tmp/sync.out || break
+done
+sed 's/^/# /' /tmp/sync.out
+check "a sync-start script runs on $ncpu CPUs (exit $rc, try $try)" \
+	sh -c "[ $rc -eq 0 ] && [ \$(grep -c ' rdtsc ' /tmp/sync.out) -eq $ncpu ] && head -n1 /tmp/sync.out | grep -q 'status  *tsc$'"
+check "a sync-start script shows the start spread" grep -qx 'start spread: [0-9][0-9]* TSC ticks' /tmp/sync.out
+# Timestamps in JSON: every op has one, after its own value, in order.
+printf 'timestamps\ncpu 1\nrdtsc\nrdmsr IA32_PAT\nrdtsc\n' | msrbatch run --json - >/tmp/ts.json
+sed 's/^/# /' /tmp/ts.json
+tscs=$(sed -n 's/.*"tsc":\([0-9]*\).*/\1/p' /tmp/ts.json | tr '\n' ' ')
+v1=$(sed -n '1s/.*"value":\([0-9]*\),.*/\1/p' /tmp/ts.json)
+check "--json with timestamps: a tsc per op ($tscs), in order, after the value read ($v1)" \
+	sh -c "set -- $tscs; [ \$# -eq 3 ] && [ \$1 -ge $v1 ] && [ \$2 -ge \$1 ] && [ \$3 -ge \$2 ]"
+check "--json with timestamps: the start spread (one CPU: 0)" sh -c "[ \$(grep -c '\"start_spread\":0,' /tmp/ts.json) -eq 3 ]"
+printf 'cpu 0\nrdtsc\nrdtscp\n' | msrbatch run --timestamps - >/tmp/tsbad.out 2>&1
+rc=$?
+check "run --timestamps with rdtscp: exit $rc, EINVAL at script line 3" sh -c "[ $rc -eq 2 ] && grep -q 'EINVAL.*script line 3' /tmp/tsbad.out"
+check "info shows the busy budget per CPU" sh -c "msrbatch info | grep -qx 'max busy per CPU:   20000000 ns'"
 
 # msr-tools compatibility: the same options give the same text as msr-tools'
 # rdmsr, which reads the in-tree driver's /dev/cpu/N/msr. Each option set runs
@@ -128,6 +162,17 @@ check "msrbatch wrmsr -a with two values: every CPU has the last" sh -c "[ \$(rd
 c=0
 while read -r v; do wrmsr -p "$c" 0xc0000103 "0x$v"; c=$((c + 1)); done </tmp/aux.orig
 check "TSC_AUX restored on every CPU" sh -c "rdmsr -a 0xc0000103 | cmp -s - /tmp/aux.orig"
+# --restore: the write happens (the same batch reads it back) and is undone
+# when the tool exits.
+aux1=$(rdmsr -p 1 0xc0000103)
+msrbatch wrmsr --restore -p 1 0xc0000103 0x99
+rc=$?
+check "wrmsr --restore -p 1 of TSC_AUX: exit $rc, TSC_AUX ($aux1) unchanged after the tool exits" \
+	sh -c "[ $rc -eq 0 ] && [ \$(rdmsr -p 1 0xc0000103) = $aux1 ]"
+printf 'cpu 1\nwrmsr IA32_TSC_AUX 0x99\nrdmsr IA32_TSC_AUX\n' | msrbatch run --restore --csv - >/tmp/restore.csv
+rc=$?
+check "run --restore: the script read its write back (exit $rc)" grep -q '^0,3,1,rdmsr,0xc0000103,0x99,' /tmp/restore.csv
+check "run --restore: TSC_AUX of CPU 1 is $aux1 again after the tool exits" [ "$(rdmsr -p 1 0xc0000103)" = "$aux1" ]
 # A faulting write: IA32_PKRS (0x6e1) with a reserved bit set raises #GP, so
 # nothing changes. Same message and exit status (4) as msr-tools; with -a the
 # message names the CPU that failed.

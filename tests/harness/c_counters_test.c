@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The counter C API against the PMU model (msrbatch_open_model): argv[1] is
- * the Skylake CPUID dump, argv[2] a dump without a PMU. Prints TAP lines;
- * exits 1 on the first failure.
+ * The C API against the PMU model (msrbatch_open_model): the counter API and
+ * the batch flags; argv[1] is the Skylake CPUID dump, argv[2] a dump without
+ * a PMU. Prints TAP lines; exits 1 if a check failed.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,6 +16,49 @@ static void ok(int cond, const char *what)
 	printf("%s - C API: %s\n", cond ? "ok" : "not ok", what);
 	if (!cond)
 		failed = 1;
+}
+
+/*
+ * The batch flags on the model (timestamps as the kernel gives them, the
+ * start spread), and what the device-only calls answer there.
+ */
+static void batch_flags(struct msrbatch *dev)
+{
+	struct msrbatch_prepared *prep = NULL;
+	struct msrbatch_batch_buf *batch;
+	struct msrbatch *none = NULL;
+	uint64_t a[2], b[2];
+
+	batch = msrbatch_batch_new();
+	msrbatch_batch_timestamps(batch, 1);
+	msrbatch_batch_rdtsc(batch, 0);
+	msrbatch_batch_delay(batch, 0, 1000);
+	msrbatch_batch_rdtsc(batch, 0);
+	ok(msrbatch_run(dev, batch) == 0 && msrbatch_result(batch, 0, a) == 0 &&
+	   msrbatch_result(batch, 2, b) == 0,
+	   "a batch with timestamps runs on the model");
+	ok(a[1] == a[0] && b[1] == b[0] && b[0] == a[0] + 1000,
+	   "val[1] is the TSC after each op (a 1000 ns delay in between)");
+	ok(msrbatch_batch_start_spread(batch) == 0, "one CPU: start spread 0");
+	msrbatch_batch_rdtscp(batch, 0);
+	ok(msrbatch_run(dev, batch) == -EINVAL && msrbatch_batch_err_index(batch) == 3,
+	   "timestamps with RDTSCP: -EINVAL, op 3 blamed");
+	msrbatch_batch_timestamps(batch, 0);
+	msrbatch_batch_sync_start(batch, 1);
+	ok(msrbatch_run(dev, batch) == 0 && msrbatch_result(batch, 0, a) == 0 && a[1] == 0,
+	   "without timestamps val[1] of RDTSC is 0; sync start runs");
+	ok(msrbatch_prepare(dev, batch, &prep) == -EOPNOTSUPP && !prep,
+	   "msrbatch_prepare on a model: -EOPNOTSUPP");
+	ok(msrbatch_prepare(none, batch, &prep) == -EINVAL && msrbatch_prepare(dev, NULL, &prep) == -EINVAL &&
+	   msrbatch_prepare(dev, batch, NULL) == -EINVAL, "msrbatch_prepare with NULL: -EINVAL");
+	ok(msrbatch_prepared_run(NULL) == -EINVAL && msrbatch_prepared_len(NULL) == 0 &&
+	   msrbatch_prepared_result(NULL, 0, a) == -EINVAL, "prepared calls on NULL: -EINVAL, 0");
+	msrbatch_prepared_free(NULL);
+	ok(msrbatch_restore_on_close(dev) == -EOPNOTSUPP && msrbatch_restore_now(dev) == -EOPNOTSUPP,
+	   "restore on a model: -EOPNOTSUPP");
+	ok(msrbatch_restore_on_close(none) == -EINVAL && msrbatch_restore_now(none) == -EINVAL,
+	   "restore with NULL: -EINVAL");
+	msrbatch_batch_free(batch);
 }
 
 int main(int argc, char **argv)
@@ -69,6 +112,7 @@ int main(int argc, char **argv)
 	msrbatch_counters_close(other);
 	msrbatch_counters_close(ctr);
 	msrbatch_batch_free(batch);
+	batch_flags(dev);
 	msrbatch_close(dev);
 	ok(msrbatch_open_model(argv[2], &none) == 0 &&
 	   msrbatch_counters_open(none, 0, "instructions", 0, &ctr) == -ENODEV &&

@@ -7,6 +7,7 @@ import math
 import sys
 
 SERIES = [("msrbatch_rdmsr", "msrbatch RDMSR batch", "#1f77b4"),
+          ("msrbatch_prepared_rdmsr", "msrbatch prepared RDMSR rerun", "#9467bd"),
           ("intree_pread", "in-tree /dev/cpu/0/msr pread", "#d62728"),
           ("msrbatch_rdtsc", "msrbatch RDTSC batch", "#2ca02c"),
           ("user_rdtsc", "user-space RDTSC loop", "#7f7f7f")]

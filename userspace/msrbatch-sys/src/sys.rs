@@ -1,20 +1,32 @@
 // SPDX-License-Identifier: GPL-2.0
 //! One wrapper per ioctl of `/dev/msrbatch` (and the `fcntl` that keeps the
-//! descriptor across `execve`).
+//! descriptor across `execve`), and [`Mapping`], the read-only mapping of a
+//! prepared batch's results.
 
 use crate::uapi::{
-    msrbatch_batch, msrbatch_info, msrbatch_op, MSRBATCH_IOC_BATCH, MSRBATCH_IOC_INFO,
-    MSRBATCH_IOC_MAGIC, MSRBATCH_IOC_PCE_GRANT, MSRBATCH_IOC_PCE_REVOKE,
+    msrbatch_batch, msrbatch_info, msrbatch_op, msrbatch_prepare, msrbatch_result,
+    MSRBATCH_IOC_BATCH, MSRBATCH_IOC_INFO, MSRBATCH_IOC_MAGIC, MSRBATCH_IOC_PCE_GRANT,
+    MSRBATCH_IOC_PCE_REVOKE, MSRBATCH_IOC_PREPARE, MSRBATCH_IOC_RESTORE_NOW,
+    MSRBATCH_IOC_RESTORE_ON_CLOSE, MSRBATCH_IOC_RUN, MSRBATCH_IOC_UNPREPARE,
 };
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
+use std::ptr::NonNull;
 
 fn check(ret: libc::c_int) -> io::Result<()> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    count(ret).map(drop)
+}
+
+/// The non-negative value an ioctl returned, or its errno.
+fn count(ret: libc::c_int) -> io::Result<u32> {
+    u32::try_from(ret).map_err(|_| io::Error::last_os_error())
+}
+
+/// An `_IO` command whose argument is a number passed by value.
+fn ioctl_value(fd: BorrowedFd<'_>, cmd: u32, arg: libc::c_ulong) -> io::Result<u32> {
+    // SAFETY: The commands this is called with take their argument by value
+    // and never dereference it.
+    count(unsafe { libc::ioctl(fd.as_raw_fd(), cmd as _, arg) })
 }
 
 /// `MSRBATCH_IOC_INFO`: what the module supports.
@@ -106,6 +118,141 @@ pub unsafe fn ioctl_ptr(fd: BorrowedFd<'_>, cmd: u32, arg: &mut [u8]) -> io::Res
     check(unsafe { libc::ioctl(fd.as_raw_fd(), cmd as _, arg.as_mut_ptr()) })
 }
 
+/// `MSRBATCH_IOC_PREPARE` of `ops`; `p.ops` and `p.nr_ops` are set from the
+/// slice here. The kernel reads the ops once, during the call. On success
+/// `p.handle`, `p.mmap_offset` and `p.mmap_size` describe the prepared batch;
+/// on a validation error `p.err_index` names the op to blame.
+pub fn prepare(
+    fd: BorrowedFd<'_>,
+    p: &mut msrbatch_prepare,
+    ops: &[msrbatch_op],
+) -> io::Result<()> {
+    p.ops = ops.as_ptr() as u64;
+    p.nr_ops = u32::try_from(ops.len()).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?;
+    // SAFETY: `p` is a valid `msrbatch_prepare`; it points to `ops`, valid for
+    // reads of `nr_ops` entries for the whole call, and PREPARE only reads
+    // them.
+    check(unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            MSRBATCH_IOC_PREPARE as _,
+            std::ptr::from_mut(p),
+        )
+    })
+}
+
+/// `MSRBATCH_IOC_RUN`: runs prepared batch `handle`; returns the number of
+/// failed ops. The results are in the batch's [`Mapping`].
+pub fn run_prepared(fd: BorrowedFd<'_>, handle: u32) -> io::Result<u32> {
+    ioctl_value(fd, MSRBATCH_IOC_RUN, handle.into())
+}
+
+/// `MSRBATCH_IOC_UNPREPARE`: frees prepared batch `handle`.
+pub fn unprepare(fd: BorrowedFd<'_>, handle: u32) -> io::Result<()> {
+    ioctl_value(fd, MSRBATCH_IOC_UNPREPARE, handle.into()).map(drop)
+}
+
+/// `MSRBATCH_IOC_RESTORE_ON_CLOSE`: from now on, the MSRs that batches on
+/// this descriptor write are written back when it is closed.
+pub fn restore_on_close(fd: BorrowedFd<'_>) -> io::Result<()> {
+    ioctl_value(fd, MSRBATCH_IOC_RESTORE_ON_CLOSE, 0).map(drop)
+}
+
+/// `MSRBATCH_IOC_RESTORE_NOW`: writes the logged values back now; returns
+/// how many could not be.
+pub fn restore_now(fd: BorrowedFd<'_>) -> io::Result<u32> {
+    ioctl_value(fd, MSRBATCH_IOC_RESTORE_NOW, 0)
+}
+
+/// The results of a prepared batch, `struct msrbatch_result[len]`, mapped
+/// read-only (`PROT_READ`, `MAP_SHARED`) from the descriptor at the offset
+/// `MSRBATCH_IOC_PREPARE` returned. Unmapped when dropped.
+///
+/// The kernel writes the results during each `MSRBATCH_IOC_RUN`; [`get`]
+/// copies one out with volatile loads, so every read sees the memory as it
+/// is then. A run's results are complete when `run_prepared` returns; read
+/// while another thread or process runs the same batch, an entry may mix two
+/// runs. The type is `Send` but not `Sync`, so the thread that runs the batch
+/// through its owner reads it. The mapping is not inherited by `fork()`
+/// (the kernel sets `VM_DONTCOPY`): a child must not use a copy of it.
+///
+/// [`get`]: Mapping::get
+#[derive(Debug)]
+pub struct Mapping {
+    ptr: NonNull<msrbatch_result>,
+    len: usize,
+    size: usize,
+}
+
+// SAFETY: The mapping belongs to the process, not to a thread; moving its
+// owner to another thread moves every access there.
+unsafe impl Send for Mapping {}
+
+impl Mapping {
+    /// Maps `len` results of a prepared batch: `size` bytes of `fd` at
+    /// `offset` (the `mmap_size` and `mmap_offset` of its
+    /// `msrbatch_prepare`). `EINVAL` if `len` results do not fit in `size`
+    /// bytes or `len` is 0.
+    pub fn results(fd: BorrowedFd<'_>, offset: u64, size: u64, len: usize) -> io::Result<Self> {
+        let einval = || io::Error::from_raw_os_error(libc::EINVAL);
+        let size = usize::try_from(size).map_err(|_| einval())?;
+        let offset = libc::off_t::try_from(offset).map_err(|_| einval())?;
+        let need = len
+            .checked_mul(size_of::<msrbatch_result>())
+            .ok_or_else(einval)?;
+        if len == 0 || need > size {
+            return Err(einval());
+        }
+        // SAFETY: A new shared read-only mapping chosen by the kernel; it
+        // overlaps nothing of ours.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                offset,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(p.cast()).ok_or_else(einval)?;
+        Ok(Mapping { ptr, len, size })
+    }
+
+    /// Number of results.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are none (never: a prepared batch has at least one op).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Result `i`, read from the mapping now (volatile loads); `None` past
+    /// the end.
+    pub fn get(&self, i: usize) -> Option<msrbatch_result> {
+        if i >= self.len {
+            return None;
+        }
+        // SAFETY: `i < len`, and `len` results fit in the mapping, which is
+        // readable, aligned (page-aligned start, 8-byte multiple stride) and
+        // lives as long as `self`.
+        Some(unsafe { self.ptr.as_ptr().add(i).read_volatile() })
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: The mapping `results` made, unmapped once; no reference
+        // into it outlives `self` (`get` returns copies).
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.size) };
+    }
+}
+
 /// Clears `FD_CLOEXEC` so that the descriptor stays open across `execve`.
 pub fn keep_across_exec(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: F_GETFD/F_SETFD on a valid descriptor have no memory effects.
@@ -152,6 +299,53 @@ mod tests {
             decode(MSRBATCH_IOC_PCE_REVOKE),
             (0, 0, MSRBATCH_IOC_MAGIC, 0x11)
         );
+        assert_eq!(
+            decode(MSRBATCH_IOC_PREPARE),
+            (
+                3,
+                size(size_of::<msrbatch_prepare>()),
+                MSRBATCH_IOC_MAGIC,
+                2
+            )
+        );
+        for (cmd, nr) in [
+            (MSRBATCH_IOC_RUN, 3),
+            (MSRBATCH_IOC_UNPREPARE, 4),
+            (MSRBATCH_IOC_RESTORE_ON_CLOSE, 5),
+            (MSRBATCH_IOC_RESTORE_NOW, 6),
+        ] {
+            assert_eq!(decode(cmd), (0, 0, MSRBATCH_IOC_MAGIC, nr), "{cmd:#x}");
+        }
+    }
+
+    /// A mapping reads what the file holds at its offset (here /dev/zero,
+    /// which maps like any shared file), refuses a size its results do not
+    /// fit in, and ends at its length.
+    #[test]
+    fn mapping_reads_within_its_length() {
+        use std::os::fd::AsFd;
+        let zero = std::fs::File::open("/dev/zero").unwrap();
+        let m = Mapping::results(zero.as_fd(), 0, 4096, 170).unwrap();
+        assert_eq!((m.len(), m.is_empty()), (170, false));
+        let r = m.get(169).unwrap();
+        assert_eq!((r.status, r.reserved, r.val), (0, 0, [0, 0]));
+        assert!(m.get(170).is_none());
+        drop(m);
+        for (offset, size, len) in [(0, 4096, 171), (0, 4096, 0), (u64::MAX, 4096, 1)] {
+            let e = Mapping::results(zero.as_fd(), offset, size, len).unwrap_err();
+            assert_eq!(
+                e.raw_os_error(),
+                Some(libc::EINVAL),
+                "{offset} {size} {len}"
+            );
+        }
+        // A write-only descriptor cannot be mapped for reading.
+        let null = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .unwrap();
+        let e = Mapping::results(null.as_fd(), 0, 4096, 1).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EACCES));
     }
 
     #[test]

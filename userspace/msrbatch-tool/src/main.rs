@@ -56,12 +56,23 @@ enum Cmd {
         /// Same as --format csv.
         #[arg(long, conflicts_with_all = ["format", "json"])]
         csv: bool,
-        /// Run the script N times (one ioctl each).
+        /// Run the script N times: with N > 1 the kernel validates it once
+        /// (a prepared batch) and each run is one ioctl; the start spread is
+        /// then not reported.
         #[arg(long, default_value_t = 1, value_parser = parse_u32)]
         repeat: u32,
         /// Pause between repetitions, e.g. 100ms, 1s.
         #[arg(long, default_value = "0", value_parser = parse_duration)]
         interval: u64,
+        /// Synchronised start, as the script statement sync-start.
+        #[arg(long)]
+        sync_start: bool,
+        /// A timestamp (TSC) after every op, as the script statement
+        /// timestamps.
+        #[arg(long)]
+        timestamps: bool,
+        #[command(flatten)]
+        restore: RestoreArg,
     },
     /// Read an MSR, with msr-tools' rdmsr options, output and exit statuses.
     Rdmsr(msrtools::RdmsrArgs),
@@ -114,6 +125,27 @@ enum Cmd {
     },
 }
 
+/// `--restore`, for the commands that write MSRs.
+#[derive(clap::Args, Debug)]
+pub struct RestoreArg {
+    /// Write every MSR the command writes back to its value before the
+    /// command when the command ends, also when it is killed (restore on
+    /// close).
+    #[arg(long)]
+    pub restore: bool,
+}
+
+impl RestoreArg {
+    /// Turns on restore on close for `dev` if asked to; `fail` makes the
+    /// command's failure from the error.
+    pub fn apply<F>(&self, dev: &Device, fail: impl FnOnce(msrbatch::Error) -> F) -> Result<(), F> {
+        if self.restore {
+            dev.restore_on_close().map_err(fail)?;
+        }
+        Ok(())
+    }
+}
+
 /// The name messages start with: msr-tools' own for its commands (whose
 /// usage errors also get msr-tools' status), else "msrbatch". Found from the
 /// command line even when clap refuses it.
@@ -134,14 +166,19 @@ fn open(device: &str) -> Result<Device, Failure> {
     Device::open_path(device).map_err(Failure::nothing_ran)
 }
 
-/// `msrbatch run`: the script is read and parsed before the device is opened.
-fn run_script(
-    device: &str,
-    file: &str,
+/// What `msrbatch run` was asked to do besides the script.
+struct RunArgs<'a> {
     format: Format,
     repeat: u32,
     pause_ns: u64,
-) -> Result<Exit, Failure> {
+    sync_start: bool,
+    timestamps: bool,
+    restore: &'a RestoreArg,
+}
+
+/// `msrbatch run`: the script is read and parsed before the device is opened.
+/// One run is one plain batch; more are runs of one prepared batch.
+fn run_script(device: &str, file: &str, a: &RunArgs<'_>) -> Result<Exit, Failure> {
     let text = if file == "-" {
         let mut s = String::new();
         std::io::stdin()
@@ -156,30 +193,49 @@ fn run_script(
     let online = msrbatch::online_cpus().unwrap_or_default();
     let mut s =
         script::parse(&text, &online).map_err(|e| Failure::nothing_ran(format!("{file}:{e}")))?;
+    if a.sync_start {
+        s.batch.sync_start(true);
+    }
+    if a.timestamps {
+        s.batch.timestamps(true);
+    }
+    // A refused batch names the script line of the op the kernel blamed.
+    let refused = |e: msrbatch::Error| {
+        let at = e
+            .op_index()
+            .and_then(|i| s.origins.get(i as usize))
+            .map(|o| format!(" (script line {})", o.line))
+            .unwrap_or_default();
+        Failure::nothing_ran(format!("{e}{at}"))
+    };
     let dev = open(device)?;
-    let mut all_ok = true;
-    if format == Format::Csv {
+    a.restore.apply(&dev, Failure::nothing_ran)?;
+    if a.format == Format::Csv {
         println!("{}", output::CSV_HEADER);
     }
-    for iteration in 0..repeat.max(1) {
-        if iteration > 0 && pause_ns > 0 {
-            std::thread::sleep(std::time::Duration::from_nanos(pause_ns));
+    let repeat = a.repeat.max(1);
+    let mut run = output::Run {
+        iteration: 0,
+        repeat: repeat > 1,
+        timing: s.batch.syncs_start() || s.batch.has_timestamps(),
+        start_spread: None,
+    };
+    let mut all_ok = true;
+    if repeat == 1 {
+        dev.run(&mut s.batch).map_err(refused)?;
+        all_ok = s.batch.nr_failed() == 0;
+        run.start_spread = Some(s.batch.start_spread());
+        output::print_results(a.format, &run, s.batch.results().zip(&s.origins));
+    } else {
+        let prepared = dev.prepare(&s.batch).map_err(refused)?;
+        for iteration in 0..repeat {
+            if iteration > 0 && a.pause_ns > 0 {
+                std::thread::sleep(std::time::Duration::from_nanos(a.pause_ns));
+            }
+            all_ok &= prepared.run().map_err(refused)? == 0;
+            run.iteration = iteration;
+            output::print_results(a.format, &run, prepared.results().zip(&s.origins));
         }
-        dev.run(&mut s.batch).map_err(|e| {
-            let at = e
-                .op_index()
-                .and_then(|i| s.origins.get(i as usize))
-                .map(|o| format!(" (script line {})", o.line))
-                .unwrap_or_default();
-            Failure::nothing_ran(format!("{e}{at}"))
-        })?;
-        all_ok &= s.batch.nr_failed() == 0;
-        output::print_results(
-            format,
-            iteration,
-            repeat > 1,
-            s.batch.results().zip(&s.origins),
-        );
     }
     Ok(if all_ok {
         Exit::Success
@@ -199,6 +255,7 @@ fn info(device: &str) -> Result<Exit, Failure> {
     println!("max delay per op:   {} ns", i.max_delay_ns);
     println!("max delay per CPU:  {} ns", i.max_cpu_delay_ns);
     println!("op codes:           {}", ops.join(" "));
+    println!("max busy per CPU:   {} ns", i.max_cpu_busy_ns);
     println!("batch flags:        {:#x}", i.flags_supported);
     Ok(Exit::Success)
 }
@@ -234,13 +291,24 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             csv,
             repeat,
             interval,
+            sync_start,
+            timestamps,
+            restore,
         } => {
             let format = match (json, csv) {
                 (true, _) => Format::Json,
                 (_, true) => Format::Csv,
                 _ => format,
             };
-            run_script(device, &file, format, repeat, interval)
+            let a = RunArgs {
+                format,
+                repeat,
+                pause_ns: interval,
+                sync_start,
+                timestamps,
+                restore: &restore,
+            };
+            run_script(device, &file, &a)
         }
         Cmd::Rdmsr(a) => msrtools::rdmsr(device, &a),
         Cmd::Wrmsr(a) => msrtools::wrmsr(device, &a),
@@ -273,6 +341,11 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             } else {
                 Some(open(device)?)
             };
+            if let (Some(d), true) = (&dev, a.restore_on_close()) {
+                d.restore_on_close().map_err(|e| {
+                    Failure::nothing_ran(format!("stat: {e} (--no-restore counts without it)"))
+                })?;
+            }
             let dev = dev.as_ref().map(|d| d as &dyn Backend);
             stat::stat(dev, &a, &mut std::io::stdout())
                 .map(|code| Exit::Command(u8::try_from(code).unwrap_or(1)))

@@ -75,6 +75,8 @@ pub struct WrmsrArgs {
     /// Values, written in order.
     #[arg(required = true, value_parser = parse_u64)]
     values: Vec<u64>,
+    #[command(flatten)]
+    restore: crate::RestoreArg,
 }
 
 /// `-a` and `-p`: the last one given wins, as in msr-tools.
@@ -266,6 +268,8 @@ pub fn rdmsr(device: &str, a: &RdmsrArgs) -> Result<Exit, Failure> {
 pub fn wrmsr(device: &str, a: &WrmsrArgs) -> Result<Exit, Failure> {
     let cpus = a.cpus.cpus()?;
     let dev = open(device)?;
+    a.restore
+        .apply(&dev, |e| Failure::new(Exit::MsrToolsError, e.to_string()))?;
     let mut batch = Batch::new();
     batch.stop_on_error(true);
     for &cpu in &cpus {
@@ -445,6 +449,7 @@ mod tests {
             cpu,
             op,
             value,
+            tsc: None,
         }
     }
 

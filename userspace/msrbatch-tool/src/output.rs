@@ -15,7 +15,23 @@ pub enum Format {
 }
 
 /// The CSV header line.
-pub const CSV_HEADER: &str = "iteration,line,cpu,op,register,value,error";
+pub const CSV_HEADER: &str = "iteration,line,cpu,op,register,value,error,tsc,start_spread";
+
+/// One run of a script, as its output names it.
+#[derive(Clone, Copy, Debug)]
+pub struct Run {
+    /// Which run (from 0).
+    pub iteration: u32,
+    /// Whether the script runs more than once (the table then names the
+    /// iteration).
+    pub repeat: bool,
+    /// Whether the batch asked for a synchronised start or timestamps (the
+    /// table then has a `tsc` column and shows the start spread).
+    pub timing: bool,
+    /// The run's start spread in TSC ticks, where the kernel reports it
+    /// (plain runs; a rerun of a prepared batch reports none).
+    pub start_spread: Option<u64>,
+}
 
 /// What an op returned, for the table.
 fn describe_value(value: &Result<Value, msrbatch::Errno>) -> String {
@@ -44,9 +60,9 @@ fn csv_reg(op: &Op) -> String {
 }
 
 /// One op result as a JSON object (numbers as JSON numbers and hex strings).
-pub fn json_result(iteration: u32, line: usize, r: &OpResult) -> String {
+pub fn json_result(run: &Run, line: usize, r: &OpResult) -> String {
     let mut f = vec![
-        format!("\"iteration\":{iteration}"),
+        format!("\"iteration\":{}", run.iteration),
         format!("\"line\":{line}"),
         format!("\"index\":{}", r.index),
         format!("\"cpu\":{}", r.cpu),
@@ -86,6 +102,12 @@ pub fn json_result(iteration: u32, line: usize, r: &OpResult) -> String {
         Ok(v) => num("value", v.as_u64().unwrap_or(0)),
         Err(_) => f.push("\"value\":null".into()),
     }
+    if let Some(t) = r.tsc {
+        f.push(format!("\"tsc\":{t}"));
+    }
+    if let Some(s) = run.start_spread {
+        f.push(format!("\"start_spread\":{s}"));
+    }
     match r.value {
         Ok(_) => f.push("\"error\":null".into()),
         Err(e) => f.push(format!("\"error\":\"{}\"", e.name())),
@@ -94,7 +116,7 @@ pub fn json_result(iteration: u32, line: usize, r: &OpResult) -> String {
 }
 
 /// One op result as a CSV row (see [`CSV_HEADER`]).
-fn csv_result(iteration: u32, line: usize, r: &OpResult) -> String {
+fn csv_result(run: &Run, line: usize, r: &OpResult) -> String {
     let value = r
         .value
         .ok()
@@ -102,19 +124,23 @@ fn csv_result(iteration: u32, line: usize, r: &OpResult) -> String {
         .map(|v| format!("{v:#x}"))
         .unwrap_or_default();
     let err = r.value.err().map(|e| e.name()).unwrap_or_default();
+    let num = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
     format!(
-        "{iteration},{line},{},{},{},{value},{err}",
+        "{},{line},{},{},{},{value},{err},{},{}",
+        run.iteration,
         r.cpu,
         r.op.mnemonic(),
-        csv_reg(&r.op)
+        csv_reg(&r.op),
+        num(r.tsc),
+        num(run.start_spread)
     )
 }
 
 /// Prints a table: a header and rows, columns padded to their widest cell.
-pub fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
-    let mut width = header.map(str::len);
+pub fn print_table<R: AsRef<[String]>>(header: &[&str], rows: &[R]) {
+    let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
-        for (w, cell) in width.iter_mut().zip(row) {
+        for (w, cell) in width.iter_mut().zip(row.as_ref()) {
             *w = (*w).max(cell.len());
         }
     }
@@ -128,45 +154,59 @@ pub fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
     };
     line(header.to_vec());
     for row in rows {
-        line(row.iter().map(String::as_str).collect());
+        line(row.as_ref().iter().map(String::as_str).collect());
     }
 }
 
-/// Prints the results of one run of a script in `format`. `repeat` says
-/// whether the script runs more than once (the table then names the
-/// iteration).
+/// The table's rows: line, CPU, op, value, status, and with `timing` the
+/// op's TSC.
+fn table_rows<'a>(
+    timing: bool,
+    results: impl Iterator<Item = (OpResult, &'a Origin)>,
+) -> Vec<Vec<String>> {
+    results
+        .map(|(r, o)| {
+            let mut row = vec![
+                o.line.to_string(),
+                r.cpu.to_string(),
+                r.op.to_string(),
+                describe_value(&r.value),
+                r.value.map_or_else(|e| e.name(), |_| "ok".to_string()),
+            ];
+            if timing {
+                row.push(r.tsc.map(|t| t.to_string()).unwrap_or_default());
+            }
+            row
+        })
+        .collect()
+}
+
+/// Prints the results of one run of a script in `format`.
 pub fn print_results<'a>(
     format: Format,
-    iteration: u32,
-    repeat: bool,
+    run: &Run,
     results: impl Iterator<Item = (OpResult, &'a Origin)>,
 ) {
     match format {
         Format::Table => {
-            if repeat {
-                println!("# iteration {iteration}");
+            if run.repeat {
+                println!("# iteration {}", run.iteration);
             }
-            let rows: Vec<[String; 5]> = results
-                .map(|(r, o)| {
-                    [
-                        o.line.to_string(),
-                        r.cpu.to_string(),
-                        r.op.to_string(),
-                        describe_value(&r.value),
-                        r.value.map_or_else(|e| e.name(), |_| "ok".to_string()),
-                    ]
-                })
-                .collect();
-            print_table(&["line", "cpu", "op", "value", "status"], &rows);
+            let header = ["line", "cpu", "op", "value", "status", "tsc"];
+            let columns = if run.timing { 6 } else { 5 };
+            print_table(&header[..columns], &table_rows(run.timing, results));
+            if let (true, Some(s)) = (run.timing, run.start_spread) {
+                println!("start spread: {s} TSC ticks");
+            }
         }
         Format::Json => {
             for (r, o) in results {
-                println!("{}", json_result(iteration, o.line, &r));
+                println!("{}", json_result(run, o.line, &r));
             }
         }
         Format::Csv => {
             for (r, o) in results {
-                println!("{}", csv_result(iteration, o.line, &r));
+                println!("{}", csv_result(run, o.line, &r));
             }
         }
     }
@@ -183,6 +223,16 @@ mod tests {
             cpu: 2,
             op,
             value,
+            tsc: None,
+        }
+    }
+
+    fn run(iteration: u32, start_spread: Option<u64>) -> Run {
+        Run {
+            iteration,
+            repeat: false,
+            timing: false,
+            start_spread,
         }
     }
 
@@ -245,7 +295,7 @@ mod tests {
             ),
         ];
         for (r, key, want) in cases {
-            let text = json_result(7, 12, &r);
+            let text = json_result(&run(7, None), 12, &r);
             let v: serde_json::Value =
                 serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(v["iteration"], 7);
@@ -260,20 +310,48 @@ mod tests {
             }
         }
         let pat = result(Op::RdMsr { msr: 0x277 }, Ok(Value::U64(0x7040600070406)));
-        let v: serde_json::Value = serde_json::from_str(&json_result(0, 1, &pat)).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&json_result(&run(0, None), 1, &pat)).unwrap();
         assert_eq!(v["name"], "IA32_PAT");
         assert_eq!(v["value_hex"], "0x7040600070406");
+        assert!(v.get("tsc").is_none() && v.get("start_spread").is_none());
+        // A timestamp and a start spread, where there are some.
+        let stamped = OpResult {
+            tsc: Some(123_456),
+            ..pat
+        };
+        let text = json_result(&run(0, Some(42)), 1, &stamped);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            (v["tsc"].as_u64(), v["start_spread"].as_u64()),
+            (Some(123_456), Some(42)),
+            "{text}"
+        );
     }
 
     #[test]
     fn csv_rows() {
         let pat = result(Op::RdMsr { msr: 0x277 }, Ok(Value::U64(0x7040600070406)));
-        assert_eq!(csv_result(0, 4, &pat), "0,4,2,rdmsr,0x277,0x7040600070406,");
+        assert_eq!(
+            csv_result(&run(0, None), 4, &pat),
+            "0,4,2,rdmsr,0x277,0x7040600070406,,,"
+        );
         let fault = result(Op::RdPmc { ecx: 1 << 30 }, Err(Errno(libc::EIO)));
-        assert_eq!(csv_result(1, 2, &fault), "1,2,2,rdpmc,0x40000000,,EIO");
+        assert_eq!(
+            csv_result(&run(1, Some(0)), 2, &fault),
+            "1,2,2,rdpmc,0x40000000,,EIO,,0"
+        );
+        let stamped = OpResult {
+            tsc: Some(99),
+            ..pat
+        };
+        assert_eq!(
+            csv_result(&run(0, Some(7)), 4, &stamped),
+            "0,4,2,rdmsr,0x277,0x7040600070406,,99,7"
+        );
         assert_eq!(
             CSV_HEADER.split(',').count(),
-            csv_result(0, 4, &pat).split(',').count()
+            csv_result(&run(0, None), 4, &pat).split(',').count()
         );
     }
 
@@ -286,5 +364,14 @@ mod tests {
         assert_eq!(describe_value(&Ok(Value::None)), "");
         assert_eq!(describe_value(&Err(Errno(libc::EIO))), "");
         assert_eq!(describe_value(&Ok(Value::Ticks(5))), "5 TSC ticks");
+        let origin = Origin { line: 3 };
+        let stamped = OpResult {
+            tsc: Some(99),
+            ..result(Op::RdTsc, Ok(Value::U64(1)))
+        };
+        let rows = table_rows(true, [(stamped, &origin)].into_iter());
+        assert_eq!(rows[0][4..], ["ok", "99"]);
+        let rows = table_rows(false, [(stamped, &origin)].into_iter());
+        assert_eq!(rows[0].len(), 5);
     }
 }

@@ -38,6 +38,11 @@ pub struct StatArgs {
     /// Program the counters even if the NMI watchdog or someone else seems to use them.
     #[arg(long)]
     force: bool,
+    /// Do not have the kernel restore the MSRs stat writes when the device
+    /// is closed (by default it does, so a killed stat never leaves counters
+    /// programmed; stat restores them itself too).
+    #[arg(long)]
+    no_restore: bool,
     /// The command and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     cmd: Vec<String>,
@@ -47,6 +52,13 @@ impl StatArgs {
     /// Whether it runs without the device (a dry run of a CPUID dump).
     pub fn offline(&self) -> bool {
         self.dry_run && self.cpuid_dump.is_some()
+    }
+
+    /// Whether the device should restore what stat writes when it is
+    /// closed: unless --no-restore, and for counting (a dry run writes
+    /// nothing).
+    pub fn restore_on_close(&self) -> bool {
+        !self.no_restore && !self.dry_run
     }
 }
 

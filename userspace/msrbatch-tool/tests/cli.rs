@@ -88,10 +88,25 @@ fn a_failed_open_masks_no_usage_error() {
         err.contains("bad.msr:3:12: '010': a decimal number must not start with 0"),
         "{err}"
     );
+    // The new batch statements are read like the others: a misuse is a
+    // script error, before the device.
+    std::fs::write(&script, "rdtsc\ntimestamps on\n").unwrap();
+    let (code, _, err) = run(&["run", "--sync-start", script.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("bad.msr:2:12: usage: timestamps"), "{err}");
+    // A good script with every run option gets as far as the device.
+    std::fs::write(&script, "sync-start\ntimestamps\ncpu 0\nrdtsc\n").unwrap();
+    let line = format!(
+        "run --sync-start --timestamps --restore --repeat 3 --interval 1ms --json {}",
+        script.display()
+    );
+    fails_at_open(&line, 2, "msrbatch");
     std::fs::remove_dir_all(&dir).unwrap();
     // Well-formed commands get as far as opening the device: msr-tools'
     // status for its commands, 2 for the others.
     fails_at_open("rdmsr 0x10", 127, "rdmsr");
+    fails_at_open("wrmsr --restore -p 1 0xc0000103 5", 127, "wrmsr");
+    fails_at_open("stat --no-restore -e instructions -- true", 2, "msrbatch");
     fails_at_open("info", 2, "msrbatch");
 }
 

@@ -10,7 +10,7 @@
 
 use crate::counters::{check_ownership, parse_events, Plan, Reading, Session};
 use crate::model::{Model, Source};
-use crate::{uapi::msrbatch_info, Backend, Batch, Device, Errno, Op};
+use crate::{uapi::msrbatch_info, Backend, Batch, Device, Errno, Op, Prepared};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_long, CStr, CString};
 
@@ -168,6 +168,44 @@ pub unsafe extern "C" fn msrbatch_batch_stop_on_error(batch: *mut CBatch, stop: 
     }
 }
 
+macro_rules! flag_fns {
+    ($($(#[$doc:meta])* $name:ident => $method:ident;)*) => {$(
+        $(#[$doc])*
+        ///
+        /// # Safety
+        ///
+        /// `batch` is NULL or came from `msrbatch_batch_new`.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(batch: *mut CBatch, on: c_int) {
+            // SAFETY: By the caller's contract.
+            if let Some(b) = unsafe { batch_mut(batch) } {
+                b.$method(on != 0);
+            }
+        }
+    )*};
+}
+
+flag_fns! {
+    /// `void msrbatch_batch_sync_start(struct msrbatch_batch_buf *batch, int on)`:
+    /// synchronised start (`MSRBATCH_F_SYNC_START`).
+    msrbatch_batch_sync_start => sync_start;
+    /// `void msrbatch_batch_timestamps(struct msrbatch_batch_buf *batch, int on)`:
+    /// per-op timestamps in `val[1]` (`MSRBATCH_F_TIMESTAMPS`).
+    msrbatch_batch_timestamps => timestamps;
+}
+
+/// `uint64_t msrbatch_batch_start_spread(const struct msrbatch_batch_buf *batch)`:
+/// the last run's start spread in TSC ticks (0 before a run, and on one CPU).
+///
+/// # Safety
+///
+/// `batch` is NULL or came from `msrbatch_batch_new`.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_batch_start_spread(batch: *const CBatch) -> u64 {
+    // SAFETY: By the caller's contract.
+    unsafe { batch_ref(batch) }.map_or(0, Batch::start_spread)
+}
+
 /// # Safety
 ///
 /// `batch` is NULL or came from `msrbatch_batch_new`.
@@ -296,14 +334,182 @@ pub unsafe extern "C" fn msrbatch_result(
     let Some(raw) = b.raw_ops().get(index) else {
         return -libc::ERANGE;
     };
+    // SAFETY: By the caller's contract.
+    unsafe { store_val(val, raw.val) };
+    raw.status
+}
+
+/// Copies an op's outputs to `val`, if not NULL.
+///
+/// # Safety
+///
+/// `val` is NULL or valid for two writes.
+unsafe fn store_val(val: *mut u64, v: [u64; 2]) {
     if !val.is_null() {
         // SAFETY: `val` is valid for two writes, by the caller's contract.
         unsafe {
-            val.write(raw.val[0]);
-            val.add(1).write(raw.val[1]);
+            val.write(v[0]);
+            val.add(1).write(v[1]);
         }
     }
-    raw.status
+}
+
+/// A prepared batch (`struct msrbatch_prepared`).
+pub struct CPrepared(Prepared<'static>);
+
+/// `int msrbatch_prepare(const struct msrbatch *dev, struct msrbatch_batch_buf *batch, struct msrbatch_prepared **prep)`
+///
+/// Validates `batch` once and has the kernel keep it (its flags included):
+/// 0, or a negative errno as `msrbatch_run` (`msrbatch_batch_err_index`
+/// names the op to blame), `-ENOSPC` (64 prepared batches on this device
+/// already), `-EOPNOTSUPP` on a model.
+///
+/// # Safety
+///
+/// `dev` came from `msrbatch_open` and stays open until
+/// `msrbatch_prepared_free(*prep)`; `batch` came from `msrbatch_batch_new`;
+/// `prep` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_prepare(
+    dev: *const CDevice,
+    batch: *mut CBatch,
+    prep: *mut *mut CPrepared,
+) -> c_int {
+    // SAFETY: By the caller's contract, `dev` outlives the prepared batch.
+    let (Some(dev), Some(b)) = (unsafe { dev.as_ref::<'static>() }, unsafe {
+        batch_mut(batch)
+    }) else {
+        return -libc::EINVAL;
+    };
+    if prep.is_null() {
+        return -libc::EINVAL;
+    }
+    let Some(d) = dev.device() else {
+        return -libc::EOPNOTSUPP;
+    };
+    match d.prepare(b) {
+        Ok(p) => {
+            b.set_refused(None);
+            // SAFETY: `prep` is valid for a write, by the caller's contract.
+            unsafe { *prep = Box::into_raw(Box::new(CPrepared(p))) };
+            0
+        }
+        Err(e) => {
+            b.set_refused(e.op_index());
+            neg(&e)
+        }
+    }
+}
+
+/// # Safety
+///
+/// `prep` is NULL or came from `msrbatch_prepare`.
+unsafe fn prepared<'a>(prep: *const CPrepared) -> Option<&'a Prepared<'static>> {
+    // SAFETY: By the caller's contract.
+    unsafe { prep.as_ref() }.map(|p| &p.0)
+}
+
+/// `int msrbatch_prepared_run(const struct msrbatch_prepared *prep)`: runs it
+/// again; the number of failed ops, or a negative errno (nothing ran).
+///
+/// # Safety
+///
+/// `prep` came from `msrbatch_prepare`.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_prepared_run(prep: *const CPrepared) -> c_int {
+    // SAFETY: By the caller's contract.
+    let Some(p) = (unsafe { prepared(prep) }) else {
+        return -libc::EINVAL;
+    };
+    match p.run() {
+        Ok(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
+        Err(e) => neg(&e),
+    }
+}
+
+/// `size_t msrbatch_prepared_len(const struct msrbatch_prepared *prep)`
+///
+/// # Safety
+///
+/// `prep` is NULL or came from `msrbatch_prepare`.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_prepared_len(prep: *const CPrepared) -> usize {
+    // SAFETY: By the caller's contract.
+    unsafe { prepared(prep) }.map_or(0, Prepared::len)
+}
+
+/// `int msrbatch_prepared_result(const struct msrbatch_prepared *prep, size_t index, uint64_t val[2])`
+///
+/// As `msrbatch_result`, for the last run of a prepared batch (read from the
+/// kernel's result area now; zero before the first run).
+///
+/// # Safety
+///
+/// `prep` came from `msrbatch_prepare`; `val` is NULL or valid for two writes.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_prepared_result(
+    prep: *const CPrepared,
+    index: usize,
+    val: *mut u64,
+) -> c_int {
+    // SAFETY: By the caller's contract.
+    let Some(p) = (unsafe { prepared(prep) }) else {
+        return -libc::EINVAL;
+    };
+    let Some(r) = p.raw_result(index) else {
+        return -libc::ERANGE;
+    };
+    // SAFETY: By the caller's contract.
+    unsafe { store_val(val, r.val) };
+    r.status
+}
+
+/// `void msrbatch_prepared_free(struct msrbatch_prepared *prep)`: unmaps its
+/// results and frees the kernel's copy.
+///
+/// # Safety
+///
+/// `prep` is NULL or came from `msrbatch_prepare` and is not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_prepared_free(prep: *mut CPrepared) {
+    if !prep.is_null() {
+        // SAFETY: Ownership returns from C, by the caller's contract.
+        drop(unsafe { Box::from_raw(prep) });
+    }
+}
+
+/// `int msrbatch_restore_on_close(const struct msrbatch *dev)`: every MSR a
+/// batch on `dev` writes from now on is written back when it is closed.
+///
+/// # Safety
+///
+/// `dev` came from `msrbatch_open`.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_restore_on_close(dev: *const CDevice) -> c_int {
+    // SAFETY: By the caller's contract.
+    match unsafe { dev.as_ref() } {
+        Some(CDevice::Device(d)) => d.restore_on_close().map_or_else(|e| neg(&e), |()| 0),
+        Some(CDevice::Model(_)) => -libc::EOPNOTSUPP,
+        None => -libc::EINVAL,
+    }
+}
+
+/// `int msrbatch_restore_now(const struct msrbatch *dev)`: writes them back
+/// now; how many could not be, or a negative errno.
+///
+/// # Safety
+///
+/// `dev` came from `msrbatch_open`.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_restore_now(dev: *const CDevice) -> c_int {
+    // SAFETY: By the caller's contract.
+    match unsafe { dev.as_ref() } {
+        Some(CDevice::Device(d)) => d
+            .restore_now()
+            .map_or_else(|e| neg(&e), |n| c_int::try_from(n).unwrap_or(c_int::MAX)),
+        Some(CDevice::Model(_)) => -libc::EOPNOTSUPP,
+        None => -libc::EINVAL,
+    }
 }
 
 /// `int msrbatch_grant_rdpmc(struct msrbatch *dev)`

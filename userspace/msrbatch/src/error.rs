@@ -34,6 +34,8 @@ const NAMES: &[(i32, &std::ffi::CStr)] = &[
     (libc::EPERM, c"EPERM"),
     (libc::ENOENT, c"ENOENT"),
     (libc::ENOTRECOVERABLE, c"ENOTRECOVERABLE"),
+    (libc::ETIMEDOUT, c"ETIMEDOUT"),
+    (libc::ENOSPC, c"ENOSPC"),
 ];
 
 impl Errno {

@@ -23,6 +23,13 @@
 //! ```
 //!
 //! A batch can be run again without rebuilding it; the results are replaced.
+//! To run one many times, [`Device::prepare`] has the kernel check and keep it
+//! once: each [`Prepared::run`] is then one ioctl that copies nothing, and the
+//! results are read from a mapping of the kernel's. [`Batch::sync_start`]
+//! starts the CPUs of a batch together ([`Batch::start_spread`] says how
+//! closely), [`Batch::timestamps`] stamps each op with the TSC
+//! ([`OpResult::tsc`]), and [`Device::restore_on_close`] has the kernel put
+//! back every MSR the device's batches write when it is closed.
 //!
 //! Text: an [`Op`] prints as, and parses from, a statement of the script
 //! language ([`script`]); numbers follow [one grammar](number) everywhere;
@@ -228,31 +235,50 @@ pub struct OpResult {
     /// The op.
     pub op: Op,
     /// Its value, or its error (`EIO`: the instruction faulted; `ECANCELED`:
-    /// not run because an earlier op of this CPU failed with stop-on-error).
+    /// not run because an earlier op of this CPU failed with stop-on-error;
+    /// `ETIME`: not run, the CPU's share of the batch ran out of time).
     pub value: std::result::Result<Value, Errno>,
+    /// With [`Batch::timestamps`]: the TSC right after the op ran (also when
+    /// it faulted); `None` for an op that did not run, and without
+    /// timestamps.
+    pub tsc: Option<u64>,
 }
 
-fn decode(op: &Op, raw: &msrbatch_op) -> std::result::Result<Value, Errno> {
-    if raw.status != 0 {
-        return Err(Errno(-raw.status));
+impl OpResult {
+    /// Op `index` (`op` for `cpu`) as the kernel left it: `status` 0 or a
+    /// negative errno, and its outputs `val`. The one decoder of results,
+    /// for a batch's ops array and a prepared batch's mapping alike.
+    fn decode(index: usize, cpu: u32, op: Op, status: i32, val: [u64; 2], stamps: bool) -> Self {
+        let ran = !matches!(-status, libc::ECANCELED | libc::ETIME);
+        let [v0, v1] = val;
+        let value = if status != 0 {
+            Err(Errno(-status))
+        } else {
+            Ok(match op {
+                Op::WrMsr { .. } => Value::None,
+                Op::RmwMsr { .. } => Value::Rmw { old: v0, new: v1 },
+                Op::RdTscp => Value::Tscp {
+                    tsc: v0,
+                    aux: v1 as u32,
+                },
+                Op::Cpuid { .. } => Value::Cpuid {
+                    eax: v0 as u32,
+                    ebx: (v0 >> 32) as u32,
+                    ecx: v1 as u32,
+                    edx: (v1 >> 32) as u32,
+                },
+                Op::Delay { .. } => Value::Ticks(v0),
+                _ => Value::U64(v0),
+            })
+        };
+        OpResult {
+            index,
+            cpu,
+            op,
+            value,
+            tsc: (stamps && ran).then_some(v1),
+        }
     }
-    let [v0, v1] = raw.val;
-    Ok(match op {
-        Op::WrMsr { .. } => Value::None,
-        Op::RmwMsr { .. } => Value::Rmw { old: v0, new: v1 },
-        Op::RdTscp => Value::Tscp {
-            tsc: v0,
-            aux: v1 as u32,
-        },
-        Op::Cpuid { .. } => Value::Cpuid {
-            eax: v0 as u32,
-            ebx: (v0 >> 32) as u32,
-            ecx: v1 as u32,
-            edx: (v1 >> 32) as u32,
-        },
-        Op::Delay { .. } => Value::Ticks(v0),
-        _ => Value::U64(v0),
-    })
 }
 
 /// A batch of ops, reusable across runs.
@@ -261,8 +287,11 @@ pub struct Batch {
     ops: Vec<Op>,
     raw: Vec<msrbatch_op>,
     stop_on_error: bool,
+    sync_start: bool,
+    timestamps: bool,
     nr_failed: u32,
     err_index: Option<u32>,
+    start_spread: u64,
 }
 
 impl Batch {
@@ -278,6 +307,24 @@ impl Batch {
         self
     }
 
+    /// Synchronised start (`MSRBATCH_F_SYNC_START`): every CPU of the batch
+    /// waits, interrupts off, until all have arrived, then all start
+    /// together. If one does not arrive within `MSRBATCH_SYNC_TIMEOUT_NS`,
+    /// nothing runs and the run fails with `ETIMEDOUT`.
+    pub fn sync_start(&mut self, sync: bool) -> &mut Self {
+        self.sync_start = sync;
+        self
+    }
+
+    /// Per-op timestamps (`MSRBATCH_F_TIMESTAMPS`): each result's
+    /// [`OpResult::tsc`] is the TSC right after the op ran. The kernel
+    /// refuses (`EINVAL`, naming the op) a batch with timestamps and an op
+    /// that returns a second value itself: RDTSCP, CPUID, read-modify-write.
+    pub fn timestamps(&mut self, on: bool) -> &mut Self {
+        self.timestamps = on;
+        self
+    }
+
     /// Appends `op` for `cpu`; returns its index.
     pub fn push(&mut self, cpu: u32, op: Op) -> usize {
         self.ops.push(op);
@@ -288,6 +335,16 @@ impl Batch {
     /// Whether each CPU's sequence stops at its first failing op.
     pub fn stops_on_error(&self) -> bool {
         self.stop_on_error
+    }
+
+    /// Whether the batch asks for a synchronised start.
+    pub fn syncs_start(&self) -> bool {
+        self.sync_start
+    }
+
+    /// Whether the batch asks for per-op timestamps.
+    pub fn has_timestamps(&self) -> bool {
+        self.timestamps
     }
 
     /// Number of ops.
@@ -315,15 +372,24 @@ impl Batch {
         self.err_index
     }
 
+    /// The last run's start spread: TSC ticks between the first and the last
+    /// CPU starting its ops (0 on one CPU; smaller with
+    /// [`Batch::sync_start`]).
+    pub fn start_spread(&self) -> u64 {
+        self.start_spread
+    }
+
     /// The result of op `index` from the last run.
     pub fn result(&self, index: usize) -> Option<OpResult> {
         let (op, raw) = (self.ops.get(index)?, self.raw.get(index)?);
-        Some(OpResult {
+        Some(OpResult::decode(
             index,
-            cpu: raw.cpu,
-            op: *op,
-            value: decode(op, raw),
-        })
+            raw.cpu,
+            *op,
+            raw.status,
+            raw.val,
+            self.timestamps,
+        ))
     }
 
     /// All results of the last run, in batch order.
@@ -345,10 +411,17 @@ impl Batch {
         }
     }
 
-    /// Records a completed run with `nr_failed` failed ops.
-    pub(crate) fn set_ran(&mut self, nr_failed: u32) {
+    /// Records a completed run with `nr_failed` failed ops and start spread
+    /// `start_spread`.
+    pub(crate) fn set_ran(&mut self, nr_failed: u32, start_spread: u64) {
         self.nr_failed = nr_failed;
         self.err_index = None;
+        self.start_spread = start_spread;
+    }
+
+    /// Records a refused run (or preparation) that blamed op `index`.
+    pub(crate) fn set_refused(&mut self, index: Option<u32>) {
+        self.err_index = index;
     }
 
     /// The ops in the ABI's layout (for callers that want the raw view).
@@ -356,16 +429,102 @@ impl Batch {
         &self.raw
     }
 
+    /// The batch's `MSRBATCH_F_*` flags.
+    fn flags(&self) -> u32 {
+        [
+            (self.stop_on_error, MSRBATCH_F_STOP_ON_ERROR),
+            (self.sync_start, MSRBATCH_F_SYNC_START),
+            (self.timestamps, MSRBATCH_F_TIMESTAMPS),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .fold(0, |f, (_, bit)| f | bit)
+    }
+
     fn header(&self) -> msrbatch_batch {
         msrbatch_batch {
             version: MSRBATCH_ABI_VERSION,
-            flags: if self.stop_on_error {
-                MSRBATCH_F_STOP_ON_ERROR
-            } else {
-                0
-            },
+            flags: self.flags(),
             ..Default::default()
         }
+    }
+}
+
+/// A batch validated once and kept by the kernel ([`Device::prepare`]), to
+/// be run again and again: [`Prepared::run`] is one ioctl that reads and
+/// writes no memory of the caller's; the results appear in a read-only
+/// mapping of the kernel's result area, which [`Prepared::result`] decodes
+/// exactly as [`Batch::result`] does. Dropping it unmaps the results and
+/// frees the kernel's copy (`MSRBATCH_IOC_UNPREPARE`).
+///
+/// Not `Sync`: runs and reads happen on the thread that owns it, so a
+/// result is never read while a run of it writes there.
+#[derive(Debug)]
+pub struct Prepared<'d> {
+    dev: &'d Device,
+    handle: u32,
+    ops: Vec<(u32, Op)>,
+    timestamps: bool,
+    results: sys::Mapping,
+}
+
+impl Prepared<'_> {
+    /// Runs the batch; returns the number of failed ops (each op's status is
+    /// in its result). `Err` means nothing ran: `ENXIO` (a CPU went
+    /// offline), `ETIMEDOUT` (synchronised start), `EPERM`/`EBADF` for
+    /// writes (checked at every run).
+    pub fn run(&self) -> Result<u32> {
+        sys::run_prepared(self.dev.file.as_fd(), self.handle)
+            .map_err(|e| Error::from_io("MSRBATCH_IOC_RUN", &e))
+    }
+
+    /// The result of op `index` from the last run, read from the mapping
+    /// now (all zero, i.e. a success with value 0, before the first run).
+    pub fn result(&self, index: usize) -> Option<OpResult> {
+        let (cpu, op) = *self.ops.get(index)?;
+        let r = self.raw_result(index)?;
+        Some(OpResult::decode(
+            index,
+            cpu,
+            op,
+            r.status,
+            r.val,
+            self.timestamps,
+        ))
+    }
+
+    /// All results of the last run, in batch order.
+    pub fn results(&self) -> impl Iterator<Item = OpResult> + '_ {
+        (0..self.len()).filter_map(|i| self.result(i))
+    }
+
+    /// Op `index`'s result as the kernel wrote it (for the raw view, as
+    /// [`Batch::raw_ops`]).
+    pub fn raw_result(&self, index: usize) -> Option<msrbatch_result> {
+        self.results.get(index)
+    }
+
+    /// Number of ops.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether the batch has no ops (never: the kernel refuses those).
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// The kernel's handle (`MSRBATCH_IOC_RUN`'s argument).
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+}
+
+impl Drop for Prepared<'_> {
+    fn drop(&mut self) {
+        // Only a handle the descriptor no longer has fails (ENOENT); there
+        // is nothing to free then.
+        let _ = sys::unprepare(self.dev.file.as_fd(), self.handle);
     }
 }
 
@@ -393,6 +552,12 @@ impl Backend for Device {
             .ok()
             .map(|s| s.trim() != "0")
     }
+}
+
+/// The op a refused ioctl blamed: its `err_index`, when that names one of
+/// its `nr_ops` ops.
+fn blamed(err_index: u32, nr_ops: u32) -> Option<u32> {
+    (err_index != MSRBATCH_NO_INDEX && err_index < nr_ops).then_some(err_index)
 }
 
 /// What the loaded module supports (`MSRBATCH_IOC_INFO`).
@@ -473,19 +638,64 @@ impl Device {
         let r = sys::batch(self.file.as_fd(), &mut hdr, &mut batch.raw);
         match r {
             Ok(()) => {
-                batch.nr_failed = hdr.nr_failed;
-                batch.err_index = None;
+                batch.set_ran(hdr.nr_failed, hdr.start_spread);
                 Ok(())
             }
             Err(e) => {
-                let index = (hdr.err_index != MSRBATCH_NO_INDEX && hdr.err_index < hdr.nr_ops)
-                    .then_some(hdr.err_index);
-                batch.err_index = index;
+                let index = blamed(hdr.err_index, hdr.nr_ops);
+                batch.set_refused(index);
                 Err(Error::from_io("MSRBATCH_IOC_BATCH", &e)
                     .with_index(index)
                     .with_reason(e.raw_os_error().and_then(allowlist::batch_refusal_reason)))
             }
         }
+    }
+
+    /// Validates `batch` once and has the kernel keep it, to run again and
+    /// again without copying or validating it ([`Prepared`]). Errors are
+    /// those of [`Device::run`] (naming the op to blame), and `ENOSPC`: this
+    /// device already holds `MSRBATCH_MAX_PREPARED` (64) prepared batches.
+    pub fn prepare(&self, batch: &Batch) -> Result<Prepared<'_>> {
+        let fd = self.file.as_fd();
+        let mut p = msrbatch_prepare {
+            version: MSRBATCH_ABI_VERSION,
+            flags: batch.flags(),
+            ..Default::default()
+        };
+        if let Err(e) = sys::prepare(fd, &mut p, &batch.raw) {
+            let index = blamed(p.err_index, p.nr_ops);
+            return Err(Error::from_io("MSRBATCH_IOC_PREPARE", &e).with_index(index));
+        }
+        let unprepare = |e: std::io::Error| {
+            let _ = sys::unprepare(fd, p.handle);
+            Error::from_io("mmap of the prepared batch's results", &e)
+        };
+        let results = sys::Mapping::results(fd, p.mmap_offset, p.mmap_size, batch.len())
+            .map_err(unprepare)?;
+        Ok(Prepared {
+            dev: self,
+            handle: p.handle,
+            ops: (0..batch.len()).filter_map(|i| batch.op(i)).collect(),
+            timestamps: batch.timestamps,
+            results,
+        })
+    }
+
+    /// Restore on close (`MSRBATCH_IOC_RESTORE_ON_CLOSE`): from now on, every
+    /// MSR a batch on this device writes is read on its CPU just before the
+    /// first write, and written back when the device is closed, also when
+    /// the process is killed. `EBADF` on a device opened read-only.
+    pub fn restore_on_close(&self) -> Result<()> {
+        sys::restore_on_close(self.file.as_fd())
+            .map_err(|e| Error::from_io("MSRBATCH_IOC_RESTORE_ON_CLOSE", &e))
+    }
+
+    /// Writes the values [`Device::restore_on_close`] logged back now and
+    /// forgets them; returns how many could not be (CPU offline, fault: the
+    /// kernel log says which).
+    pub fn restore_now(&self) -> Result<u32> {
+        sys::restore_now(self.file.as_fd())
+            .map_err(|e| Error::from_io("MSRBATCH_IOC_RESTORE_NOW", &e))
     }
 
     /// Grants user-mode RDPMC (CR4.PCE) to the calling thread until
@@ -580,22 +790,21 @@ mod tests {
         }
     }
 
+    /// The value `OpResult::decode` gives op `op` with outputs `val` and
+    /// `status`, without timestamps.
+    fn decode(op: Op, status: i32, val: [u64; 2]) -> std::result::Result<Value, Errno> {
+        OpResult::decode(0, 0, op, status, val, false).value
+    }
+
     #[test]
     fn decode_results() {
-        let mut raw = Op::Cpuid {
+        let val = [0x1111_2222_0000_000d, 0x4444_5555_6666_7777];
+        let cpuid = Op::Cpuid {
             leaf: 0,
             subleaf: 0,
-        }
-        .encode(0);
-        raw.val = [0x1111_2222_0000_000d, 0x4444_5555_6666_7777];
+        };
         assert_eq!(
-            decode(
-                &Op::Cpuid {
-                    leaf: 0,
-                    subleaf: 0
-                },
-                &raw
-            ),
+            decode(cpuid, 0, val),
             Ok(Value::Cpuid {
                 eax: 0xd,
                 ebx: 0x1111_2222,
@@ -603,9 +812,9 @@ mod tests {
                 edx: 0x4444_5555
             })
         );
-        raw.val = [5, 0xc0de];
+        let val = [5, 0xc0de];
         assert_eq!(
-            decode(&Op::RdTscp, &raw),
+            decode(Op::RdTscp, 0, val),
             Ok(Value::Tscp {
                 tsc: 5,
                 aux: 0xc0de
@@ -617,24 +826,43 @@ mod tests {
             set: 0,
         };
         assert_eq!(
-            decode(&rmw, &raw),
+            decode(rmw, 0, val),
             Ok(Value::Rmw {
                 old: 5,
                 new: 0xc0de
             })
         );
         assert_eq!(
-            decode(&Op::WrMsr { msr: 1, value: 2 }, &raw),
+            decode(Op::WrMsr { msr: 1, value: 2 }, 0, val),
             Ok(Value::None)
         );
-        raw.status = -libc::EIO;
-        assert_eq!(decode(&Op::RdTsc, &raw), Err(Errno(libc::EIO)));
+        assert_eq!(decode(Op::RdTsc, -libc::EIO, val), Err(Errno(libc::EIO)));
         assert_eq!(Errno(libc::ECANCELED).name(), "ECANCELED");
+        assert_eq!(Errno(libc::ETIMEDOUT).name(), "ETIMEDOUT");
         assert_eq!(Errno(4095).name(), "E4095");
         assert_eq!(
             Errno(libc::ENOENT).description(),
             "No such file or directory"
         );
+    }
+
+    /// With timestamps, val[1] of an op that ran (succeeded or faulted) is
+    /// its TSC; ops that did not run have none, and without timestamps no op
+    /// has one.
+    #[test]
+    fn decode_timestamps() {
+        let rd = Op::RdMsr { msr: 0x277 };
+        let r = OpResult::decode(4, 2, rd, 0, [7, 1234], true);
+        assert_eq!(
+            (r.index, r.cpu, r.value, r.tsc),
+            (4, 2, Ok(Value::U64(7)), Some(1234))
+        );
+        let r = OpResult::decode(0, 0, rd, -libc::EIO, [0, 99], true);
+        assert_eq!((r.value, r.tsc), (Err(Errno(libc::EIO)), Some(99)));
+        for errno in [libc::ECANCELED, libc::ETIME] {
+            assert_eq!(OpResult::decode(0, 0, rd, -errno, [0, 0], true).tsc, None);
+        }
+        assert_eq!(OpResult::decode(0, 0, rd, 0, [7, 1234], false).tsc, None);
     }
 
     #[test]
@@ -662,5 +890,16 @@ mod tests {
         );
         let r: Vec<_> = b.results().map(|r| (r.index, r.cpu)).collect();
         assert_eq!(r, [(0, 1), (1, 0)]);
+        b.stop_on_error(false).sync_start(true);
+        assert_eq!(b.header().flags, MSRBATCH_F_SYNC_START);
+        b.timestamps(true);
+        assert_eq!(
+            b.header().flags,
+            MSRBATCH_F_SYNC_START | MSRBATCH_F_TIMESTAMPS
+        );
+        assert!(b.syncs_start() && b.has_timestamps() && !b.stops_on_error());
+        assert_eq!(b.start_spread(), 0);
+        b.set_ran(0, 77);
+        assert_eq!(b.start_spread(), 77);
     }
 }

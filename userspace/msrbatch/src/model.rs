@@ -652,10 +652,25 @@ impl Backend for Model {
     fn run(&self, batch: &mut Batch) -> Result<()> {
         let mut st = self.state.borrow_mut();
         let n = st.cpus.len() as u32;
+        // As the kernel: a refusal names the op to blame, in the error and
+        // in the batch.
+        let refuse = |batch: &mut Batch, errno, i: usize| {
+            batch.set_refused(Some(i as u32));
+            Err(Error::new(errno, "MSRBATCH_IOC_BATCH (model)").with_index(Some(i as u32)))
+        };
         if let Some(i) = (0..batch.len()).find(|&i| batch.op(i).is_some_and(|(c, _)| c >= n)) {
-            return Err(
-                Error::new(libc::ENXIO, "MSRBATCH_IOC_BATCH (model)").with_index(Some(i as u32))
-            );
+            return refuse(batch, libc::ENXIO, i);
+        }
+        // As the kernel: timestamps go into val[1], so the ops that return
+        // something there are refused.
+        let stamps = batch.has_timestamps();
+        if let Some(i) = (0..batch.len()).find(|&i| {
+            stamps
+                && batch.op(i).is_some_and(|(_, op)| {
+                    matches!(op, Op::RdTscp | Op::Cpuid { .. } | Op::RmwMsr { .. })
+                })
+        }) {
+            return refuse(batch, libc::EINVAL, i);
         }
         let stop = batch.stops_on_error();
         let mut failed_cpu = vec![false; n as usize];
@@ -710,9 +725,13 @@ impl Backend for Model {
                 nr_failed += 1;
                 failed_cpu[cpu as usize] = true;
             }
+            let ran = status != -libc::ECANCELED;
+            let val = if stamps && ran { [val[0], c.tsc] } else { val };
             batch.set_result(i, status, val);
         }
-        batch.set_ran(nr_failed);
+        // The model runs its CPUs one after another from one TSC each: no
+        // spread to report.
+        batch.set_ran(nr_failed, 0);
         Ok(())
     }
 
@@ -859,5 +878,29 @@ mod tests {
             Err(crate::Errno(libc::ECANCELED))
         );
         assert_eq!(b.nr_failed(), 2);
+    }
+
+    /// Timestamps as the kernel gives them: val[1] of each op is the CPU's
+    /// TSC after it (a DELAY advances it), and a batch with an op that
+    /// returns its own val[1] is refused, naming the op.
+    #[test]
+    fn timestamps_follow_the_tsc() {
+        let m = Model::new(&dump("skylake.txt"));
+        let mut b = Batch::new();
+        b.timestamps(true);
+        b.push(0, Op::RdTsc);
+        b.push(0, Op::Delay { ns: 500 });
+        b.push(0, Op::RdMsr { msr: 0x10 });
+        m.run(&mut b).unwrap();
+        let tsc: Vec<_> = b.results().map(|r| r.tsc).collect();
+        let t0 = b.result(0).unwrap().value.unwrap().as_u64().unwrap();
+        assert_eq!(tsc, [Some(t0), Some(t0 + 500), Some(t0 + 500)]);
+        b.push(0, Op::RdTscp);
+        let e = m.run(&mut b).unwrap_err();
+        assert_eq!((e.errno().0, e.op_index()), (libc::EINVAL, Some(3)));
+        assert_eq!(b.err_index(), Some(3));
+        b.timestamps(false);
+        m.run(&mut b).unwrap();
+        assert!(b.results().all(|r| r.tsc.is_none()));
     }
 }

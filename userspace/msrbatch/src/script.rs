@@ -9,7 +9,9 @@
 //!
 //! One statement per line; `#` starts a comment. `cpu LIST` chooses the CPUs
 //! the following ops run on (`all`, `3`, `0,2-3`; default CPU 0); every op
-//! line adds one op per chosen CPU. `stop-on-error` sets the batch's flag.
+//! line adds one op per chosen CPU. `stop-on-error`, `sync-start` and
+//! `timestamps` set the batch's flags of those names ([`Batch::stop_on_error`],
+//! [`Batch::sync_start`], [`Batch::timestamps`]), wherever they stand.
 //! Numbers follow the [one number grammar](crate::number); registers are
 //! [MSR names or numbers](crate::msr::parse_msr).
 
@@ -171,10 +173,43 @@ fn parse_rmw(args: &[Tok<'_>]) -> Result<(u64, u64), (usize, String)> {
     Ok((clear, set))
 }
 
+/// A batch flag's statement: its word, how it sets the flag on a batch and
+/// how it reads it.
+struct Flag {
+    word: &'static str,
+    set: fn(&mut Batch),
+    get: fn(&Batch) -> bool,
+}
+
+/// The batch-level statements, in the order [`to_text`] writes them.
+const FLAGS: [Flag; 3] = [
+    Flag {
+        word: "stop-on-error",
+        set: |b| {
+            b.stop_on_error(true);
+        },
+        get: Batch::stops_on_error,
+    },
+    Flag {
+        word: "sync-start",
+        set: |b| {
+            b.sync_start(true);
+        },
+        get: Batch::syncs_start,
+    },
+    Flag {
+        word: "timestamps",
+        set: |b| {
+            b.timestamps(true);
+        },
+        get: Batch::has_timestamps,
+    },
+];
+
 /// One statement of a script.
 enum Statement<'a> {
     Cpus(&'a Tok<'a>),
-    StopOnError,
+    Flag(&'static Flag),
     Op(Op),
 }
 
@@ -193,14 +228,14 @@ fn parse_statement<'a>(
     };
     let reg = |t: &Tok<'_>| parse_msr(t.text).map_err(|e| (t.col, e.to_string()));
     let u32_at = |t: &Tok<'_>| parse_u32(t.text).map_err(|e| (t.col, e.to_string()));
+    if let Some(flag) = FLAGS.iter().find(|f| f.word == head.text) {
+        want(0..=0, flag.word)?;
+        return Ok(Statement::Flag(flag));
+    }
     let op = match head.text {
         "cpu" | "cpus" => {
             want(1..=1, "cpu all|N|N-M,...")?;
             return Ok(Statement::Cpus(&args[0]));
-        }
-        "stop-on-error" => {
-            want(0..=0, "stop-on-error")?;
-            return Ok(Statement::StopOnError);
         }
         "rdmsr" => {
             want(1..=1, "rdmsr REG")?;
@@ -285,9 +320,7 @@ pub fn parse(text: &str, online: &[u32]) -> Result<Script, ParseError> {
                 cpus =
                     parse_cpu_list(list.text, online).map_err(|e| at((list.col, e.to_string())))?;
             }
-            Statement::StopOnError => {
-                script.batch.stop_on_error(true);
-            }
+            Statement::Flag(flag) => (flag.set)(&mut script.batch),
             Statement::Op(op) => {
                 for &cpu in &cpus {
                     script.batch.push(cpu, op);
@@ -306,14 +339,15 @@ pub fn parse(text: &str, online: &[u32]) -> Result<Script, ParseError> {
     Ok(script)
 }
 
-/// Writes `batch` as a script: `stop-on-error` if the batch stops on errors,
-/// a `cpu N` line whenever the CPU changes, and one statement per op.
-/// [`parse`] turns it back into the same batch.
+/// Writes `batch` as a script: a statement for each flag the batch has
+/// (`stop-on-error`, `sync-start`, `timestamps`), a `cpu N` line whenever the
+/// CPU changes, and one statement per op. [`parse`] turns it back into the
+/// same batch.
 pub fn to_text(batch: &Batch) -> String {
     use fmt::Write as _;
     let mut s = String::new();
-    if batch.stops_on_error() {
-        s.push_str("stop-on-error\n");
+    for flag in FLAGS.iter().filter(|f| (f.get)(batch)) {
+        let _ = writeln!(s, "{}", flag.word);
     }
     let mut cpu = None;
     for r in batch.results() {
@@ -447,6 +481,7 @@ mod tests {
         for (text, col, msg) in [
             ("", 1, "no op"),
             ("cpu 1", 1, "a script statement, not an op"),
+            ("timestamps", 1, "a script statement, not an op"),
             ("rdmsr", 1, "usage: rdmsr"),
             ("rdmsr 010", 7, "must not start with 0"),
             ("frobnicate", 1, "unknown statement"),
@@ -474,7 +509,34 @@ mod tests {
         b.stop_on_error(true);
         let back = parse(&to_text(&b), &[]).unwrap();
         assert!(back.batch.stops_on_error());
+        assert!(!back.batch.syncs_start() && !back.batch.has_timestamps());
         assert_eq!(ops(&back.batch), ops(&b));
+        // Every combination of the flags round-trips.
+        for bits in 0..8 {
+            let mut b = Batch::new();
+            b.push(2, Op::RdTsc);
+            b.stop_on_error(bits & 1 != 0)
+                .sync_start(bits & 2 != 0)
+                .timestamps(bits & 4 != 0);
+            let text = to_text(&b);
+            let back = parse(&text, &[]).unwrap().batch;
+            assert_eq!(
+                (
+                    back.stops_on_error(),
+                    back.syncs_start(),
+                    back.has_timestamps()
+                ),
+                (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0),
+                "{text}"
+            );
+            assert_eq!(ops(&back), ops(&b));
+        }
+        b.sync_start(true).timestamps(true);
+        let text = to_text(&b);
+        assert!(
+            text.starts_with("stop-on-error\nsync-start\ntimestamps\ncpu 0\n"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -495,6 +557,7 @@ cpuid 0xa
 cpuid 7 1
 delay 10us
 stop-on-error
+sync-start
 ";
         let s = parse(text, &[0, 1, 2, 3]).unwrap();
         let rmw = Op::RmwMsr {
@@ -549,7 +612,8 @@ stop-on-error
                 (2, Op::Delay { ns: 10_000 }),
             ]
         );
-        assert!(s.batch.stops_on_error());
+        assert!(s.batch.stops_on_error() && s.batch.syncs_start());
+        assert!(!s.batch.has_timestamps());
         assert_eq!(s.origins[0].line, 3);
         assert_eq!(s.origins.last().unwrap().line, 14);
     }
@@ -588,6 +652,9 @@ stop-on-error
             ("delay 5parsecs", 1, 7, "not a duration"),
             ("rdmsr 0x1_0000_0000", 1, 7, "does not fit in 32 bits"),
             ("rdtsc now", 1, 7, "usage: rdtsc"),
+            ("rdtsc\nsync-start now", 2, 12, "usage: sync-start"),
+            ("timestamps 1\nrdtsc", 1, 12, "usage: timestamps"),
+            ("timestamps", 1, 1, "no ops"),
             ("# only a comment", 1, 1, "no ops"),
         ];
         for (text, line, col, msg) in cases {

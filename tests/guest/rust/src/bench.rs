@@ -7,6 +7,11 @@
 //! between `BEGIN-BENCH-JSON` and `END-BENCH-JSON` lines (or, with
 //! `--json FILE`, into FILE).
 //!
+//! Prepared batches (`Device::prepare`) are measured next to plain ones: the
+//! cost of rerunning an N-op RDMSR batch, a 4096-op RDTSC batch and a one-op
+//! batch. The start spread of a batch of 64 RDTSC on each of 4 CPUs is
+//! measured over many batches with and without a synchronised start.
+//!
 //! With `--icount` (the guest runs under QEMU `-icount shift=0,sleep=off`,
 //! where the clock advances one ns per guest instruction) every figure is the
 //! *minimum* of the repeated runs, i.e. an instruction count without the
@@ -76,6 +81,19 @@ struct Row {
     ns_per_op: f64,
 }
 
+/// How many batches the start spread is measured over.
+const SPREAD_BATCHES: usize = 201;
+
+/// The start spread of one kind of batch, in TSC ticks (`None`: no batch
+/// ran).
+struct Spread {
+    sync: bool,
+    median: Option<u64>,
+    max: Option<u64>,
+    runs: usize,
+    timeouts: u32,
+}
+
 fn main() {
     let json_path = std::env::args().skip_while(|a| a != "--json").nth(1);
     ICOUNT.store(
@@ -104,6 +122,16 @@ fn main() {
             n,
             ns_per_op: t / n as f64,
         });
+        let prepared = dev.prepare(&b).expect("prepare");
+        let t = median_ns(reps_for(n), || {
+            prepared.run().expect("prepared run");
+        });
+        rows.push(Row {
+            name: "msrbatch_prepared_rdmsr",
+            n,
+            ns_per_op: t / n as f64,
+        });
+        drop(prepared);
         if let Some(f) = &msr {
             let mut buf = [0u8; 8];
             let t = median_ns(reps_for(n), || {
@@ -193,10 +221,54 @@ fn main() {
         cpu_rows.push((k, median_ns(201, || dev.run(&mut b).expect("batch"))));
     }
 
+    // The prepared 4096-RDTSC batch: per-op cost of a rerun.
+    let prepared = dev.prepare(&b).expect("prepare");
+    let prepared_rdtsc4096 = median_ns(reps_for(n), || {
+        prepared.run().expect("prepared run");
+    }) / n as f64;
+    drop(prepared);
+
+    // Start spread: 64 RDTSC on each of (up to) 4 CPUs, plain and with a
+    // synchronised start, over many batches: median and max in TSC ticks.
+    // A synchronised batch that timed out (a CPU did not arrive within 20 ms,
+    // which emulation can cause) ran nothing: it is counted, not measured.
+    let spread_cpus = ncpus.min(4);
+    let mut spreads = Vec::new();
+    for sync in [false, true] {
+        let mut b = Batch::new();
+        b.sync_start(sync);
+        for cpu in 0..spread_cpus {
+            for _ in 0..64 {
+                b.push(cpu as u32, Op::RdTsc);
+            }
+        }
+        let (mut ticks, mut timeouts) = (Vec::new(), 0u32);
+        for _ in 0..SPREAD_BATCHES {
+            match dev.run(&mut b) {
+                Ok(()) => ticks.push(b.start_spread()),
+                Err(e) if e.errno().0 == libc::ETIMEDOUT => timeouts += 1,
+                Err(e) => panic!("start spread batch: {e}"),
+            }
+        }
+        ticks.sort_unstable();
+        spreads.push(Spread {
+            sync,
+            median: ticks.get(ticks.len() / 2).copied(),
+            max: ticks.last().copied(),
+            runs: ticks.len(),
+            timeouts,
+        });
+    }
+
     // Fixed cost: a one-op batch against a null system call.
     let mut one = Batch::new();
     one.push(0, Op::RdTsc);
     let ioctl_ns = median_ns(1001, || dev.run(&mut one).expect("batch"));
+    let prepared = dev.prepare(&one).expect("prepare");
+    let prepared_one_ns = median_ns(1001, || {
+        prepared.run().expect("prepared run");
+    });
+    drop(prepared);
     // SAFETY: getppid has no arguments and no side effects.
     let syscall_ns = median_ns(1001, || unsafe {
         std::hint::black_box(libc::syscall(libc::SYS_getppid));
@@ -221,6 +293,31 @@ fn main() {
         if let (Some(ours), Some(theirs)) = (get("msrbatch_rdmsr", 64), get("intree_pread", 64)) {
             targets.push(("rdmsr64_vs_intree_per_msr", theirs / ours, 5.0, true));
         }
+        // Issue #15's targets for the prepared path.
+        if let (Some(ours), Some(theirs)) =
+            (get("msrbatch_prepared_rdmsr", 64), get("intree_pread", 64))
+        {
+            targets.push((
+                "prepared_rdmsr64_vs_intree_per_msr",
+                theirs / ours,
+                30.0,
+                true,
+            ));
+        }
+        if let Some(floor) = get("user_rdtsc", 4096) {
+            targets.push((
+                "prepared_rdtsc4096_vs_user_loop",
+                prepared_rdtsc4096 / floor,
+                2.0,
+                false,
+            ));
+        }
+        targets.push((
+            "prepared_one_op_minus_null_syscall",
+            prepared_one_ns - syscall_ns,
+            100.0,
+            false,
+        ));
     } else {
         // Emulation timings: the three ratios, compared with the same targets
         // as on hardware.
@@ -254,6 +351,12 @@ fn main() {
                 get("msrbatch_rdtsc", 4096).unwrap_or(f64::NAN),
             ),
             ("exec_loop_per_op", exec_per_op),
+            (
+                "prepared_rdmsr64_per_op",
+                get("msrbatch_prepared_rdmsr", 64).unwrap_or(f64::NAN),
+            ),
+            ("prepared_one_op", prepared_one_ns),
+            ("prepared_rdtsc4096_per_op", prepared_rdtsc4096),
         ] {
             println!("BUDGET {name} {v:.1}");
         }
@@ -273,14 +376,15 @@ fn main() {
     }
     println!();
     println!(
-        "{:>6}  {:>18}  {:>18}  {:>18}  {:>18}",
-        "N", "msrbatch RDMSR", "in-tree pread", "msrbatch RDTSC", "user RDTSC"
+        "{:>6}  {:>18}  {:>18}  {:>18}  {:>18}  {:>18}",
+        "N", "msrbatch RDMSR", "prepared RDMSR", "in-tree pread", "msrbatch RDTSC", "user RDTSC"
     );
     for n in SIZES {
         let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1} {unit}/op"));
         println!(
-            "{n:>6}  {:>18}  {:>18}  {:>18}  {:>18}",
+            "{n:>6}  {:>18}  {:>18}  {:>18}  {:>18}  {:>18}",
             cell(get("msrbatch_rdmsr", n)),
+            cell(get("msrbatch_prepared_rdmsr", n)),
             cell(get("intree_pread", n)),
             cell(get("msrbatch_rdtsc", n)),
             cell(get("user_rdtsc", n))
@@ -297,6 +401,22 @@ fn main() {
     println!("reference: one user-space copy of that 196 KiB ops array: {copy_ns:.0} {unit}");
     println!("one-op RDTSC batch ioctl: {ioctl_ns:.0} {unit}; null system call (getppid): {syscall_ns:.0} {unit}; ratio {:.2}", ioctl_ns / syscall_ns);
     println!("one-op RDMSR batch ioctl: {rdmsr_one:.0} {unit}; in-tree pread of one MSR: {pread_one:.0} {unit}");
+    println!(
+        "prepared batches (reruns): one-op RDTSC {prepared_one_ns:.0} {unit} (null system call + {:.0}); 4096-op RDTSC {prepared_rdtsc4096:.1} {unit}/op (user-space RDTSC loop: {} {unit}/op)",
+        prepared_one_ns - syscall_ns,
+        get("user_rdtsc", 4096).map_or("-".to_string(), |v| format!("{v:.1}"))
+    );
+    let ticks = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+    for s in &spreads {
+        println!(
+            "start spread, 64 RDTSC on each of {spread_cpus} CPUs, {}: median {} max {} TSC ticks over {} batches{}",
+            if s.sync { "synchronised start" } else { "plain start" },
+            ticks(s.median),
+            ticks(s.max),
+            s.runs,
+            if s.sync { format!(" ({} timed out)", s.timeouts) } else { String::new() }
+        );
+    }
     println!();
     for (name, value, target, higher_is_better) in &targets {
         let met = if *higher_is_better {
@@ -336,8 +456,24 @@ fn main() {
         .collect::<Vec<_>>()
         .join(",");
     json += &format!(
-        "],\"ioctl_one_op_ns\":{ioctl_ns:.1},\"null_syscall_ns\":{syscall_ns:.1},\"targets\":["
+        "],\"ioctl_one_op_ns\":{ioctl_ns:.1},\"null_syscall_ns\":{syscall_ns:.1},\"prepared_one_op_ns\":{prepared_one_ns:.1},\"prepared_rdtsc4096_ns_per_op\":{prepared_rdtsc4096:.3},\"start_spread\":["
     );
+    let num = |v: Option<u64>| v.map_or("null".to_string(), |v| v.to_string());
+    json += &spreads
+        .iter()
+        .map(|s| {
+            format!(
+                "{{\"cpus\":{spread_cpus},\"ops_per_cpu\":64,\"sync_start\":{},\"batches\":{},\"timeouts\":{},\"median_ticks\":{},\"max_ticks\":{}}}",
+                s.sync,
+                s.runs,
+                s.timeouts,
+                num(s.median),
+                num(s.max)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    json += "],\"targets\":[";
     json += &targets
         .iter()
         .map(|(n, v, t, h)| {

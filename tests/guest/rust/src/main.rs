@@ -237,6 +237,237 @@ fn errors(t: &mut Tally, dev: &Device) {
     );
 }
 
+/// Reads `msr` on `cpu` through `dev`.
+fn read_msr(dev: &Device, cpu: u32, msr: u32) -> Option<u64> {
+    let mut b = Batch::new();
+    b.push(cpu, Op::RdMsr { msr });
+    dev.run(&mut b).ok()?;
+    b.result(0)?.value.ok()?.as_u64()
+}
+
+/// Prepared batches through the library: the same results as a plain run,
+/// fresh values on each rerun, errors naming the op, and a drop that frees
+/// the kernel's copy (64 at most per descriptor).
+fn prepared(t: &mut Tally, dev: &Device, cpus: &[u32]) {
+    // Ops whose results do not change from run to run.
+    let mut batch = Batch::new();
+    for &cpu in cpus {
+        batch.push(cpu, Op::RdMsr { msr: 0x277 });
+        batch.push(cpu, Op::RdMsr { msr: TSC_AUX });
+        batch.push(
+            cpu,
+            Op::Cpuid {
+                leaf: 0,
+                subleaf: 0,
+            },
+        );
+        batch.push(cpu, Op::RdPmc { ecx: 0x7fff_0000 });
+        batch.push(cpu, Op::RdCr4);
+    }
+    let p = match dev.prepare(&batch) {
+        Ok(p) => p,
+        Err(e) => {
+            t.check(false, format!("library: prepare: {e}"));
+            return;
+        }
+    };
+    let zero = p.results().all(|r| {
+        r.value == Ok(Value::U64(0))
+            || r.value
+                == Ok(Value::Cpuid {
+                    eax: 0,
+                    ebx: 0,
+                    ecx: 0,
+                    edx: 0,
+                })
+    });
+    t.check(
+        zero,
+        "library: a prepared batch's results are zero before its first run",
+    );
+    let failed = p.run();
+    let ran = dev.run(&mut batch);
+    t.check(
+        failed.as_ref().ok() == Some(&(cpus.len() as u32)) && ran.is_ok(),
+        format!("library: prepared run -> {failed:?} failed ops (one bad RDPMC per CPU), plain run -> {ran:?}"),
+    );
+    let same = p.results().eq(batch.results());
+    t.check(
+        same && p.len() == batch.len(),
+        format!(
+            "library: the prepared run's {} results equal the plain run's",
+            p.len()
+        ),
+    );
+    let mut stamped = Batch::new();
+    stamped.timestamps(true);
+    for _ in 0..8 {
+        stamped.push(0, Op::RdTsc);
+    }
+    match dev.prepare(&stamped) {
+        Ok(p) => {
+            let first = p.run().ok().and_then(|_| p.result(7)?.tsc);
+            let second = p.run().ok().and_then(|_| p.result(0)?.tsc);
+            let ordered = p.results().all(|r| {
+                let v = r.value.ok().and_then(|v| v.as_u64());
+                r.tsc.is_some() && v <= r.tsc
+            }) && p
+                .results()
+                .zip(p.results().skip(1))
+                .all(|(a, b)| a.tsc <= b.tsc);
+            t.check(
+                ordered && first.is_some() && second > first,
+                format!("library: a prepared batch with timestamps: each op's TSC follows its value, in order, and a rerun is later ({first:?} -> {second:?})"),
+            );
+        }
+        Err(e) => t.check(false, format!("library: prepare with timestamps: {e}")),
+    }
+    let mut bad = Batch::new();
+    bad.push(0, Op::RdTsc);
+    bad.push(4096, Op::RdTsc);
+    let e = dev.prepare(&bad).err();
+    t.check(
+        e.as_ref().map(|e| (e.errno(), e.op_index())) == Some((Errno(libc::ENODEV), Some(1))),
+        format!("library: prepare of a bad CPU -> {e:?}"),
+    );
+    drop(p);
+    // 64 at once; the 65th is refused; after the drops, 64 more.
+    let mut one = Batch::new();
+    one.push(0, Op::RdTsc);
+    let held: Vec<_> = (0..uapi::MSRBATCH_MAX_PREPARED)
+        .map_while(|_| dev.prepare(&one).ok())
+        .collect();
+    let beyond = dev.prepare(&one).err().map(|e| e.errno());
+    t.check(
+        held.len() == uapi::MSRBATCH_MAX_PREPARED as usize && beyond == Some(Errno(libc::ENOSPC)),
+        format!(
+            "library: {} prepared batches held, the next -> {beyond:?}",
+            held.len()
+        ),
+    );
+    drop(held);
+    let again: Vec<_> = (0..uapi::MSRBATCH_MAX_PREPARED)
+        .map_while(|_| dev.prepare(&one).ok())
+        .collect();
+    let all_run = again.iter().all(|p| p.run().is_ok_and(|n| n == 0));
+    t.check(
+        again.len() == uapi::MSRBATCH_MAX_PREPARED as usize && all_run,
+        format!(
+            "library: after dropping them, {} more prepare and run",
+            again.len()
+        ),
+    );
+}
+
+/// Restore on close and restore now through the library, on TSC_AUX of the
+/// last CPU.
+fn restore(t: &mut Tally, dev: &Device, cpus: &[u32]) {
+    let cpu = *cpus.last().unwrap_or(&0);
+    let Some(orig) = read_msr(dev, cpu, TSC_AUX) else {
+        t.check(false, "library: restore: TSC_AUX unreadable");
+        return;
+    };
+    let new = orig ^ 0x5a0;
+    let write = |d: &Device| {
+        let mut b = Batch::new();
+        b.push(
+            cpu,
+            Op::WrMsr {
+                msr: TSC_AUX,
+                value: new,
+            },
+        );
+        d.run(&mut b).is_ok() && b.nr_failed() == 0
+    };
+    let r = Device::open().and_then(|d| {
+        d.restore_on_close()?;
+        let wrote = write(&d);
+        let during = read_msr(dev, cpu, TSC_AUX);
+        drop(d);
+        Ok((wrote, during))
+    });
+    let after = read_msr(dev, cpu, TSC_AUX);
+    t.check(
+        matches!(r, Ok((true, Some(v))) if v == new) && after == Some(orig),
+        format!("library: restore on close: TSC_AUX {orig:#x} -> {r:x?} while open -> {after:x?} after close"),
+    );
+    let r = Device::open().and_then(|d| {
+        d.restore_on_close()?;
+        let wrote = write(&d);
+        let n = d.restore_now()?;
+        let now = read_msr(dev, cpu, TSC_AUX);
+        // The log starts over: a later write is logged again (the value
+        // before it is the restored one) and undone on close.
+        let kept = write(&d);
+        drop(d);
+        Ok((wrote, n, now, kept))
+    });
+    let after = read_msr(dev, cpu, TSC_AUX);
+    t.check(
+        matches!(r, Ok((true, 0, Some(v), true)) if v == orig) && after == Some(orig),
+        format!(
+            "library: restore now: {r:x?}; a write after it is undone on close too ({after:x?})"
+        ),
+    );
+    let mut b = Batch::new();
+    b.push(
+        cpu,
+        Op::WrMsr {
+            msr: TSC_AUX,
+            value: orig,
+        },
+    );
+    let back = dev.run(&mut b).is_ok() && read_msr(dev, cpu, TSC_AUX) == Some(orig);
+    t.check(back, "library: TSC_AUX put back");
+    let ro = Device::open_read_only().and_then(|d| d.restore_on_close());
+    t.check(
+        ro.as_ref().err().map(|e| e.errno()) == Some(Errno(libc::EBADF)),
+        format!("library: restore on close of a read-only device -> {ro:?}"),
+    );
+}
+
+/// Synchronised start and timestamps through the library.
+fn sync_and_timestamps(t: &mut Tally, dev: &Device, cpus: &[u32]) {
+    let mut b = Batch::new();
+    b.sync_start(true).timestamps(true);
+    for &cpu in cpus {
+        for _ in 0..4 {
+            b.push(cpu, Op::RdTsc);
+        }
+    }
+    // Emulation can keep a CPU from arriving within 20 ms: try again.
+    let mut r = dev.run(&mut b);
+    let mut tries = 1;
+    while tries < 5
+        && r.as_ref()
+            .is_err_and(|e| e.errno() == Errno(libc::ETIMEDOUT))
+    {
+        r = dev.run(&mut b);
+        tries += 1;
+    }
+    let stamped = b.results().all(|r| {
+        let v = r.value.ok().and_then(|v| v.as_u64());
+        v.is_some() && r.tsc.is_some() && v <= r.tsc
+    });
+    t.check(
+        r.is_ok() && stamped,
+        format!(
+            "library: a synchronised batch with timestamps on {} CPUs ({tries} tries: {r:?}; start spread {} ticks)",
+            cpus.len(),
+            b.start_spread()
+        ),
+    );
+    let mut bad = Batch::new();
+    bad.timestamps(true);
+    bad.push(0, Op::RdTsc);
+    bad.push(0, Op::RdTscp);
+    let e = dev.run(&mut bad).err();
+    t.check(
+        e.as_ref().map(|e| (e.errno(), e.op_index())) == Some((Errno(libc::EINVAL), Some(1))),
+        format!("library: timestamps with RDTSCP -> {e:?}"),
+    );
+}
+
 fn main() {
     let mut t = Tally::default();
     println!("# msrbatch Rust library guest tests");
@@ -257,6 +488,9 @@ fn main() {
     let cpus = msrbatch::online_cpus().expect("/sys/devices/system/cpu/online");
     every_op(&mut t, &dev, &cpus);
     errors(&mut t, &dev);
+    prepared(&mut t, &dev, &cpus);
+    restore(&mut t, &dev, &cpus);
+    sync_and_timestamps(&mut t, &dev, &cpus);
     differential(&mut t, &dev, &cpus);
     t.finish();
 }
