@@ -292,6 +292,20 @@ impl Plan {
     }
 }
 
+/// `MSRBATCH_MAX_CPU_BUSY_NS` in TSC ticks, computed once (0: not yet).
+static BUSY_TSC: AtomicU64 = AtomicU64::new(0);
+
+fn busy_tsc() -> u64 {
+    match BUSY_TSC.load(Ordering::Relaxed) {
+        0 => {
+            let t = crate::glue::ns_to_tsc(uapi::MAX_CPU_BUSY_NS);
+            BUSY_TSC.store(t, Ordering::Relaxed);
+            t
+        }
+        t => t,
+    }
+}
+
 /// How every CPU runs its ops.
 #[derive(Clone, Copy)]
 struct Mode {
@@ -309,7 +323,7 @@ impl Mode {
         Mode {
             stop_on_error: plan.flags & uapi::F_STOP_ON_ERROR != 0,
             stamps: plan.flags & uapi::F_TIMESTAMPS != 0,
-            busy_tsc: crate::glue::ns_to_tsc(uapi::MAX_CPU_BUSY_NS),
+            busy_tsc: busy_tsc(),
             uniform: plan.uniform,
         }
     }

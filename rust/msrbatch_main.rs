@@ -302,12 +302,13 @@ impl MsrBatchFile {
     /// of failed ops.
     fn run_prepared(&self, handle: usize, access: Access) -> Result<isize> {
         let p = self.prepared.lock().get(handle)?;
-        let mut log = self.restore.lock();
+        // The restore log matters only to batches that write.
+        let mut log = p.has_writes().then(|| self.restore.lock());
         let nr_failed = p.run(|ops, plan| {
             check_writes(ops, plan, access)?;
-            match Option::as_mut(&mut *log) {
-                Some(log) if plan.has_writes() => log.snapshot(ops),
-                _ => Ok(()),
+            match log.as_mut().and_then(|l| Option::as_mut(&mut **l)) {
+                Some(log) => log.snapshot(ops),
+                None => Ok(()),
             }
         })?;
         Ok(nr_failed as isize)

@@ -98,6 +98,11 @@ impl Prepared {
         )
     }
 
+    /// Whether the batch writes MSRs.
+    pub(crate) fn has_writes(&self) -> bool {
+        self.plan.has_writes()
+    }
+
     /// Bytes of the results mapping.
     pub(crate) fn mmap_size(&self) -> usize {
         self.results.bytes
