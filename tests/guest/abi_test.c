@@ -19,44 +19,15 @@
 #include <unistd.h>
 #include <linux/msrbatch.h>
 
+#include "testlib.h"
+
 #define MSR_IA32_TSC_AUX	0xc0000103u
 #define MSR_IA32_PAT		0x277u
 #define MSR_IA32_EFER		0xc0000080u
 #define BAD_PMC			0x7fff0000u	/* no counter anywhere */
 
-static int passed, failed, fd, ncpus;
+static int fd, ncpus;
 
-static void check(int cond, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-#include <stdarg.h>
-static void check(int cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s - ", cond ? "ok" : "not ok");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	if (cond)
-		passed++;
-	else
-		failed++;
-}
-
-static struct msrbatch_op mkop(__u16 code, __u32 cpu, __u32 reg, __u64 a0, __u64 a1)
-{
-	struct msrbatch_op op;
-
-	memset(&op, 0, sizeof(op));
-	op.op = code;
-	op.cpu = cpu;
-	op.reg = reg;
-	op.arg[0] = a0;
-	op.arg[1] = a1;
-	return op;
-}
 
 /* Runs a batch; returns 0 or -errno. */
 static int run(struct msrbatch_op *ops, __u32 n, __u32 flags, struct msrbatch_batch *out)
@@ -397,32 +368,18 @@ static void test_max_ops(void)
 	free(ops);
 }
 
-static int cpu_online_write(int cpu, int on)
-{
-	char path[64];
-	FILE *f;
-	int r;
-
-	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/online", cpu);
-	f = fopen(path, "w");
-	if (!f)
-		return -1;
-	r = fprintf(f, "%d\n", on) < 0;
-	return fclose(f) || r ? -1 : 0;
-}
-
 static void test_offline_cpu(void)
 {
 	struct msrbatch_op op;
 	int cpu = ncpus - 1;
 
-	if (ncpus < 2 || cpu_online_write(cpu, 0)) {
+	if (ncpus < 2 || cpu_set_online(cpu, 0)) {
 		printf("ok - # SKIP offline CPU: cannot take CPU %d offline\n", cpu);
 		return;
 	}
 	op = mkop(MSRBATCH_OP_RDTSC, cpu, 0, 0, 0);
 	expect_rejected(&op, ENXIO, "offline CPU");
-	check(cpu_online_write(cpu, 1) == 0, "CPU %d back online", cpu);
+	check(cpu_set_online(cpu, 1) == 0, "CPU %d back online", cpu);
 	op = mkop(MSRBATCH_OP_RDMSR, cpu, MSR_IA32_TSC_AUX, 0, 0);
 	check(run(&op, 1, 0, NULL) == 0 && (op.val[0] & 0xfff) == (__u64)cpu,
 	      "CPU %d runs ops again after onlining", cpu);
@@ -487,6 +444,5 @@ int main(void)
 	test_unprivileged_open();
 	test_taint();
 	close(fd);
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return tally();
 }

@@ -33,34 +33,14 @@
 #include <unistd.h>
 #include <linux/msrbatch.h>
 
+#include "testlib.h"
+
 #define TSC_AUX 0xc0000103u
 #define PAT 0x277u
 #define PARAM "/sys/module/msrbatch/parameters/allow_writes"
 
-static int passed, failed, ncpus;
+static int ncpus;
 
-static void check(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-#include <stdarg.h>
-static void check(int cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s - ", cond ? "ok" : "not ok");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	if (cond)
-		passed++;
-	else
-		failed++;
-}
-
-static void skip(const char *what, const char *why)
-{
-	printf("ok - # SKIP %s: %s\n", what, why);
-}
 
 static __thread sigjmp_buf probe_jb;
 
@@ -87,20 +67,6 @@ static int dev_open(int flags)
 	if (fd < 0)
 		printf("# open /dev/msrbatch (flags %#x): %s\n", flags, strerror(errno));
 	return fd;
-}
-
-static struct msrbatch_op mkop(unsigned int code, unsigned int cpu, unsigned int reg,
-			       __u64 a0, __u64 a1)
-{
-	struct msrbatch_op o;
-
-	memset(&o, 0, sizeof(o));
-	o.op = code;
-	o.cpu = cpu;
-	o.reg = reg;
-	o.arg[0] = a0;
-	o.arg[1] = a1;
-	return o;
 }
 
 /* Runs n ops; returns 0 or -errno; the header is left in *out when given. */
@@ -743,6 +709,5 @@ int main(int argc, char **argv)
 	test_exec_no_descriptor();
 	test_busy_budget();
 	test_lifetime_stress(argc > 1 ? atoi(argv[1]) : 20);
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return tally();
 }

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,39 +18,13 @@
 #include <unistd.h>
 #include <linux/msrbatch.h>
 
+#include "testlib.h"
+
 #define PAT 0x277u
 #define TSC_AUX 0xc0000103u
 #define PARAM "/sys/module/msrbatch/parameters/allow_writes"
 
-static int passed, failed, ncpus;
-
-static void check(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s - ", cond ? "ok" : "not ok");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	if (cond)
-		passed++;
-	else
-		failed++;
-}
-
-static struct msrbatch_op mkop(unsigned int code, unsigned int cpu, unsigned int reg, __u64 a0)
-{
-	struct msrbatch_op o;
-
-	memset(&o, 0, sizeof(o));
-	o.op = code;
-	o.cpu = cpu;
-	o.reg = reg;
-	o.arg[0] = a0;
-	return o;
-}
+static int ncpus;
 
 /* Prepares ops; returns the handle or -errno; *p gets the request back. */
 static int prepare(int fd, struct msrbatch_op *ops, unsigned int n, struct msrbatch_prepare *p)
@@ -97,7 +70,7 @@ static void test_basics(void)
 	__u64 t0;
 
 	for (i = 0; i < 64; i++)
-		ops[i] = mkop(i % 2 ? MSRBATCH_OP_RDTSC : MSRBATCH_OP_RDMSR, 0, i % 2 ? 0 : PAT, 0);
+		ops[i] = mkop(i % 2 ? MSRBATCH_OP_RDTSC : MSRBATCH_OP_RDMSR, 0, i % 2 ? 0 : PAT, 0, 0);
 	h = prepare(fd, ops, 64, &p);
 	check(h >= 0 && p.err_index == MSRBATCH_NO_INDEX && p.mmap_size >= 64 * sizeof(*res) &&
 	      p.mmap_offset == (__u64)h * MSRBATCH_PREPARED_STRIDE,
@@ -109,7 +82,7 @@ static void test_basics(void)
 		return;
 	check(res[0].status == 0 && res[0].val[0] == 0, "before the first run the results are zero");
 	/* Changing the caller's copy after PREPARE changes nothing. */
-	ops[0] = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, 0x777);
+	ops[0] = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, 0x777, 0);
 	r = run(fd, h);
 	check(r == 0, "run returns the number of failed ops (%d)", r);
 	t0 = res[1].val[0];
@@ -138,7 +111,7 @@ static void test_basics(void)
 static void test_validation(void)
 {
 	int fd = open("/dev/msrbatch", O_RDWR), ro = open("/dev/msrbatch", O_RDONLY), i, h;
-	struct msrbatch_op ops[3] = { mkop(MSRBATCH_OP_RDTSC, 0, 0, 0), mkop(99, 0, 0, 0) };
+	struct msrbatch_op ops[3] = { mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0), mkop(99, 0, 0, 0, 0) };
 	struct msrbatch_prepare p;
 
 	h = prepare(fd, ops, 2, &p);
@@ -152,10 +125,10 @@ static void test_validation(void)
 	p.ops = (__u64)(uintptr_t)ops;
 	p.reserved = 1;
 	check(ioctl(fd, MSRBATCH_IOC_PREPARE, &p) == -1 && errno == EINVAL, "reserved field: EINVAL");
-	ops[0] = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, 0);
+	ops[0] = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, 0, 0);
 	h = prepare(ro, ops, 1, &p);
 	check(h == -EBADF && p.err_index == 0, "a write batch on a read-only descriptor: EBADF");
-	ops[0] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0);
+	ops[0] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
 	for (i = 0; i < MSRBATCH_MAX_PREPARED; i++)
 		if (prepare(fd, ops, 1, &p) != i)
 			break;
@@ -171,7 +144,7 @@ static void test_writes_rechecked(void)
 	struct msrbatch_op op;
 	struct msrbatch_prepare p;
 
-	op = mkop(MSRBATCH_OP_WRMSR, 1, TSC_AUX, 1);	/* CPU 1's own TSC_AUX value */
+	op = mkop(MSRBATCH_OP_WRMSR, 1, TSC_AUX, 1, 0);	/* CPU 1's own TSC_AUX value */
 	h = prepare(fd, &op, 1, &p);
 	check(h >= 0 && run(fd, h) == 0, "a prepared write runs");
 	write_param("off");
@@ -185,7 +158,7 @@ static void test_writes_rechecked(void)
 static void test_fork_and_close(void)
 {
 	int fd = open("/dev/msrbatch", O_RDWR), h, status = -1;
-	struct msrbatch_op op = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0);
+	struct msrbatch_op op = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
 	struct msrbatch_result *res;
 	struct msrbatch_prepare p;
 	__u64 before;
@@ -238,7 +211,7 @@ static void test_unprepare_during_runs(void)
 
 	churn_fd = open("/dev/msrbatch", O_RDWR);
 	for (i = 0; i < 256; i++)
-		ops[i] = mkop(MSRBATCH_OP_RDMSR, i % ncpus, PAT, 0);
+		ops[i] = mkop(MSRBATCH_OP_RDMSR, i % ncpus, PAT, 0, 0);
 	for (rounds = 0; rounds < 20; rounds++) {
 		churn_handle = prepare(churn_fd, ops, 256, &p);
 		churn_stop = 0;
@@ -257,37 +230,23 @@ static void test_unprepare_during_runs(void)
 	check(total > 0, "20 rounds of unprepare while 3 threads run the batch (%ld runs) end cleanly", total);
 }
 
-static int cpu_online(int cpu, int on)
-{
-	char path[64];
-	int fd, r;
-
-	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/online", cpu);
-	fd = open(path, O_WRONLY);
-	if (fd < 0)
-		return -1;
-	r = write(fd, on ? "1" : "0", 1) == 1 ? 0 : -1;
-	close(fd);
-	return r;
-}
-
 static void test_hotplug(void)
 {
 	int fd = open("/dev/msrbatch", O_RDWR), h1, h2, cpu = ncpus - 1;
-	struct msrbatch_op one = mkop(MSRBATCH_OP_RDTSCP, cpu, 0, 0);
-	struct msrbatch_op two[2] = { mkop(MSRBATCH_OP_RDTSC, 0, 0, 0), mkop(MSRBATCH_OP_RDTSC, cpu, 0, 0) };
+	struct msrbatch_op one = mkop(MSRBATCH_OP_RDTSCP, cpu, 0, 0, 0);
+	struct msrbatch_op two[2] = { mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0), mkop(MSRBATCH_OP_RDTSC, cpu, 0, 0, 0) };
 	struct msrbatch_prepare p;
 
 	h1 = prepare(fd, &one, 1, &p);
 	h2 = prepare(fd, two, 2, &p);
-	if (cpu < 1 || cpu_online(cpu, 0)) {
+	if (cpu < 1 || cpu_set_online(cpu, 0)) {
 		printf("ok - # SKIP hotplug: cannot take CPU %d offline\n", cpu);
 		close(fd);
 		return;
 	}
 	check(run(fd, h1) == -ENXIO && run(fd, h2) == -ENXIO,
 	      "CPU %d offline: batches prepared for it are ENXIO", cpu);
-	cpu_online(cpu, 1);
+	cpu_set_online(cpu, 1);
 	check(run(fd, h1) == 0 && run(fd, h2) == 0, "CPU %d back: they run again", cpu);
 	close(fd);
 }
@@ -303,6 +262,5 @@ int main(void)
 	test_fork_and_close();
 	test_unprepare_during_runs();
 	test_hotplug();
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return tally();
 }

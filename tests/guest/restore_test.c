@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,26 +19,12 @@
 #include <unistd.h>
 #include <linux/msrbatch.h>
 
+#include "testlib.h"
+
 #define TSC_AUX 0xc0000103u
 
-static int passed, failed, ncpus, ctl;
+static int ncpus, ctl;
 static __u64 orig[64];
-
-static void check(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s - ", cond ? "ok" : "not ok");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	if (cond)
-		passed++;
-	else
-		failed++;
-}
 
 static int batch(int fd, struct msrbatch_op *ops, int n)
 {
@@ -159,20 +144,6 @@ static void test_kill(int rounds)
 	check(good == rounds, "SIGKILL of a process writing in a loop: restored every time (%d of %d)", good, rounds);
 }
 
-static int cpu_online(int cpu, int on)
-{
-	char path[64];
-	int fd, r;
-
-	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/online", cpu);
-	fd = open(path, O_WRONLY);
-	if (fd < 0)
-		return -1;
-	r = write(fd, on ? "1" : "0", 1) == 1 ? 0 : -1;
-	close(fd);
-	return r;
-}
-
 static void test_offline(void)
 {
 	int fd = open_restoring(), cpu = ncpus - 1, kmsg, found = 0;
@@ -182,7 +153,7 @@ static void test_offline(void)
 	kmsg = open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
 	lseek(kmsg, 0, SEEK_END);
 	all_aux(fd, 1, 0x900, NULL);
-	if (cpu < 1 || cpu_online(cpu, 0)) {
+	if (cpu < 1 || cpu_set_online(cpu, 0)) {
 		printf("ok - # SKIP offline CPU at close: cannot take CPU %d offline\n", cpu);
 		close(fd);
 		return;
@@ -194,7 +165,7 @@ static void test_offline(void)
 			rec[n] = 0;
 			found |= strstr(rec, "restore") && strstr(rec, needle);
 		}
-	cpu_online(cpu, 1);
+	cpu_set_online(cpu, 1);
 	orig[cpu] = 0;	/* the kernel sets it again when the CPU comes up */
 	{
 		__u64 now[64];
@@ -221,6 +192,5 @@ int main(int argc, char **argv)
 	test_restore_now();
 	test_kill(argc > 1 ? atoi(argv[1]) : 10);
 	test_offline();
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return tally();
 }

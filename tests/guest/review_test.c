@@ -18,7 +18,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,23 +29,9 @@
 #include <unistd.h>
 #include <linux/msrbatch.h>
 
-static int passed, failed, ncpus;
+#include "testlib.h"
 
-static void check(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s - ", cond ? "ok" : "not ok");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	if (cond)
-		passed++;
-	else
-		failed++;
-}
+static int ncpus;
 
 static int dev_open(int flags)
 {
@@ -55,18 +40,6 @@ static int dev_open(int flags)
 	if (fd < 0)
 		printf("# open /dev/msrbatch: %s\n", strerror(errno));
 	return fd;
-}
-
-static struct msrbatch_op mkop(unsigned int code, unsigned int cpu, unsigned int reg, __u64 a0)
-{
-	struct msrbatch_op o;
-
-	memset(&o, 0, sizeof(o));
-	o.op = code;
-	o.cpu = cpu;
-	o.reg = reg;
-	o.arg[0] = a0;
-	return o;
 }
 
 static int run_hdr(int fd, struct msrbatch_batch *b, struct msrbatch_op *ops, unsigned int n)
@@ -226,9 +199,9 @@ static void probe_irqoff(void)
 		pthread_barrier_init(&bar, NULL, nsend);
 		for (i = 0; i < nsend; i++) {
 			for (j = 0; j < NOPS; j += GROUP) {
-				s[i].ops[j] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0);
+				s[i].ops[j] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
 				for (k = 1; k < GROUP; k++)
-					s[i].ops[j + k] = mkop(MSRBATCH_OP_RDPMC, 0, 0x7fff0000, 0);
+					s[i].ops[j + k] = mkop(MSRBATCH_OP_RDPMC, 0, 0x7fff0000, 0, 0);
 			}
 			s[i].bar = &bar;
 			pthread_create(&t[i], NULL, send_batch, &s[i]);
@@ -373,6 +346,5 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "leak") && i + 1 < argc)
 			probe_leak(atoi(argv[++i]));
 	}
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return tally();
 }

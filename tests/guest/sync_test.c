@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,38 +17,12 @@
 #include <unistd.h>
 #include <linux/msrbatch.h>
 
+#include "testlib.h"
+
 #define TSC_AUX 0xc0000103u
 #define PAT 0x277u
 
-static int passed, failed, ncpus, fd;
-
-static void check(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s - ", cond ? "ok" : "not ok");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	if (cond)
-		passed++;
-	else
-		failed++;
-}
-
-static struct msrbatch_op mkop(unsigned int code, unsigned int cpu, unsigned int reg, __u64 a0)
-{
-	struct msrbatch_op o;
-
-	memset(&o, 0, sizeof(o));
-	o.op = code;
-	o.cpu = cpu;
-	o.reg = reg;
-	o.arg[0] = a0;
-	return o;
-}
+static int ncpus, fd;
 
 static int run_once(struct msrbatch_op *ops, unsigned int n, __u32 flags, struct msrbatch_batch *b)
 {
@@ -82,15 +55,15 @@ static void test_timestamps(void)
 	int i, r, good = 1;
 
 	for (i = 0; i < 8; i++)
-		ops[i] = mkop(MSRBATCH_OP_RDMSR, 1, PAT, 0);
-	ops[8] = mkop(MSRBATCH_OP_DELAY, 1, 0, 100000);
+		ops[i] = mkop(MSRBATCH_OP_RDMSR, 1, PAT, 0, 0);
+	ops[8] = mkop(MSRBATCH_OP_DELAY, 1, 0, 100000, 0);
 	r = run(ops, 9, MSRBATCH_F_TIMESTAMPS, &b);
 	for (i = 1; i < 9; i++)
 		good &= ops[i].val[1] > ops[i - 1].val[1];
 	check(r == 0 && good && ops[0].val[1] != 0 && ops[0].val[0] != 0,
 	      "F_TIMESTAMPS: val[1] of every op is the TSC right after it, increasing (last gap %llu ticks: the 100 us delay)",
 	      (unsigned long long)(ops[8].val[1] - ops[7].val[1]));
-	ops[3] = mkop(MSRBATCH_OP_RDTSCP, 1, 0, 0);
+	ops[3] = mkop(MSRBATCH_OP_RDTSCP, 1, 0, 0, 0);
 	r = run(ops, 9, MSRBATCH_F_TIMESTAMPS, &b);
 	check(r == -EINVAL && b.err_index == 3, "F_TIMESTAMPS with an op that returns val[1] (RDTSCP): EINVAL at its index");
 }
@@ -104,13 +77,13 @@ static void test_sync_program(void)
 	int i, r, good = 1;
 
 	for (i = 0; i < ncpus; i++)
-		ops[i] = mkop(MSRBATCH_OP_RDMSR, i, TSC_AUX, 0);
+		ops[i] = mkop(MSRBATCH_OP_RDMSR, i, TSC_AUX, 0, 0);
 	run(ops, ncpus, 0, &b);
 	for (i = 0; i < ncpus; i++)
 		saved[i] = ops[i].val[0];
 	for (i = 0; i < ncpus; i++) {
-		ops[2 * i] = mkop(MSRBATCH_OP_WRMSR, i, TSC_AUX, 0x100 + i);
-		ops[2 * i + 1] = mkop(MSRBATCH_OP_RDTSCP, i, 0, 0);
+		ops[2 * i] = mkop(MSRBATCH_OP_WRMSR, i, TSC_AUX, 0x100 + i, 0);
+		ops[2 * i + 1] = mkop(MSRBATCH_OP_RDTSCP, i, 0, 0, 0);
 	}
 	r = run(ops, 2 * ncpus, MSRBATCH_F_SYNC_START, &b);
 	for (i = 0; i < ncpus; i++)
@@ -122,7 +95,7 @@ static void test_sync_program(void)
 		printf("# cpu %d: write status %d, rdtscp status %d aux %#llx\n", i, ops[2 * i].status,
 		       ops[2 * i + 1].status, (unsigned long long)ops[2 * i + 1].val[1]);
 	for (i = 0; i < ncpus; i++)
-		ops[i] = mkop(MSRBATCH_OP_WRMSR, i, TSC_AUX, saved[i]);
+		ops[i] = mkop(MSRBATCH_OP_WRMSR, i, TSC_AUX, saved[i], 0);
 	r = run(ops, ncpus, MSRBATCH_F_SYNC_START, &b);
 	check(r == 0, "TSC_AUX restored on every CPU");
 	free(ops);
@@ -137,7 +110,7 @@ static void test_spread(void)
 	int i, r;
 
 	for (i = 0; i < ncpus && i < 64; i++)
-		ops[i] = mkop(MSRBATCH_OP_RDTSC, i, 0, 0);
+		ops[i] = mkop(MSRBATCH_OP_RDTSC, i, 0, 0, 0);
 	r = run(ops, i, 0, &b);
 	check(r == 0 && b.start_spread < 1000000000ull,
 	      "without F_SYNC_START a batch on %d CPUs reports its start spread too (%llu ticks)", i,
@@ -200,7 +173,7 @@ static void test_hotplug(int seconds)
 	pthread_create(&t, NULL, hotplug, NULL);
 	while (time(NULL) < end) {
 		for (i = 0; i < n; i++) {
-			ops[i] = mkop(MSRBATCH_OP_RDTSC, i, 0, 0);
+			ops[i] = mkop(MSRBATCH_OP_RDTSC, i, 0, 0, 0);
 			ops[i].status = 4242;
 		}
 		r = run_once(ops, n, MSRBATCH_F_SYNC_START, &b);
@@ -241,6 +214,5 @@ int main(int argc, char **argv)
 	test_sync_program();
 	test_spread();
 	test_hotplug(argc > 1 ? atoi(argv[1]) : 5);
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return tally();
 }
