@@ -720,7 +720,7 @@ unsafe fn execute_many(
     for _ in runs {
         starts.push(AtomicU64::new(0), GFP_KERNEL_ACCOUNT)?;
     }
-    let rendezvous = Rendezvous::new(runs.len() as u32);
+    let rendezvous = sync.then(|| Rendezvous::new(runs.len() as u32));
 
     let _hotplug = CpusReadGuard::new();
     for run in runs {
@@ -742,7 +742,7 @@ unsafe fn execute_many(
         runs,
         mode,
         starts: &starts,
-        sync: sync.then_some(&rendezvous),
+        sync: rendezvous.as_ref(),
     };
     // SAFETY: `run_on_this_cpu` gets a `Shared` that lives until this call
     // returns (`wait` is true). `Plan::group` put every index below
@@ -758,7 +758,7 @@ unsafe fn execute_many(
             mask.as_raw(),
         )
     };
-    if sync && rendezvous.state.load(Ordering::Acquire) != GO {
+    if rendezvous.is_some_and(|rv| rv.state.load(Ordering::Acquire) != GO) {
         return Err(ETIMEDOUT.into());
     }
     let (mut first, mut last) = (u64::MAX, 0u64);

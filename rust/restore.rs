@@ -41,36 +41,42 @@ impl RestoreLog {
     /// An MSR whose read faults is not logged (its write will fault too).
     pub(crate) fn snapshot(&mut self, ops: &[Op]) -> Result<(), batch::Rejected> {
         let mut reads = KVVec::new();
-        for op in ops.iter().filter(|op| is_write(op)) {
-            let new = self.find(op.cpu, op.reg).is_err()
-                && !reads.iter().any(|r: &Op| r.cpu == op.cpu && r.reg == op.reg);
-            if new {
-                let read = Op {
-                    op: opcode::RDMSR,
-                    cpu: op.cpu,
-                    reg: op.reg,
-                    ..Op::default()
-                };
-                reads.push(read, GFP_KERNEL_ACCOUNT)?;
-            }
+        for op in ops.iter().filter(|op| is_write(op) && self.find(op.cpu, op.reg).is_err()) {
+            let read = Op {
+                op: opcode::RDMSR,
+                cpu: op.cpu,
+                reg: op.reg,
+                ..Op::default()
+            };
+            reads.push(read, GFP_KERNEL_ACCOUNT)?;
         }
         if reads.is_empty() {
             return Ok(());
         }
+        // One read per (CPU, MSR): sort, then keep the first of each run.
+        reads.sort_unstable_by_key(|r| (r.cpu, r.reg));
+        let mut kept = 0;
+        for i in 0..reads.len() {
+            if kept == 0 || (reads[i].cpu, reads[i].reg) != (reads[kept - 1].cpu, reads[kept - 1].reg) {
+                reads[kept] = reads[i];
+                kept += 1;
+            }
+        }
+        reads.truncate(kept);
         let plan = batch::plan(&reads, 0)?;
         // SAFETY: Reads only.
         unsafe { batch::execute(&mut reads, &plan) }?;
+        // The pairs read are none of the logged ones: append, then sort.
         self.saved.reserve(reads.len(), GFP_KERNEL_ACCOUNT)?;
         for r in reads.iter().filter(|r| r.status == 0) {
-            if let Err(i) = self.find(r.cpu, r.reg) {
-                let s = Saved {
-                    cpu: r.cpu,
-                    msr: r.reg,
-                    value: r.val[0],
-                };
-                self.saved.insert_within_capacity(i, s).map_err(|_| ENOMEM)?;
-            }
+            let s = Saved {
+                cpu: r.cpu,
+                msr: r.reg,
+                value: r.val[0],
+            };
+            self.saved.push_within_capacity(s).map_err(|_| ENOMEM)?;
         }
+        self.saved.sort_unstable_by_key(|s| (s.cpu, s.msr));
         Ok(())
     }
 
