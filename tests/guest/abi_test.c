@@ -7,6 +7,7 @@
  *
  * Prints one "ok"/"not ok" line per check and a closing "N passed, N failed".
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>

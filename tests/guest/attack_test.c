@@ -42,24 +42,6 @@
 static int ncpus;
 
 
-static __thread sigjmp_buf probe_jb;
-
-static void on_fault(int sig)
-{
-	siglongjmp(probe_jb, sig);
-}
-
-static int pce_on(void)
-{
-	unsigned int lo, hi;
-	int sig = sigsetjmp(probe_jb, 1);
-
-	if (sig)
-		return sig != SIGSEGV;
-	asm volatile("rdpmc" : "=a"(lo), "=d"(hi) : "c"(0));
-	return 1;
-}
-
 static int dev_open(int flags)
 {
 	int fd = open("/dev/msrbatch", flags | O_CLOEXEC);
@@ -349,26 +331,6 @@ static void *protect_later(void *p)
 	return NULL;
 }
 
-static void pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	sched_setaffinity(0, sizeof(set), &set);
-}
-
-static void unpin(void)
-{
-	cpu_set_t set;
-	int i;
-
-	CPU_ZERO(&set);
-	for (i = 0; i < ncpus; i++)
-		CPU_SET(i, &set);
-	sched_setaffinity(0, sizeof(set), &set);
-}
-
 /* WRMSR + 10 x 1 ms DELAY; another thread write-protects the ops (and the
  * header, with both) during the delays. */
 static void efault_after_run(int fd, int header_too)
@@ -405,7 +367,7 @@ static void efault_after_run(int fd, int header_too)
 		pin(1);
 		go = 1;
 		r = ioctl(fd, MSRBATCH_IOC_BATCH, hdr) ? -errno : 0;
-		unpin();
+		unpin(ncpus);
 		pthread_join(t, NULL);
 		if (r == -EFAULT) {
 			/* It landed before the run, so nothing ran: try later. */
@@ -689,12 +651,8 @@ static void test_busy_budget(void)
 
 int main(int argc, char **argv)
 {
-	struct sigaction sa;
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_fault;
-	sigaction(SIGSEGV, &sa, NULL);
-	sigaction(SIGILL, &sa, NULL);
+	probe_setup();
 	if (argc > 1 && !strcmp(argv[1], "--fds"))
 		return fds_report();
 	setvbuf(stdout, NULL, _IOLBF, 0);

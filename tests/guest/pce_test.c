@@ -26,57 +26,11 @@
 #include <unistd.h>
 #include <linux/msrbatch.h>
 
+#include "testlib.h"
+
 #define CR4_PCE (1ull << 8)
 
-static int passed, failed, ncpus;
-
-static void check(int cond, const char *what)
-{
-	printf("%s - %s\n", cond ? "ok" : "not ok", what);
-	if (cond)
-		passed++;
-	else
-		failed++;
-}
-
-static __thread sigjmp_buf probe_jb;
-
-static void on_fault(int sig)
-{
-	siglongjmp(probe_jb, sig);
-}
-
-/* 1 when this thread may execute RDPMC in user mode (CR4.PCE set). */
-static int pce_on(void)
-{
-	unsigned int lo, hi;
-	int sig = sigsetjmp(probe_jb, 1);
-
-	if (sig)
-		return sig != SIGSEGV;
-	asm volatile("rdpmc" : "=a"(lo), "=d"(hi) : "c"(0));
-	return 1;
-}
-
-static void pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	sched_setaffinity(0, sizeof(set), &set);
-}
-
-static void unpin(void)
-{
-	cpu_set_t set;
-	int i;
-
-	CPU_ZERO(&set);
-	for (i = 0; i < ncpus; i++)
-		CPU_SET(i, &set);
-	sched_setaffinity(0, sizeof(set), &set);
-}
+static int ncpus;
 
 static int dev_open(void)
 {
@@ -163,21 +117,21 @@ static void test_grant_revoke(int fd)
 	}
 	snprintf(msg, sizeof(msg), "granted thread sees PCE in all 300 probes over %d CPUs, migrating and sleeping (%d misses)",
 		 ncpus, off);
-	check(off == 0, msg);
+	check(off == 0, "%s", msg);
 
 	pin(ncpus - 1);
 	m = pce_cpus(fd);
 	snprintf(msg, sizeof(msg), "while granted, pinned to CPU %d: PCE set on exactly that CPU (mask %#lx)",
 		 ncpus - 1, m);
-	check(m == 1l << (ncpus - 1), msg);
+	check(m == 1l << (ncpus - 1), "%s", msg);
 
 	check(pce_revoke(fd) == 0, "revoke");
 	check(!pce_on(), "revoked: user RDPMC faults again");
 	m = pce_cpus(fd);
 	snprintf(msg, sizeof(msg), "after revoke: PCE clear on every CPU (mask %#lx)", m);
-	check(m == 0, msg);
+	check(m == 0, "%s", msg);
 	check(pce_revoke(fd) == -ENOENT, "revoke without a grant -> ENOENT");
-	unpin();
+	unpin(ncpus);
 }
 
 /* An ungranted process shares the CPUs with a granted thread and never sees PCE. */
@@ -216,11 +170,11 @@ static void test_bystander(int fd)
 	waitpid(pid, &status, 0);
 	close(pipefd[0]);
 	snprintf(msg, sizeof(msg), "bystander process on the same CPUs saw PCE %d times in 4000 probes", seen);
-	check(seen == 0, msg);
+	check(seen == 0, "%s", msg);
 	snprintf(msg, sizeof(msg), "granted thread kept PCE through 4000 switches with it (%d misses)", off);
-	check(off == 0, msg);
+	check(off == 0, "%s", msg);
 	check(pce_revoke(fd) == 0, "revoke (bystander test)");
-	unpin();
+	unpin(ncpus);
 }
 
 static void *thread_grant_and_exit(void *arg)
@@ -280,7 +234,7 @@ static void test_lifetimes(void)
 	check(ret == (void *)1, "a thread granted itself and saw PCE");
 	m = pce_cpus_settled(fd2);
 	snprintf(msg, sizeof(msg), "after that thread exited: PCE clear on every CPU (mask %#lx)", m);
-	check(m == 0, msg);
+	check(m == 0, "%s", msg);
 	check(pce_grant(fd) == 0 && pce_revoke(fd) == 0, "the file still works after its granted thread died");
 	close(fd);
 
@@ -295,10 +249,10 @@ static void test_lifetimes(void)
 	pthread_join(t, NULL);
 	snprintf(msg, sizeof(msg), "close by another thread ends a running thread's grant (PCE off after %lld ns)",
 		 saw_off_after_ns);
-	check(saw_off_after_ns >= 0, msg);
+	check(saw_off_after_ns >= 0, "%s", msg);
 	m = pce_cpus_settled(fd2);
 	snprintf(msg, sizeof(msg), "afterwards PCE clear on every CPU (mask %#lx)", m);
-	check(m == 0, msg);
+	check(m == 0, "%s", msg);
 	close(fd2);
 }
 
@@ -315,7 +269,7 @@ static void test_exec(void)
 	rc = p ? pclose(p) : -1;
 	line[strcspn(line, "\n")] = 0;
 	snprintf(msg, sizeof(msg), "msrbatch exec --rdpmc runs CMD with PCE (%s, exit %d)", line, rc);
-	check(strcmp(line, "pce=on") == 0 && rc == 0, msg);
+	check(strcmp(line, "pce=on") == 0 && rc == 0, "%s", msg);
 	p = popen("pce_test --probe", "r");
 	if (!p || !fgets(line, sizeof(line), p))
 		line[0] = 0;
@@ -326,7 +280,7 @@ static void test_exec(void)
 	fd = dev_open();
 	m = pce_cpus_settled(fd);
 	snprintf(msg, sizeof(msg), "after exec --rdpmc ended: PCE clear on every CPU (mask %#lx)", m);
-	check(m == 0, msg);
+	check(m == 0, "%s", msg);
 	close(fd);
 }
 
@@ -372,26 +326,22 @@ static void test_unload(void)
 	for (i = 0; i < 100 && (rc = system("rmmod msrbatch 2>/dev/null")); i++)
 		usleep(10000);
 	snprintf(msg, sizeof(msg), "rmmod succeeds once that thread has exited and its grant is freed (%d retries)", i);
-	check(rc == 0, msg);
+	check(rc == 0, "%s", msg);
 	rc = system("insmod /lib/modules/msrbatch.ko");
 	check(rc == 0, "module loads again");
 	fd = dev_open();
 	m = fd < 0 ? -1 : pce_cpus_settled(fd);
 	snprintf(msg, sizeof(msg), "after unload and reload: PCE clear on every CPU (mask %#lx)", m);
-	check(m == 0, msg);
+	check(m == 0, "%s", msg);
 	if (fd >= 0)
 		close(fd);
 }
 
 int main(int argc, char **argv)
 {
-	struct sigaction sa;
 	int fd;
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_fault;
-	sigaction(SIGSEGV, &sa, NULL);
-	sigaction(SIGILL, &sa, NULL);
+	probe_setup();
 	if (argc > 1 && strcmp(argv[1], "--probe") == 0) {
 		printf("pce=%s\n", pce_on() ? "on" : "off");
 		return 0;
@@ -410,6 +360,5 @@ int main(int argc, char **argv)
 	test_lifetimes();
 	test_exec();
 	test_unload();
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return tally();
 }

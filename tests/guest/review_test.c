@@ -51,15 +51,6 @@ static int run_hdr(int fd, struct msrbatch_batch *b, struct msrbatch_op *ops, un
 	return ioctl(fd, MSRBATCH_IOC_BATCH, b) ? -errno : 0;
 }
 
-static void pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	sched_setaffinity(0, sizeof(set), &set);
-}
-
 /* ---- several callers' batches to one CPU ----------------------------------- */
 
 #define GROUP 16

@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * What the C guest tests share: the TAP-like check lines and the closing
- * "N passed, N failed" tally that run-all.sh reads, building an op, and
- * taking a CPU off- and online. Included by one test program each.
+ * "N passed, N failed" tally that run-all.sh reads, building an op, taking a
+ * CPU off- and online, pinning, and the user-mode RDPMC probe that tells
+ * CR4.PCE apart. Included by one test program each, which defines
+ * _GNU_SOURCE before its first include.
  */
 #ifndef MSRBATCH_TESTLIB_H
 #define MSRBATCH_TESTLIB_H
 
 #include <fcntl.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -71,6 +76,62 @@ static inline int cpu_set_online(int cpu, int on)
 	r = write(fd, on ? "1" : "0", 1) == 1 ? 0 : -1;
 	close(fd);
 	return r;
+}
+
+/* Pins the calling thread to cpu. */
+static inline void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+/* Lets the calling thread run on CPUs 0 .. ncpus - 1 again. */
+static inline void unpin(int ncpus)
+{
+	cpu_set_t set;
+	int i;
+
+	CPU_ZERO(&set);
+	for (i = 0; i < ncpus; i++)
+		CPU_SET(i, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+/*
+ * The RDPMC probe: with CR4.PCE clear, user-mode RDPMC raises #GP (SIGSEGV);
+ * with it set it runs, or under QEMU TCG (no PMU) raises #UD (SIGILL).
+ * probe_setup() installs the handler once per process.
+ */
+static __thread sigjmp_buf probe_jb __attribute__((unused));
+
+static inline void probe_fault(int sig)
+{
+	siglongjmp(probe_jb, sig);
+}
+
+static inline void probe_setup(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = probe_fault;
+	sigaction(SIGSEGV, &sa, NULL);
+	sigaction(SIGILL, &sa, NULL);
+}
+
+/* 1 when this thread may execute RDPMC in user mode (CR4.PCE set). */
+static inline int pce_on(void)
+{
+	unsigned int lo, hi;
+	int sig = sigsetjmp(probe_jb, 1);
+
+	if (sig)
+		return sig != SIGSEGV;
+	asm volatile("rdpmc" : "=a"(lo), "=d"(hi) : "c"(0));
+	return 1;
 }
 
 #endif /* MSRBATCH_TESTLIB_H */
