@@ -192,6 +192,155 @@ struct msrbatch_result {
 #define MSRBATCH_MAX_PREPARED		64
 #define MSRBATCH_PREPARED_STRIDE	(2U << 20)
 
+/*
+ * Samplers (Documentation/sampling.md): MSRBATCH_IOC_SAMPLE starts, from a
+ * prepared batch of this descriptor whose ops only read, a kernel timer on
+ * every CPU the batch names. Every period each of those CPUs runs its ops,
+ * interrupts off, and appends a record to a ring that the caller maps from
+ * the sampler descriptor the ioctl returns (O_RDWR | O_CLOEXEC). The sampler
+ * runs until MSRBATCH_SAMPLER_IOC_STOP on that descriptor or its last
+ * close; the device descriptor and the prepared batch may be closed and
+ * freed meanwhile (the sampler keeps its own copy of the ops).
+ */
+#define MSRBATCH_SAMPLE_MIN_PERIOD_NS	100000ULL	/* 100 us */
+#define MSRBATCH_SAMPLE_MAX_PERIOD_NS	60000000000ULL	/* 60 s */
+#define MSRBATCH_SAMPLE_MAX_OPS		64	/* ops of one CPU per sample */
+#define MSRBATCH_SAMPLE_MAX_RING_PAGES	1024	/* data pages of one ring */
+#define MSRBATCH_MAX_SAMPLERS		64	/* running or not yet closed, system-wide */
+
+/**
+ * struct msrbatch_sample_req - argument of MSRBATCH_IOC_SAMPLE (48 bytes)
+ * @version:    MSRBATCH_ABI_VERSION.
+ * @flags:      0.
+ * @handle:     a prepared batch of this descriptor. Its ops may be RDMSR,
+ *              RDPMC, RDTSC, RDTSCP and CPUID (others: EINVAL, err_index
+ *              names the op), at most MSRBATCH_SAMPLE_MAX_OPS per CPU (E2BIG).
+ *              Its batch flags are ignored.
+ * @ring_pages: pages of the ring's data area: a power of two (EINVAL), at
+ *              most MSRBATCH_SAMPLE_MAX_RING_PAGES (E2BIG).
+ * @period_ns:  MSRBATCH_SAMPLE_MIN_PERIOD_NS..MSRBATCH_SAMPLE_MAX_PERIOD_NS
+ *              (ERANGE).
+ * @watermark:  poll() reports the sampler readable (EPOLLIN) once this many
+ *              bytes are unread; 0 means one record. Less than the data
+ *              area (EINVAL).
+ * @err_index:  out: the op blamed, else MSRBATCH_NO_INDEX.
+ * @mmap_size:  out: mmap() the sampler descriptor at offset 0 with this size
+ *              (or less) and PROT_READ | PROT_WRITE: one page of struct
+ *              msrbatch_ring, then the data area.
+ * @reserved:   must be 0.
+ */
+struct msrbatch_sample_req {
+	__u32 version;
+	__u32 flags;
+	__u32 handle;
+	__u32 ring_pages;
+	__u64 period_ns;
+	__u32 watermark;
+	__u32 err_index;
+	__u64 mmap_size;
+	__u64 reserved;
+};
+
+#define MSRBATCH_RING_VERSION		1
+#define MSRBATCH_RING_STOPPED		(1U << 0)	/* struct msrbatch_ring.flags */
+
+/**
+ * struct msrbatch_ring - the first page of a sampler's mapping
+ * @version:     MSRBATCH_RING_VERSION.
+ * @flags:       MSRBATCH_RING_STOPPED once no CPU will append again.
+ * @data_offset: where the data area starts, from the mapping's start.
+ * @data_size:   its size in bytes (a power of two).
+ * @period_ns:   the sampling period.
+ * @epoch_ns:    CLOCK_MONOTONIC time of period 0; period N is due at
+ *               @epoch_ns + N * @period_ns on every CPU.
+ * @lost:        records not appended because the ring was full, in all.
+ * @data_head:   written by the kernel: bytes ever appended. Load it with
+ *               acquire semantics, then read the records below it.
+ * @data_tail:   written by the reader: bytes ever consumed. Store it with
+ *               release semantics after reading; the kernel never appends
+ *               over unread bytes.
+ *
+ * Every other field is written by the kernel only and is constant except
+ * @flags, @lost and @data_head. Record N starts at data offset
+ * (position & (@data_size - 1)); records are 8-byte aligned and never wrap
+ * around the end of the data area (a MSRBATCH_REC_PAD record fills the rest).
+ */
+struct msrbatch_ring {
+	__u32 version;
+	__u32 flags;
+	__u64 data_offset;
+	__u64 data_size;
+	__u64 period_ns;
+	__u64 epoch_ns;
+	__u64 lost;
+	__u64 reserved0[2];
+	__u64 data_head;	/* offset 64 */
+	__u64 reserved1[7];
+	__u64 data_tail;	/* offset 128 */
+	__u64 reserved2[7];
+};
+
+/* Record types (struct msrbatch_record.type). */
+#define MSRBATCH_REC_PAD	0	/* skip @size bytes (to the end of the area) */
+#define MSRBATCH_REC_SAMPLE	1	/* struct msrbatch_rec_sample */
+#define MSRBATCH_REC_LOST	2	/* struct msrbatch_rec_lost */
+#define MSRBATCH_REC_ONLINE	3	/* struct msrbatch_rec_cpu: @cpu starts sampling */
+#define MSRBATCH_REC_OFFLINE	4	/* struct msrbatch_rec_cpu: @cpu stops (hotplug, stop) */
+
+/**
+ * struct msrbatch_record - the header of every record (16 bytes)
+ * @type: MSRBATCH_REC_*; readers skip types they do not know.
+ * @cpu:  the CPU the record is about.
+ * @size: bytes of the whole record, header included, a multiple of 8.
+ * @nr:   SAMPLE: number of ops, i.e. of @val pairs; otherwise 0.
+ */
+struct msrbatch_record {
+	__u32 type;
+	__u32 cpu;
+	__u32 size;
+	__u32 nr;
+};
+
+/**
+ * struct msrbatch_rec_sample - one CPU's ops, run once
+ * @hdr:    type MSRBATCH_REC_SAMPLE.
+ * @seq:    the period this sample was due in (see struct msrbatch_ring).
+ * @tsc:    the TSC just before the first op.
+ * @failed: bit i set: op i faulted (-EIO) and its values are 0.
+ * @val:    @hdr.nr pairs: val[0] and val[1] of each of this CPU's ops, in
+ *          the prepared batch's array order.
+ */
+struct msrbatch_rec_sample {
+	struct msrbatch_record hdr;
+	__u64 seq;
+	__u64 tsc;
+	__u64 failed;
+	__u64 val[][2];
+};
+
+/**
+ * struct msrbatch_rec_lost - records this CPU could not append (ring full)
+ * @hdr:  type MSRBATCH_REC_LOST.
+ * @lost: how many, since this CPU's last LOST record.
+ */
+struct msrbatch_rec_lost {
+	struct msrbatch_record hdr;
+	__u64 lost;
+};
+
+/**
+ * struct msrbatch_rec_cpu - a CPU starts or stops sampling
+ * @hdr: type MSRBATCH_REC_ONLINE or MSRBATCH_REC_OFFLINE.
+ * @seq: ONLINE: the first period it will sample; OFFLINE: the period due next.
+ * @tsc: the TSC when it happened, on that CPU.
+ */
+struct msrbatch_rec_cpu {
+	struct msrbatch_record hdr;
+	__u64 seq;
+	__u64 tsc;
+};
+
+
 #define MSRBATCH_IOC_MAGIC	0xB9
 
 /*
@@ -242,6 +391,16 @@ struct msrbatch_result {
  */
 #define MSRBATCH_IOC_RESTORE_ON_CLOSE	_IO(MSRBATCH_IOC_MAGIC, 0x05)
 #define MSRBATCH_IOC_RESTORE_NOW	_IO(MSRBATCH_IOC_MAGIC, 0x06)
+
+/*
+ * MSRBATCH_IOC_SAMPLE returns the sampler's descriptor. Needs a descriptor
+ * opened for reading; ENOSPC with MSRBATCH_MAX_SAMPLERS open. On the sampler
+ * descriptor, MSRBATCH_SAMPLER_IOC_STOP (argument 0) stops every CPU's timer
+ * (each CPU then appends an OFFLINE record) and sets MSRBATCH_RING_STOPPED;
+ * the ring stays readable until the last close.
+ */
+#define MSRBATCH_IOC_SAMPLE	_IOWR(MSRBATCH_IOC_MAGIC, 0x07, struct msrbatch_sample_req)
+#define MSRBATCH_SAMPLER_IOC_STOP	_IO(MSRBATCH_IOC_MAGIC, 0x20)
 
 #define MSRBATCH_IOC_PCE_GRANT	_IO(MSRBATCH_IOC_MAGIC, 0x10)
 #define MSRBATCH_IOC_PCE_REVOKE	_IO(MSRBATCH_IOC_MAGIC, 0x11)
