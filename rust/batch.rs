@@ -525,6 +525,25 @@ unsafe fn run_loop<'a>(
     nr_failed
 }
 
+/// Runs `ops` on the current CPU, in order, with no busy budget and without
+/// stopping at a failure: a sampler's ops (`sampler.rs`), which are few and
+/// only read. Returns the number of failed ops.
+///
+/// # Safety
+///
+/// Interrupts are off (or the caller otherwise stays on this CPU), no op of
+/// `ops` writes an MSR, and `uniform`, if given, is the code of every op.
+pub(crate) unsafe fn run_reads_here(ops: &mut [Op], uniform: Option<u16>) -> u32 {
+    let mode = Mode {
+        stop_on_error: false,
+        stamps: false,
+        busy_tsc: u64::MAX,
+        uniform,
+    };
+    // SAFETY: By our own requirements: no writes, `uniform` is right.
+    unsafe { run_sequence(ops.iter_mut(), mode) }
+}
+
 /// The one-CPU cross-call's argument.
 struct OneCpu {
     ops: *mut Op,

@@ -30,4 +30,29 @@ void msrbatch_reaper_sync(void);
 /* Implemented in Rust (pce.rs). */
 void msrbatch_reap_grants(void);
 
+/* Samplers (sampler_glue.c; the Rust half is sampler.rs). */
+struct msrbatch_sampler;
+
+#define MSRBATCH_SAMPLER_READABLE	1u	/* msrbatch_sampler_ready() bits */
+#define MSRBATCH_SAMPLER_HUP		2u
+
+int msrbatch_sampler_init(void);
+void msrbatch_sampler_exit(void);
+struct msrbatch_sampler *msrbatch_sampler_new(void *owner, u64 period_ns, u64 *epoch_ns);
+void msrbatch_sampler_free(struct msrbatch_sampler *s);
+bool msrbatch_sampler_stop(struct msrbatch_sampler *s);
+unsigned long msrbatch_sampler_lock(struct msrbatch_sampler *s);
+void msrbatch_sampler_unlock(struct msrbatch_sampler *s, unsigned long flags);
+void msrbatch_sampler_wake(struct msrbatch_sampler *s);
+int msrbatch_sampler_install(struct msrbatch_sampler *s);
+
+/* Implemented in Rust (sampler.rs); owner is the Rust half. */
+bool msrbatch_sampler_samples(void *owner, unsigned int cpu);
+void msrbatch_sampler_tick(void *owner, unsigned int cpu, u64 seq);
+void msrbatch_sampler_cpu_event(void *owner, unsigned int cpu, bool online, u64 seq);
+unsigned int msrbatch_sampler_ready(void *owner);
+int msrbatch_sampler_mmap(void *owner, struct vm_area_struct *vma, unsigned long len);
+long msrbatch_sampler_ioctl(void *owner, unsigned int cmd, unsigned long arg);
+void msrbatch_sampler_release(void *owner);
+
 #endif /* MSRBATCH_GLUE_H */

@@ -40,6 +40,7 @@ mod insn;
 mod pce;
 mod prepared;
 mod restore;
+mod sampler;
 mod uapi;
 
 use uapi::{Batch, Info, Op};
@@ -52,6 +53,7 @@ const IOC_RUN: u32 = _IO(MAGIC, 0x03);
 const IOC_UNPREPARE: u32 = _IO(MAGIC, 0x04);
 const IOC_RESTORE_ON_CLOSE: u32 = _IO(MAGIC, 0x05);
 const IOC_RESTORE_NOW: u32 = _IO(MAGIC, 0x06);
+const IOC_SAMPLE: u32 = _IOWR::<uapi::SampleReq>(MAGIC, 0x07);
 const IOC_PCE_GRANT: u32 = _IO(MAGIC, 0x10);
 const IOC_PCE_REVOKE: u32 = _IO(MAGIC, 0x11);
 
@@ -92,7 +94,7 @@ impl kernel::InPlaceModule for MsrBatchModule {
         pr_info!("msrbatch {VERSION}: ABI {}\n", uapi::ABI_VERSION);
         // Initialised in this order; if registering fails, `_globals` is dropped.
         try_pin_init!(Self {
-            _globals: Globals::new(),
+            _globals: Globals::new()?,
             _miscdev <- MiscDeviceRegistration::register(MiscDeviceOptions {
                 name: c"msrbatch",
             }),
@@ -104,11 +106,13 @@ impl kernel::InPlaceModule for MsrBatchModule {
 }
 
 /// Module-wide state besides the devices: the allowlist in force, perf's
-/// rdpmc policy reader and the PCE grant registry and reaper.
+/// rdpmc policy reader, the PCE grant registry and reaper, and the samplers'
+/// CPU hotplug state.
 struct Globals;
 
 impl Globals {
-    fn new() -> Self {
+    fn new() -> Result<Self> {
+        sampler::init()?;
         // SAFETY: Once, in module init, before the devices exist.
         unsafe { allowlist::init() };
         #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
@@ -117,7 +121,7 @@ impl Globals {
             pce::init_registry()
         };
         glue::rdpmc_policy_init();
-        Globals
+        Ok(Globals)
     }
 }
 
@@ -129,6 +133,8 @@ impl Drop for Globals {
         pce::exit();
         glue::rdpmc_policy_exit();
         allowlist::exit();
+        // Every sampler's file holds a module reference: none is left.
+        sampler::exit();
     }
 }
 
@@ -205,6 +211,7 @@ impl MiscDevice for MsrBatchFile {
             IOC_PREPARE => this.prepare(arg, access),
             IOC_RUN => this.run_prepared(arg, access),
             IOC_UNPREPARE => this.prepared.lock().remove(arg).map(|_| 0),
+            IOC_SAMPLE => this.sample(arg, access),
             IOC_RESTORE_ON_CLOSE | IOC_RESTORE_NOW if arg != 0 => Err(EINVAL),
             IOC_RESTORE_ON_CLOSE if !access.write => Err(EBADF),
             // Restoring writes whole values back, bits outside a write mask
@@ -296,6 +303,47 @@ impl MsrBatchFile {
             return Err(e);
         }
         ret
+    }
+
+    /// `MSRBATCH_IOC_SAMPLE`: starts a sampler on a prepared batch; returns
+    /// its descriptor.
+    fn sample(&self, arg: usize, access: Access) -> Result<isize> {
+        let (mut reader, mut writer) =
+            UserSlice::new(UserPtr::from_addr(arg), size_of::<uapi::SampleReq>()).reader_writer();
+        let mut req: uapi::SampleReq = reader.read()?;
+        let made = (|| -> Result<sampler::NewSampler, batch::Rejected> {
+            if req.version != uapi::ABI_VERSION || req.flags != 0 || req.reserved != 0 {
+                return Err(EINVAL.into());
+            }
+            if !access.read {
+                return Err(EBADF.into());
+            }
+            if !(uapi::SAMPLE_MIN_PERIOD_NS..=uapi::SAMPLE_MAX_PERIOD_NS).contains(&req.period_ns) {
+                return Err(ERANGE.into());
+            }
+            if !req.ring_pages.is_power_of_two() {
+                return Err(EINVAL.into());
+            }
+            if req.ring_pages > uapi::SAMPLE_MAX_RING_PAGES {
+                return Err(E2BIG.into());
+            }
+            let ops = self.prepared.lock().get(req.handle as usize)?.ops_copy()?;
+            sampler::NewSampler::new(&req, &ops)
+        })();
+        let ret = match made {
+            Ok(s) => {
+                req.err_index = uapi::NO_INDEX;
+                req.mmap_size = s.mmap_size();
+                Ok(s)
+            }
+            Err(r) => {
+                req.err_index = r.index;
+                Err(r.err)
+            }
+        };
+        // The answer first: a caller that cannot read it gets no sampler.
+        writer.write(&req)?;
+        ret?.install()
     }
 
     /// `MSRBATCH_IOC_RUN`: runs prepared batch `handle`; returns the number

@@ -103,6 +103,14 @@ impl Prepared {
         self.plan.has_writes()
     }
 
+    /// A copy of the batch's ops, as validated (a sampler runs its own).
+    pub(crate) fn ops_copy(&self) -> Result<KVVec<Op>> {
+        let ops = self.ops.lock();
+        let mut copy = KVVec::with_capacity(ops.len(), GFP_KERNEL_ACCOUNT)?;
+        copy.extend_from_slice(&ops, GFP_KERNEL_ACCOUNT)?;
+        Ok(copy)
+    }
+
     /// Bytes of the results mapping.
     pub(crate) fn mmap_size(&self) -> usize {
         self.results.bytes

@@ -158,3 +158,91 @@ assert_layout!(OpResult, 24, (status, 0), (reserved, 4), (val, 8));
 assert_layout!(Info, 64, (version, 0), (max_ops, 4), (max_delay_ns, 8),
                (max_cpu_delay_ns, 12), (ops_supported, 16), (flags_supported, 24),
                (max_cpu_busy_ns, 28), (reserved, 32));
+
+/// `MSRBATCH_SAMPLE_MIN_PERIOD_NS`.
+pub(crate) const SAMPLE_MIN_PERIOD_NS: u64 = 100_000;
+/// `MSRBATCH_SAMPLE_MAX_PERIOD_NS`.
+pub(crate) const SAMPLE_MAX_PERIOD_NS: u64 = 60_000_000_000;
+/// `MSRBATCH_SAMPLE_MAX_OPS`.
+pub(crate) const SAMPLE_MAX_OPS: usize = 64;
+/// `MSRBATCH_SAMPLE_MAX_RING_PAGES`.
+pub(crate) const SAMPLE_MAX_RING_PAGES: u32 = 1024;
+/// `MSRBATCH_MAX_SAMPLERS`.
+pub(crate) const MAX_SAMPLERS: u32 = 64;
+/// `MSRBATCH_RING_VERSION`.
+pub(crate) const RING_VERSION: u32 = 1;
+/// `MSRBATCH_RING_STOPPED`.
+pub(crate) const RING_STOPPED: u32 = 1 << 0;
+
+/// `MSRBATCH_REC_*` record types.
+pub(crate) mod rec {
+    pub(crate) const PAD: u32 = 0;
+    pub(crate) const SAMPLE: u32 = 1;
+    pub(crate) const LOST: u32 = 2;
+    pub(crate) const ONLINE: u32 = 3;
+    pub(crate) const OFFLINE: u32 = 4;
+}
+
+/// `struct msrbatch_sample_req`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct SampleReq {
+    pub(crate) version: u32,
+    pub(crate) flags: u32,
+    pub(crate) handle: u32,
+    pub(crate) ring_pages: u32,
+    pub(crate) period_ns: u64,
+    pub(crate) watermark: u32,
+    pub(crate) err_index: u32,
+    pub(crate) mmap_size: u64,
+    pub(crate) reserved: u64,
+}
+
+// SAFETY: `SampleReq` is `repr(C)`, integers only, no padding (checked below).
+unsafe impl FromBytes for SampleReq {}
+// SAFETY: As above.
+unsafe impl AsBytes for SampleReq {}
+
+/// `struct msrbatch_ring`: the sampler mapping's first page. The kernel
+/// never makes a reference to it (user space writes `data_tail` at any time):
+/// it reaches each field through its offset.
+#[repr(C)]
+pub(crate) struct RingPage {
+    pub(crate) version: u32,
+    pub(crate) flags: u32,
+    pub(crate) data_offset: u64,
+    pub(crate) data_size: u64,
+    pub(crate) period_ns: u64,
+    pub(crate) epoch_ns: u64,
+    pub(crate) lost: u64,
+    pub(crate) reserved0: [u64; 2],
+    pub(crate) data_head: u64,
+    pub(crate) reserved1: [u64; 7],
+    pub(crate) data_tail: u64,
+    pub(crate) reserved2: [u64; 7],
+}
+
+/// `struct msrbatch_record`'s size, and the offsets of the fields after it
+/// in `struct msrbatch_rec_sample` (`seq`, `tsc`, `failed`, `val`) and
+/// `struct msrbatch_rec_lost` / `struct msrbatch_rec_cpu`.
+pub(crate) mod rec_layout {
+    pub(crate) const HEADER: usize = 16;
+    pub(crate) const SAMPLE_SEQ: usize = 16;
+    pub(crate) const SAMPLE_TSC: usize = 24;
+    pub(crate) const SAMPLE_FAILED: usize = 32;
+    pub(crate) const SAMPLE_VAL: usize = 40;
+    pub(crate) const LOST_LOST: usize = 16;
+    pub(crate) const LOST_SIZE: usize = 24;
+    pub(crate) const CPU_SEQ: usize = 16;
+    pub(crate) const CPU_TSC: usize = 24;
+    pub(crate) const CPU_SIZE: usize = 32;
+    /// Records start and end on this boundary.
+    pub(crate) const ALIGN: usize = 16;
+}
+
+assert_layout!(SampleReq, 48, (version, 0), (flags, 4), (handle, 8), (ring_pages, 12),
+               (period_ns, 16), (watermark, 24), (err_index, 28), (mmap_size, 32),
+               (reserved, 40));
+assert_layout!(RingPage, 192, (version, 0), (flags, 4), (data_offset, 8), (data_size, 16),
+               (period_ns, 24), (epoch_ns, 32), (lost, 40), (reserved0, 48), (data_head, 64),
+               (reserved1, 72), (data_tail, 128), (reserved2, 136));

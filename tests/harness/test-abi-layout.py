@@ -17,11 +17,30 @@ import tempfile
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 header = open(os.path.join(TOP, "include/uapi/linux/msrbatch.h")).read()
 rust = open(os.path.join(TOP, "rust/uapi.rs")).read()
-STRUCTS = {"Op": "msrbatch_op", "Batch": "msrbatch_batch", "Info": "msrbatch_info"}
+STRUCTS = {"Op": "msrbatch_op", "Batch": "msrbatch_batch", "Info": "msrbatch_info",
+           "Prepare": "msrbatch_prepare", "OpResult": "msrbatch_result",
+           "SampleReq": "msrbatch_sample_req", "RingPage": "msrbatch_ring"}
 CONSTS = {"ABI_VERSION": "MSRBATCH_ABI_VERSION", "MAX_OPS": "MSRBATCH_MAX_OPS",
           "MAX_DELAY_NS": "MSRBATCH_MAX_DELAY_NS", "MAX_CPU_DELAY_NS": "MSRBATCH_MAX_CPU_DELAY_NS",
           "F_STOP_ON_ERROR": "MSRBATCH_F_STOP_ON_ERROR", "F_ALL": "MSRBATCH_F_ALL",
-          "NO_INDEX": "MSRBATCH_NO_INDEX"}
+          "NO_INDEX": "MSRBATCH_NO_INDEX",
+          "SAMPLE_MIN_PERIOD_NS": "MSRBATCH_SAMPLE_MIN_PERIOD_NS",
+          "SAMPLE_MAX_PERIOD_NS": "MSRBATCH_SAMPLE_MAX_PERIOD_NS",
+          "SAMPLE_MAX_RING_PAGES": "MSRBATCH_SAMPLE_MAX_RING_PAGES",
+          "MAX_SAMPLERS": "MSRBATCH_MAX_SAMPLERS", "RING_VERSION": "MSRBATCH_RING_VERSION",
+          "RING_STOPPED": "MSRBATCH_RING_STOPPED"}
+# rust/uapi.rs rec_layout: offsets and sizes of the ring's records.
+RECS = {"HEADER": "sizeof(struct msrbatch_record)",
+        "SAMPLE_SEQ": "offsetof(struct msrbatch_rec_sample, seq)",
+        "SAMPLE_TSC": "offsetof(struct msrbatch_rec_sample, tsc)",
+        "SAMPLE_FAILED": "offsetof(struct msrbatch_rec_sample, failed)",
+        "SAMPLE_VAL": "offsetof(struct msrbatch_rec_sample, val)",
+        "LOST_LOST": "offsetof(struct msrbatch_rec_lost, lost)",
+        "LOST_SIZE": "sizeof(struct msrbatch_rec_lost)",
+        "CPU_SEQ": "offsetof(struct msrbatch_rec_cpu, seq)",
+        "CPU_TSC": "offsetof(struct msrbatch_rec_cpu, tsc)",
+        "CPU_SIZE": "sizeof(struct msrbatch_rec_cpu)"}
+RECTYPES = ["PAD", "SAMPLE", "LOST", "ONLINE", "OFFLINE"]
 OPS = ["RDMSR", "WRMSR", "RMWMSR", "RDPMC", "RDTSC", "RDTSCP", "CPUID", "DELAY", "RDCR4", "MAX"]
 
 fails = []
@@ -36,6 +55,10 @@ for k, expr in re.findall(r"pub\(crate\) const (\w+): u(?:32|64) = ([^;]+);", ru
     rust_consts[k] = eval(expr, {"__builtins__": {}}, dict(rust_consts))
 rust_ops = {k: int(v) for k, v in re.findall(r"pub\(crate\) const (\w+): u16 = (\d+);", rust)}
 rust_ops["MAX"] = rust_ops.get(re.search(r"const MAX: u16 = (\w+);", rust).group(1), -1)
+rec_mod = re.search(r"mod rec_layout \{(.*?)\n\}", rust, re.S).group(1)
+rust_recs = {k: int(v) for k, v in re.findall(r"pub\(crate\) const (\w+): usize = (\d+);", rec_mod)}
+type_mod = re.search(r"mod rec \{(.*?)\n\}", rust, re.S).group(1)
+rust_rectypes = {k: int(v) for k, v in re.findall(r"pub\(crate\) const (\w+): u32 = (\d+);", type_mod)}
 
 # C side: every field of each struct.
 c_fields = {}
@@ -55,6 +78,10 @@ for rname, cname in CONSTS.items():
     prog.append(f'printf("const {rname} %llu\\n", (unsigned long long){cname});')
 for op in OPS:
     prog.append(f'printf("op {op} %llu\\n", (unsigned long long)MSRBATCH_OP_{op});')
+for k, expr in RECS.items():
+    prog.append(f'printf("rec {k} %zu\\n", {expr});')
+for t in RECTYPES:
+    prog.append(f'printf("rectype {t} %llu\\n", (unsigned long long)MSRBATCH_REC_{t});')
 prog.append("return 0; }")
 
 with tempfile.TemporaryDirectory() as d:
@@ -68,6 +95,10 @@ with tempfile.TemporaryDirectory() as d:
             val = int(val)
             if key.startswith("const "):
                 want = rust_consts.get(key[6:])
+            elif key.startswith("rec "):
+                want = rust_recs.get(key[4:])
+            elif key.startswith("rectype "):
+                want = rust_rectypes.get(key[8:])
             elif key.startswith("op "):
                 want = rust_ops.get(key[3:])
             elif key.endswith(" size"):
@@ -83,5 +114,6 @@ for f in fails:
 if fails:
     sys.exit(1)
 n = sum(len(v) for v in c_fields.values())
-print(f"ok - rust/uapi.rs matches the C header for -m64 and -m32: 3 sizes, {n} offsets, "
-      f"{len(CONSTS)} constants, {len(OPS)} op codes")
+print(f"ok - rust/uapi.rs matches the C header for -m64 and -m32: {len(STRUCTS)} sizes, {n} offsets, "
+      f"{len(CONSTS)} constants, {len(OPS)} op codes, {len(RECS)} record offsets, "
+      f"{len(RECTYPES)} record types")

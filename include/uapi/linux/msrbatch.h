@@ -262,8 +262,9 @@ struct msrbatch_sample_req {
  *
  * Every other field is written by the kernel only and is constant except
  * @flags, @lost and @data_head. Record N starts at data offset
- * (position & (@data_size - 1)); records are 8-byte aligned and never wrap
- * around the end of the data area (a MSRBATCH_REC_PAD record fills the rest).
+ * (position & (@data_size - 1)); records are 16-byte aligned (their @size is
+ * a multiple of 16: a record may end in padding) and never wrap around the
+ * end of the data area (a MSRBATCH_REC_PAD record fills the rest).
  */
 struct msrbatch_ring {
 	__u32 version;
@@ -291,7 +292,7 @@ struct msrbatch_ring {
  * struct msrbatch_record - the header of every record (16 bytes)
  * @type: MSRBATCH_REC_*; readers skip types they do not know.
  * @cpu:  the CPU the record is about.
- * @size: bytes of the whole record, header included, a multiple of 8.
+ * @size: bytes of the whole record, header included, a multiple of 16.
  * @nr:   SAMPLE: number of ops, i.e. of @val pairs; otherwise 0.
  */
 struct msrbatch_record {

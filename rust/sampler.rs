@@ -1,0 +1,597 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Samplers: a prepared batch that only reads, run by a timer on every CPU
+//! it names, into a ring the caller maps (`Documentation/sampling.md`).
+//!
+//! `MSRBATCH_IOC_SAMPLE` copies the prepared batch's ops (they are already
+//! validated), keeps those of each CPU as that CPU's *lane*, allocates the
+//! ring (`vmalloc_user()`: one control page, `struct msrbatch_ring`, then the
+//! data area) and hands the sampler to `sampler_glue.c`, which makes it a
+//! file and starts one pinned hrtimer per CPU through a CPU hotplug state.
+//!
+//! Every period, on each CPU, the timer (hard interrupt context) runs the
+//! lane's ops and appends a record under the ring's raw spinlock. Nothing in
+//! that path allocates, sleeps or touches user memory. The ring never
+//! overwrites unread bytes: a record that does not fit is counted as lost
+//! (per CPU, reported by a LOST record once there is room, and in the control
+//! page's `lost`). The kernel trusts nothing in the mapping: it keeps its own
+//! head, reads only `data_tail` (and treats a tail that makes no sense as a
+//! full ring), and writes only within the mapping.
+//!
+//! Lifetimes: the sampler belongs to its file. The last close stops the
+//! timers (the hotplug state's teardown cancels each on its CPU), waits for
+//! a pending wake-up, and frees; mappings keep their own references to the
+//! ring's pages. The sampler keeps nothing of the device file that made it.
+
+use crate::batch;
+use crate::uapi::{self, opcode, rec, rec_layout as lay, Op, RingPage};
+use core::cell::UnsafeCell;
+use core::ffi::{c_int, c_long, c_uint, c_ulong, c_void};
+use core::mem::offset_of;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use kernel::{page::PAGE_SIZE, prelude::*};
+
+/// `struct msrbatch_sampler` of `sampler_glue.c`, opaque here.
+#[repr(C)]
+pub(crate) struct Glue {
+    _private: [u8; 0],
+}
+
+extern "C" {
+    fn msrbatch_sampler_new(owner: *mut c_void, period_ns: u64, epoch_ns: *mut u64) -> *mut Glue;
+    fn msrbatch_sampler_free(s: *mut Glue);
+    fn msrbatch_sampler_stop(s: *mut Glue) -> bool;
+    fn msrbatch_sampler_lock(s: *mut Glue) -> c_ulong;
+    fn msrbatch_sampler_unlock(s: *mut Glue, flags: c_ulong);
+    fn msrbatch_sampler_wake(s: *mut Glue);
+    fn msrbatch_sampler_install(s: *mut Glue) -> c_int;
+}
+
+/// `MSRBATCH_SAMPLER_READABLE` and `MSRBATCH_SAMPLER_HUP` of `glue.h`.
+const READABLE: c_uint = 1;
+const HUP: c_uint = 2;
+
+/// `MSRBATCH_SAMPLER_IOC_STOP`.
+const IOC_STOP: c_uint = kernel::ioctl::_IO(0xB9, 0x20);
+
+extern "C" {
+    fn msrbatch_sampler_init() -> c_int;
+    fn msrbatch_sampler_exit();
+}
+
+/// Sets up the samplers' CPU hotplug state (module init).
+pub(crate) fn init() -> Result {
+    // SAFETY: Process context, once, before any sampler exists.
+    kernel::error::to_result(unsafe { msrbatch_sampler_init() })
+}
+
+/// Removes it (module exit, when no sampler exists: each file holds a
+/// module reference).
+pub(crate) fn exit() {
+    // SAFETY: Once, after `init`, with no instance left.
+    unsafe { msrbatch_sampler_exit() }
+}
+
+/// Samplers that exist, system-wide (`MSRBATCH_MAX_SAMPLERS`).
+static NR_SAMPLERS: AtomicU32 = AtomicU32::new(0);
+
+/// One CPU's share of a sampler.
+struct Lane {
+    cpu: u32,
+    /// The code of every op, if they share one (the batch's fast loops).
+    uniform: Option<u16>,
+    /// The CPU's ops in array order, as run by its timer, which alone
+    /// touches them (an hrtimer's callback never runs twice at once).
+    ops: UnsafeCell<KVec<Op>>,
+    /// Records of this CPU lost since its last LOST record (ring lock).
+    lost: AtomicU64,
+}
+
+/// The ring: `vmalloc_user()` memory, the control page then the data area.
+struct Ring {
+    base: NonNull<u8>,
+    bytes: usize,
+    data_size: u64,
+    /// Bytes appended: the producers' own head (written under the lock;
+    /// read without it by `poll()`). `data_head` in the page is a copy.
+    head: AtomicU64,
+    /// Records lost in all (under the lock); `lost` in the page is a copy.
+    lost: AtomicU64,
+}
+
+/// Where a reserved record goes: its offset in the data area and the head
+/// after it.
+struct Slot {
+    off: usize,
+    next_head: u64,
+}
+
+impl Ring {
+    fn new(data_pages: u32, period_ns: u64) -> Result<Self> {
+        let data_size = data_pages as usize * PAGE_SIZE;
+        let bytes = PAGE_SIZE + data_size;
+        let base = crate::glue::results_alloc(bytes).ok_or(ENOMEM)?.cast::<u8>();
+        let ring = Ring {
+            base,
+            bytes,
+            data_size: data_size as u64,
+            head: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
+        };
+        ring.put32(offset_of!(RingPage, version), uapi::RING_VERSION);
+        ring.put64(offset_of!(RingPage, data_offset), PAGE_SIZE as u64);
+        ring.put64(offset_of!(RingPage, data_size), data_size as u64);
+        ring.put64(offset_of!(RingPage, period_ns), period_ns);
+        Ok(ring)
+    }
+
+    /// Writes `v` at byte `off` of the mapping (the control page, or the data
+    /// area at `PAGE_SIZE + off`).
+    fn put64(&self, off: usize, v: u64) {
+        if off + 8 <= self.bytes && off % 8 == 0 {
+            // SAFETY: In bounds and aligned (checked). User space may access
+            // the memory at any time: a volatile write, no reference.
+            unsafe { self.base.as_ptr().add(off).cast::<u64>().write_volatile(v) };
+        }
+    }
+
+    fn put32(&self, off: usize, v: u32) {
+        if off + 4 <= self.bytes && off % 4 == 0 {
+            // SAFETY: As in `put64`.
+            unsafe { self.base.as_ptr().add(off).cast::<u32>().write_volatile(v) };
+        }
+    }
+
+    /// The control page's field at `off`, as an atomic (user space writes
+    /// `data_tail` concurrently).
+    fn atomic(&self, off: usize) -> &AtomicU64 {
+        const { assert!(offset_of!(RingPage, data_tail) + 8 <= 4096) };
+        // SAFETY: `off` is one of the page's u64 fields (callers pass an
+        // `offset_of!`), 8-byte aligned, inside the first page, which lives
+        // as long as `self`; all accesses to it from here are atomic.
+        unsafe { AtomicU64::from_ptr(self.base.as_ptr().add(off).cast::<u64>()) }
+    }
+
+    /// Reserves `size` bytes (a multiple of `ALIGN`, at most the data area)
+    /// for `cpu`'s record; writes a PAD record first if it would not fit
+    /// before the end. `None`: the ring is full (or its tail is garbage).
+    /// Under the lock.
+    fn reserve(&self, cpu: u32, size: u64) -> Option<Slot> {
+        let mut head = self.head.load(Ordering::Relaxed);
+        let tail = self.atomic(offset_of!(RingPage, data_tail)).load(Ordering::Acquire);
+        let unread = head.wrapping_sub(tail);
+        let off = head & (self.data_size - 1);
+        let to_end = self.data_size - off;
+        let pad = if size > to_end { to_end } else { 0 };
+        if unread > self.data_size || unread + pad + size > self.data_size {
+            return None;
+        }
+        if pad != 0 {
+            self.put_header(off as usize, rec::PAD, cpu, pad, 0);
+            head += pad;
+        }
+        Some(Slot {
+            off: (head & (self.data_size - 1)) as usize,
+            next_head: head + size,
+        })
+    }
+
+    /// Writes a record header (`type`, `cpu`, `size`, `nr`: two u64s) at
+    /// data offset `off`.
+    fn put_header(&self, off: usize, ty: u32, cpu: u32, size: u64, nr: u32) {
+        const { assert!(lay::HEADER == 16 && lay::SAMPLE_SEQ == lay::HEADER) };
+        let at = PAGE_SIZE + off;
+        self.put64(at, u64::from(ty) | (u64::from(cpu) << 32));
+        self.put64(at + 8, size | (u64::from(nr) << 32));
+    }
+
+    /// Writes field `field` (byte offset in the record) of the record at `slot`.
+    fn put_field(&self, slot: &Slot, field: usize, v: u64) {
+        self.put64(PAGE_SIZE + slot.off + field, v);
+    }
+
+    /// Publishes the records written up to `slot`.
+    fn commit(&self, slot: Slot) {
+        self.head.store(slot.next_head, Ordering::Relaxed);
+        // Release: the record's bytes before the head that shows them.
+        self.atomic(offset_of!(RingPage, data_head)).store(slot.next_head, Ordering::Release);
+    }
+
+    /// Unread bytes (garbage tails make this large).
+    fn unread(&self) -> u64 {
+        let tail = self.atomic(offset_of!(RingPage, data_tail)).load(Ordering::Acquire);
+        self.head.load(Ordering::Acquire).wrapping_sub(tail)
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: From `results_alloc`, not used afterwards; mappings keep
+        // their own references to the pages.
+        unsafe { crate::glue::results_free(self.base.cast()) };
+    }
+}
+
+/// A sampler: its lanes, its ring and its C half.
+pub(crate) struct Sampler {
+    glue: Option<NonNull<Glue>>,
+    ring: Ring,
+    /// Sorted by CPU.
+    lanes: KVec<Lane>,
+    watermark: u64,
+    stopped: AtomicBool,
+    _counted: Counted,
+}
+
+// SAFETY: The lanes' ops are touched only by their CPU's timer; everything
+// else shared is atomic or written under the C half's lock.
+unsafe impl Sync for Sampler {}
+// SAFETY: As above; nothing is tied to a thread.
+unsafe impl Send for Sampler {}
+
+/// Takes the ring's lock (interrupts off) until dropped.
+struct Locked(NonNull<Glue>, c_ulong);
+
+impl Locked {
+    fn new(g: NonNull<Glue>) -> Self {
+        // SAFETY: `g` is a live C half (callers hold its sampler).
+        Locked(g, unsafe { msrbatch_sampler_lock(g.as_ptr()) })
+    }
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        // SAFETY: Taken in `new` with these flags.
+        unsafe { msrbatch_sampler_unlock(self.0.as_ptr(), self.1) };
+    }
+}
+
+/// Whether a sampler may run `op` (read-only ops that take no time).
+fn may_sample(op: &Op) -> bool {
+    matches!(op.op, opcode::RDMSR | opcode::RDPMC | opcode::RDTSC | opcode::RDTSCP | opcode::CPUID)
+}
+
+/// Splits `ops` into lanes (EINVAL for an op a sampler may not run, E2BIG
+/// past `SAMPLE_MAX_OPS` on one CPU; each names the first such op).
+fn lanes_of(ops: &[Op]) -> Result<KVec<Lane>, batch::Rejected> {
+    if let Some(i) = ops.iter().position(|op| !may_sample(op)) {
+        return Err(batch::Rejected { err: EINVAL, index: i as u32 });
+    }
+    let mut order = KVec::<(u32, u32)>::with_capacity(ops.len(), GFP_KERNEL_ACCOUNT)?;
+    for (i, op) in ops.iter().enumerate() {
+        order.push((op.cpu, i as u32), GFP_KERNEL_ACCOUNT)?;
+    }
+    order.sort_unstable();
+    // The first op, in array order, that is its CPU's 65th or later.
+    let too_many = order
+        .chunk_by(|a, b| a.0 == b.0)
+        .filter_map(|run| run.get(uapi::SAMPLE_MAX_OPS).map(|&(_, i)| i))
+        .min();
+    if let Some(index) = too_many {
+        return Err(batch::Rejected { err: E2BIG, index });
+    }
+    let mut lanes = KVec::new();
+    for run in order.chunk_by(|a, b| a.0 == b.0) {
+        let mut lane_ops = KVec::with_capacity(run.len(), GFP_KERNEL_ACCOUNT)?;
+        for &(_, i) in run {
+            let mut op = *ops.get(i as usize).ok_or(EINVAL)?;
+            op.status = 0;
+            op.val = [0, 0];
+            lane_ops.push(op, GFP_KERNEL_ACCOUNT)?;
+        }
+        let first = lane_ops.first().map_or(0, |op| op.op);
+        let uniform = lane_ops.iter().all(|op| op.op == first).then_some(first);
+        lanes.push(
+            Lane {
+                cpu: run[0].0,
+                uniform,
+                ops: UnsafeCell::new(lane_ops),
+                lost: AtomicU64::new(0),
+            },
+            GFP_KERNEL_ACCOUNT,
+        )?;
+    }
+    Ok(lanes)
+}
+
+/// One of the `MAX_SAMPLERS`, held by a sampler for its life.
+struct Counted;
+
+impl Counted {
+    /// `ENOSPC` when all are taken.
+    fn new() -> Result<Self> {
+        NR_SAMPLERS
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < uapi::MAX_SAMPLERS).then_some(n + 1))
+            .map(|_| Counted)
+            .map_err(|_| ENOSPC)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        NR_SAMPLERS.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A sampler being made: the `MSRBATCH_IOC_SAMPLE` checks have passed.
+pub(crate) struct NewSampler(KBox<Sampler>);
+
+impl NewSampler {
+    /// Checks `req` and `ops` (a prepared batch's ops, validated) and makes
+    /// a sampler, not yet started.
+    pub(crate) fn new(req: &uapi::SampleReq, ops: &[Op]) -> Result<Self, batch::Rejected> {
+        let lanes = lanes_of(ops)?;
+        let data_size = u64::from(req.ring_pages) * PAGE_SIZE as u64;
+        if u64::from(req.watermark) >= data_size {
+            return Err(EINVAL.into());
+        }
+        let counted = Counted::new()?;
+        let ring = Ring::new(req.ring_pages, req.period_ns)?;
+        let mut s = KBox::new(
+            Sampler {
+                glue: None,
+                ring,
+                lanes,
+                watermark: u64::from(req.watermark),
+                stopped: AtomicBool::new(false),
+                _counted: counted,
+            },
+            GFP_KERNEL_ACCOUNT,
+        )?;
+        let owner = core::ptr::from_mut::<Sampler>(&mut *s).cast::<c_void>();
+        let mut epoch = 0u64;
+        // SAFETY: `owner` is the boxed sampler, which outlives its C half
+        // (`Drop` frees that first).
+        let g = unsafe { msrbatch_sampler_new(owner, req.period_ns, &mut epoch) };
+        s.glue = Some(NonNull::new(g).ok_or(ENOMEM)?);
+        s.ring.put64(offset_of!(RingPage, epoch_ns), epoch);
+        Ok(NewSampler(s))
+    }
+
+    /// Bytes to map.
+    pub(crate) fn mmap_size(&self) -> u64 {
+        self.0.ring.bytes as u64
+    }
+
+    /// Starts the timers and returns the sampler's new descriptor.
+    pub(crate) fn install(self) -> Result<isize> {
+        let Some(g) = self.0.glue else {
+            return Err(ENOMEM);
+        };
+        // From here on the C half owns the box: its release reclaims it.
+        let _ = KBox::into_raw(self.0);
+        // SAFETY: `g` is the sampler's C half, whose owner is the leaked box;
+        // `msrbatch_sampler_install` gives both to the file, or releases.
+        let fd = unsafe { msrbatch_sampler_install(g.as_ptr()) };
+        kernel::error::to_result(fd).map(|()| fd as isize)
+    }
+}
+
+impl Sampler {
+    fn lane(&self, cpu: u32) -> Option<&Lane> {
+        self.lanes.binary_search_by_key(&cpu, |l| l.cpu).ok().and_then(|i| self.lanes.get(i))
+    }
+
+    fn lock(&self) -> Option<Locked> {
+        self.glue.map(Locked::new)
+    }
+
+    /// Counts a record of `lane` that did not fit. Under the lock.
+    fn lose(&self, lane: &Lane) {
+        lane.lost.fetch_add(1, Ordering::Relaxed);
+        let total = self.ring.lost.fetch_add(1, Ordering::Relaxed) + 1;
+        self.ring.put64(offset_of!(RingPage, lost), total);
+    }
+
+    /// Appends `lane`'s LOST record if it has lost any and it fits. Under
+    /// the lock; returns whether the ring has room for more.
+    fn flush_lost(&self, lane: &Lane) -> bool {
+        let lost = lane.lost.load(Ordering::Relaxed);
+        if lost == 0 {
+            return true;
+        }
+        let size = lay::LOST_SIZE.next_multiple_of(lay::ALIGN);
+        let Some(slot) = self.ring.reserve(lane.cpu, size as u64) else {
+            return false;
+        };
+        self.ring.put_header(slot.off, rec::LOST, lane.cpu, size as u64, 0);
+        self.ring.put_field(&slot, lay::LOST_LOST, lost);
+        // The padding up to the 16-byte boundary.
+        self.ring.put_field(&slot, lay::LOST_SIZE, 0);
+        self.ring.commit(slot);
+        lane.lost.store(0, Ordering::Relaxed);
+        true
+    }
+
+    /// Wakes `poll()` if the watermark is reached.
+    fn wake_if_ready(&self) {
+        if let Some(g) = self.glue {
+            if self.ring.unread() >= self.watermark.max(1) {
+                // SAFETY: `g` is this sampler's live C half.
+                unsafe { msrbatch_sampler_wake(g.as_ptr()) };
+            }
+        }
+    }
+
+    /// One period on `cpu`: runs its ops and appends the sample. Hard
+    /// interrupt context, on `cpu`.
+    fn tick(&self, cpu: u32, seq: u64) {
+        let Some(lane) = self.lane(cpu) else {
+            return;
+        };
+        let tsc = crate::insn::rdtsc().unwrap_or(0);
+        // SAFETY: Only this CPU's timer touches the lane's ops, and its
+        // callbacks never overlap.
+        let ops = unsafe { &mut *lane.ops.get() };
+        // SAFETY: Interrupts are off (hard interrupt context); a lane has
+        // only read ops (`lanes_of`); `uniform` was computed from them.
+        unsafe { batch::run_reads_here(ops, lane.uniform) };
+        let failed = ops
+            .iter()
+            .enumerate()
+            .filter(|(_, op)| op.status != 0)
+            .fold(0u64, |m, (i, _)| m | (1u64 << (i % 64)));
+        let fields = lay::SAMPLE_VAL + 16 * ops.len();
+        let size = fields.next_multiple_of(lay::ALIGN);
+        let Some(_locked) = self.lock() else {
+            return;
+        };
+        let slot = if self.flush_lost(lane) { self.ring.reserve(cpu, size as u64) } else { None };
+        match slot {
+            Some(slot) => {
+                self.ring.put_header(slot.off, rec::SAMPLE, cpu, size as u64, ops.len() as u32);
+                self.ring.put_field(&slot, lay::SAMPLE_SEQ, seq);
+                self.ring.put_field(&slot, lay::SAMPLE_TSC, tsc);
+                self.ring.put_field(&slot, lay::SAMPLE_FAILED, failed);
+                for (i, op) in ops.iter().enumerate() {
+                    self.ring.put_field(&slot, lay::SAMPLE_VAL + 16 * i, op.val[0]);
+                    self.ring.put_field(&slot, lay::SAMPLE_VAL + 16 * i + 8, op.val[1]);
+                }
+                if size > fields {
+                    self.ring.put_field(&slot, fields, 0);
+                }
+                self.ring.commit(slot);
+            }
+            None => self.lose(lane),
+        }
+        drop(_locked);
+        self.wake_if_ready();
+    }
+
+    /// `cpu` starts (`online`) or stops sampling at period `seq`.
+    fn cpu_event(&self, cpu: u32, online: bool, seq: u64) {
+        let Some(lane) = self.lane(cpu) else {
+            return;
+        };
+        let tsc = crate::insn::rdtsc().unwrap_or(0);
+        let ty = if online { rec::ONLINE } else { rec::OFFLINE };
+        {
+            let Some(_locked) = self.lock() else {
+                return;
+            };
+            let slot = if self.flush_lost(lane) { self.ring.reserve(cpu, lay::CPU_SIZE as u64) } else { None };
+            match slot {
+                Some(slot) => {
+                    self.ring.put_header(slot.off, ty, cpu, lay::CPU_SIZE as u64, 0);
+                    self.ring.put_field(&slot, lay::CPU_SEQ, seq);
+                    self.ring.put_field(&slot, lay::CPU_TSC, tsc);
+                    self.ring.commit(slot);
+                }
+                None => self.lose(lane),
+            }
+        }
+        self.wake_if_ready();
+    }
+
+    /// Stops the timers (idempotent); the ring says so.
+    fn stop(&self) {
+        let Some(g) = self.glue else {
+            return;
+        };
+        // SAFETY: `g` is this sampler's live C half; process context.
+        if unsafe { msrbatch_sampler_stop(g.as_ptr()) } {
+            self.stopped.store(true, Ordering::Release);
+            self.ring.put32(offset_of!(RingPage, flags), uapi::RING_STOPPED);
+        }
+    }
+
+    /// What `poll()` reports.
+    fn ready(&self) -> c_uint {
+        let unread = self.ring.unread();
+        let stopped = self.stopped.load(Ordering::Acquire);
+        let mut r = 0;
+        if unread != 0 && (unread >= self.watermark.max(1) || stopped) {
+            r |= READABLE;
+        }
+        if stopped {
+            r |= HUP;
+        }
+        r
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.stop();
+        if let Some(g) = self.glue.take() {
+            // SAFETY: Stopped: no timer, hotplug callback or wake-up refers
+            // to `g` any more; the file (if any) is being released.
+            unsafe { msrbatch_sampler_free(g.as_ptr()) };
+        }
+    }
+}
+
+/// The sampler behind `owner`.
+///
+/// # Safety
+///
+/// `owner` is the owner pointer of a live C half: a `Sampler` that the
+/// file has not released.
+unsafe fn sampler<'a>(owner: *mut c_void) -> &'a Sampler {
+    // SAFETY: By the function's requirements.
+    unsafe { &*owner.cast::<Sampler>() }
+}
+
+#[no_mangle]
+extern "C" fn msrbatch_sampler_samples(owner: *mut c_void, cpu: c_uint) -> bool {
+    // SAFETY: Called by the hotplug state while the instance exists, which
+    // is between install and stop.
+    unsafe { sampler(owner) }.lane(cpu).is_some()
+}
+
+#[no_mangle]
+extern "C" fn msrbatch_sampler_tick(owner: *mut c_void, cpu: c_uint, seq: u64) {
+    // SAFETY: Timers run between install and stop, which cancels them before
+    // the sampler is freed.
+    unsafe { sampler(owner) }.tick(cpu, seq);
+}
+
+#[no_mangle]
+extern "C" fn msrbatch_sampler_cpu_event(owner: *mut c_void, cpu: c_uint, online: bool, seq: u64) {
+    // SAFETY: As `msrbatch_sampler_samples`.
+    unsafe { sampler(owner) }.cpu_event(cpu, online, seq);
+}
+
+#[no_mangle]
+extern "C" fn msrbatch_sampler_ready(owner: *mut c_void) -> c_uint {
+    // SAFETY: Called by the file's poll(): the file holds the sampler.
+    unsafe { sampler(owner) }.ready()
+}
+
+#[no_mangle]
+extern "C" fn msrbatch_sampler_mmap(owner: *mut c_void, vma: *mut kernel::bindings::vm_area_struct, len: c_ulong) -> c_int {
+    // SAFETY: Called by the file's mmap(): the file holds the sampler.
+    let s = unsafe { sampler(owner) };
+    if len as usize > s.ring.bytes {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: `vma` is being set up by mmap(), no larger than the ring,
+    // which is an area from `results_alloc` alive while the sampler is.
+    match unsafe { crate::glue::results_mmap(vma, s.ring.base.cast()) } {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+#[no_mangle]
+extern "C" fn msrbatch_sampler_ioctl(owner: *mut c_void, cmd: c_uint, arg: c_ulong) -> c_long {
+    // SAFETY: Called by the file's ioctl(): the file holds the sampler.
+    let s = unsafe { sampler(owner) };
+    match cmd {
+        IOC_STOP if arg == 0 => {
+            s.stop();
+            0
+        }
+        IOC_STOP => c_long::from(EINVAL.to_errno()),
+        _ => c_long::from(ENOTTY.to_errno()),
+    }
+}
+
+#[no_mangle]
+extern "C" fn msrbatch_sampler_release(owner: *mut c_void) {
+    // SAFETY: `owner` is the box `NewSampler::install` leaked; the C half
+    // calls this once, from the file's release or a failed install, and
+    // nothing uses the sampler afterwards.
+    drop(unsafe { KBox::from_raw(owner.cast::<Sampler>()) });
+}
