@@ -44,6 +44,7 @@ bool msrbatch_sampler_stop(struct msrbatch_sampler *s);
 unsigned long msrbatch_sampler_lock(struct msrbatch_sampler *s);
 void msrbatch_sampler_unlock(struct msrbatch_sampler *s, unsigned long flags);
 void msrbatch_sampler_wake(struct msrbatch_sampler *s);
+void msrbatch_sampler_wake_all(struct msrbatch_sampler *s);
 int msrbatch_sampler_install(struct msrbatch_sampler *s);
 
 /* Implemented in Rust (sampler.rs); owner is the Rust half. */

@@ -45,6 +45,7 @@ extern "C" {
     fn msrbatch_sampler_lock(s: *mut Glue) -> c_ulong;
     fn msrbatch_sampler_unlock(s: *mut Glue, flags: c_ulong);
     fn msrbatch_sampler_wake(s: *mut Glue);
+    fn msrbatch_sampler_wake_all(s: *mut Glue);
     fn msrbatch_sampler_install(s: *mut Glue) -> c_int;
 }
 
@@ -491,8 +492,11 @@ impl Sampler {
         };
         // SAFETY: `g` is this sampler's live C half; process context.
         if unsafe { msrbatch_sampler_stop(g.as_ptr()) } {
+            // Every OFFLINE record is in; a woken poll() must see HUP.
             self.stopped.store(true, Ordering::Release);
             self.ring.put32(offset_of!(RingPage, flags), uapi::RING_STOPPED);
+            // SAFETY: As above.
+            unsafe { msrbatch_sampler_wake_all(g.as_ptr()) };
         }
     }
 

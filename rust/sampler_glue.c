@@ -163,7 +163,8 @@ void msrbatch_sampler_free(struct msrbatch_sampler *s)
 
 /*
  * Stops every timer; each CPU that was sampling appends an OFFLINE record.
- * Returns true the first time. Process context.
+ * Returns true the first time (the caller then marks the ring stopped and
+ * wakes the waiters). Process context.
  */
 bool msrbatch_sampler_stop(struct msrbatch_sampler *s)
 {
@@ -175,9 +176,13 @@ bool msrbatch_sampler_stop(struct msrbatch_sampler *s)
 		cpuhp_state_remove_instance(sampler_state, &s->node);
 	s->stopped = true;
 	mutex_unlock(&s->stop_lock);
-	if (first)
-		wake_up_all(&s->wq);
 	return first;
+}
+
+/* Wakes every poll() waiter (after a stop). Process context. */
+void msrbatch_sampler_wake_all(struct msrbatch_sampler *s)
+{
+	wake_up_all(&s->wq);
 }
 
 unsigned long msrbatch_sampler_lock(struct msrbatch_sampler *s)
