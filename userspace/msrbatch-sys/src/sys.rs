@@ -468,7 +468,7 @@ mod tests {
         assert_eq!(size_of::<msrbatch_sample_req>(), 48);
         assert_eq!(
             MSRBATCH_IOC_SAMPLE,
-            (3 << 30) | (48 << 16) | (u32::from(MSRBATCH_IOC_MAGIC) << 8) | 7
+            (3 << 30) | (48 << 16) | (MSRBATCH_IOC_MAGIC << 8) | 7
         );
     }
 
