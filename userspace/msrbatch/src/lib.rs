@@ -50,6 +50,7 @@ pub mod allowlist;
 #[allow(unsafe_code)]
 pub mod capi;
 pub mod counters;
+pub mod derived;
 mod error;
 pub mod model;
 pub mod msr;
