@@ -512,4 +512,4 @@ impl Prepared<'_> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -50,7 +50,7 @@ fn header(kind: u32, cpu: u32, size: usize, nr: usize) -> [u64; 2] {
     ]
 }
 
-fn sample_rec(cpu: u32, seq: u64, tsc: u64, failed: u64, vals: &[[u64; 2]]) -> Vec<u64> {
+pub(crate) fn sample_rec(cpu: u32, seq: u64, tsc: u64, failed: u64, vals: &[[u64; 2]]) -> Vec<u64> {
     let size = 40 + 16 * vals.len();
     let mut r = header(MSRBATCH_REC_SAMPLE, cpu, size, vals.len()).to_vec();
     r.extend([seq, tsc, failed]);
@@ -58,7 +58,7 @@ fn sample_rec(cpu: u32, seq: u64, tsc: u64, failed: u64, vals: &[[u64; 2]]) -> V
     r
 }
 
-fn cpu_rec(kind: u32, cpu: u32, seq: u64, tsc: u64) -> Vec<u64> {
+pub(crate) fn cpu_rec(kind: u32, cpu: u32, seq: u64, tsc: u64) -> Vec<u64> {
     let mut r = header(kind, cpu, 32, 0).to_vec();
     r.extend([seq, tsc]);
     r
@@ -446,25 +446,23 @@ fn concurrent_producer_and_reader() {
     assert_eq!(r.control(word::LOST), lost);
 }
 
-/// A sampler reads a ring mapped from a file like the kernel's (here a
-/// plain file holding a ring): records, the control page's fields, the
-/// CPU's ops, and the values decoded as op results. STOP on a file that
-/// is not a sampler is refused.
-#[test]
-fn sampler_on_a_mapped_file() {
+/// A sampler whose ring is a plain file holding `records` (each with its
+/// CPU), appended as the kernel would, for `ops`; its STOP is refused.
+pub(crate) fn file_sampler(records: &[(u32, Vec<u64>)], ops: &[(u32, Op)]) -> Sampler {
     use std::io::Write;
     let f = Fake::new(PAGE);
-    f.emit(2, &cpu_rec(MSRBATCH_REC_ONLINE, 2, 0, 100));
-    let cpuid = [0x1111_2222_0000_000d, 0x4444_5555_6666_7777];
-    f.emit(
-        2,
-        &sample_rec(2, 0, 1000, 0b10, &[[5, 0xc0de], [0, 0], cpuid]),
-    );
+    for (cpu, r) in records {
+        assert!(f.emit(*cpu, r));
+    }
     let mut bytes = Vec::new();
     for w in &f.words {
         bytes.extend(w.load(Ordering::Relaxed).to_le_bytes());
     }
-    let path = std::env::temp_dir().join(format!("msrbatch-ring-{}", std::process::id()));
+    let path = std::env::temp_dir().join(format!(
+        "msrbatch-ring-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
     let mut file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -473,6 +471,23 @@ fn sampler_on_a_mapped_file() {
         .unwrap();
     std::fs::remove_file(&path).unwrap();
     file.write_all(&bytes).unwrap();
+    Sampler::from_fd(file.into(), bytes.len() as u64, ops).unwrap()
+}
+
+/// A sampler reads a ring mapped from a file like the kernel's (here a
+/// plain file holding a ring): records, the control page's fields, the
+/// CPU's ops, and the values decoded as op results. STOP on a file that
+/// is not a sampler is refused.
+#[test]
+fn sampler_on_a_mapped_file() {
+    let cpuid = [0x1111_2222_0000_000d, 0x4444_5555_6666_7777];
+    let records = [
+        (2, cpu_rec(MSRBATCH_REC_ONLINE, 2, 0, 100)),
+        (
+            2,
+            sample_rec(2, 0, 1000, 0b10, &[[5, 0xc0de], [0, 0], cpuid]),
+        ),
+    ];
     let cpuid_op = Op::Cpuid {
         leaf: 0,
         subleaf: 0,
@@ -483,7 +498,7 @@ fn sampler_on_a_mapped_file() {
         (2, Op::RdMsr { msr: 0x10 }),
         (2, cpuid_op),
     ];
-    let mut s = Sampler::from_fd(file.into(), bytes.len() as u64, &ops).unwrap();
+    let mut s = file_sampler(&records, &ops);
     assert_eq!(
         (s.period_ns(), s.epoch_ns(), s.lost()),
         (1_000_000, 5_000_000_000, 0)
