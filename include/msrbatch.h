@@ -109,6 +109,56 @@ int msrbatch_prepared_result(const struct msrbatch_prepared *prep, size_t index,
 void msrbatch_prepared_free(struct msrbatch_prepared *prep);
 
 /*
+ * Samplers (MSRBATCH_IOC_SAMPLE): every @period_ns, each CPU of @prep runs its
+ * ops (RDMSR, RDPMC, RDTSC, RDTSCP, CPUID only) and appends a record to a ring
+ * of @ring_pages pages (a power of two, at most 1024) that
+ * msrbatch_sampler_read() copies records out of, one at a time. The fd polls
+ * readable (POLLIN) once @watermark bytes are unread (0: one record), POLLHUP
+ * once stopped. msrbatch_sampler_start() returns 0 or a negative errno:
+ * -EINVAL (an op that cannot be sampled; ring pages; the watermark), -E2BIG (over 64 ops on a CPU; ring pages), -ERANGE (period not
+ * within 100 us..60 s), -ENOSPC (64 samplers in the system); then
+ * msrbatch_last_error() says why, naming the op to blame. The sampler
+ * outlives @prep and its device: they may be freed while it runs.
+ */
+struct msrbatch_sampler;
+
+/*
+ * A record: @type is MSRBATCH_REC_SAMPLE, _LOST, _ONLINE or _OFFLINE (of
+ * <linux/msrbatch.h>); @seq and @tsc for SAMPLE, ONLINE and OFFLINE; @failed
+ * (bit i: op i faulted) and @nr (the CPU's ops) for SAMPLE; @lost for LOST.
+ */
+struct msrbatch_sampler_record {
+	uint32_t type;
+	uint32_t cpu;
+	uint64_t seq;
+	uint64_t tsc;
+	uint64_t failed;
+	uint64_t lost;
+	uint32_t nr;
+	uint32_t reserved;
+};
+
+int msrbatch_sampler_start(const struct msrbatch_prepared *prep, uint64_t period_ns,
+			   uint32_t ring_pages, uint32_t watermark,
+			   struct msrbatch_sampler **sampler);
+/* The sampler's descriptor, for poll(); owned by the sampler. */
+int msrbatch_sampler_fd(const struct msrbatch_sampler *sampler);
+/*
+ * Reads the next record into @rec: 1, or 0 if none is unread, or -EBADMSG
+ * (the ring breaks the ABI). A SAMPLE's values (val[0], val[1] of each of
+ * the CPU's ops, in batch order) go to @val, at most @max_val pairs of the
+ * @rec->nr; MSRBATCH_SAMPLE_MAX_OPS pairs always suffice.
+ */
+int msrbatch_sampler_read(struct msrbatch_sampler *sampler, struct msrbatch_sampler_record *rec,
+			  uint64_t (*val)[2], size_t max_val);
+/* Stops sampling; each CPU appends an OFFLINE record; the ring stays readable. */
+int msrbatch_sampler_stop(const struct msrbatch_sampler *sampler);
+/* Records lost so far because the ring was full, on all CPUs. */
+uint64_t msrbatch_sampler_lost(const struct msrbatch_sampler *sampler);
+/* Unmaps the ring and closes the descriptor, which stops and frees the sampler. */
+void msrbatch_sampler_free(struct msrbatch_sampler *sampler);
+
+/*
  * Restore on close (MSRBATCH_IOC_RESTORE_ON_CLOSE): from now on, every MSR a
  * batch on @dev writes is written back when @dev is closed, also when the
  * process is killed; -EBADF if @dev was opened read-only.

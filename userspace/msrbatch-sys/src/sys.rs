@@ -1,17 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
-//! One wrapper per ioctl of `/dev/msrbatch` (and the `fcntl` that keeps the
-//! descriptor across `execve`), and [`Mapping`], the read-only mapping of a
-//! prepared batch's results.
+//! One wrapper per ioctl of `/dev/msrbatch` and of a sampler descriptor (and
+//! the `fcntl` that keeps the descriptor across `execve`, the `poll` that
+//! waits for a sampler), [`Mapping`], the read-only mapping of a prepared
+//! batch's results, and [`SharedWords`], the read-write mapping of a
+//! sampler's ring.
 
 use crate::uapi::{
     msrbatch_batch, msrbatch_info, msrbatch_op, msrbatch_prepare, msrbatch_result,
-    MSRBATCH_IOC_BATCH, MSRBATCH_IOC_INFO, MSRBATCH_IOC_MAGIC, MSRBATCH_IOC_PCE_GRANT,
-    MSRBATCH_IOC_PCE_REVOKE, MSRBATCH_IOC_PREPARE, MSRBATCH_IOC_RESTORE_NOW,
-    MSRBATCH_IOC_RESTORE_ON_CLOSE, MSRBATCH_IOC_RUN, MSRBATCH_IOC_UNPREPARE,
+    msrbatch_sample_req, MSRBATCH_IOC_BATCH, MSRBATCH_IOC_INFO, MSRBATCH_IOC_MAGIC,
+    MSRBATCH_IOC_PCE_GRANT, MSRBATCH_IOC_PCE_REVOKE, MSRBATCH_IOC_PREPARE,
+    MSRBATCH_IOC_RESTORE_NOW, MSRBATCH_IOC_RESTORE_ON_CLOSE, MSRBATCH_IOC_RUN, MSRBATCH_IOC_SAMPLE,
+    MSRBATCH_IOC_UNPREPARE, MSRBATCH_SAMPLER_IOC_STOP,
 };
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 fn check(ret: libc::c_int) -> io::Result<()> {
     count(ret).map(drop)
@@ -253,6 +257,145 @@ impl Drop for Mapping {
     }
 }
 
+/// `MSRBATCH_IOC_SAMPLE`: starts a sampler of prepared batch `req.handle`
+/// and returns its descriptor (the ioctl's return value, `O_CLOEXEC`). On
+/// success `req.mmap_size` is the size of its ring; on a validation error
+/// `req.err_index` names the op to blame.
+pub fn sample(fd: BorrowedFd<'_>, req: &mut msrbatch_sample_req) -> io::Result<OwnedFd> {
+    // SAFETY: `req` is a valid, writable `msrbatch_sample_req`, the size the
+    // ioctl number announces.
+    let ret = unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            MSRBATCH_IOC_SAMPLE as _,
+            std::ptr::from_mut(req),
+        )
+    };
+    let raw = count(ret)?;
+    let raw = libc::c_int::try_from(raw).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: A successful MSRBATCH_IOC_SAMPLE returns a new descriptor that
+    // nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// `MSRBATCH_SAMPLER_IOC_STOP` on a sampler descriptor: no CPU samples again.
+pub fn sampler_stop(fd: BorrowedFd<'_>) -> io::Result<()> {
+    ioctl_value(fd, MSRBATCH_SAMPLER_IOC_STOP, 0).map(drop)
+}
+
+/// `poll(2)` of one descriptor for `POLLIN`: the `revents` (0 when the
+/// timeout passed). `timeout_ms` < 0 waits for ever. `EINTR` is an error,
+/// as from `poll`.
+pub fn poll_in(fd: BorrowedFd<'_>, timeout_ms: libc::c_int) -> io::Result<libc::c_short> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: One valid, writable `pollfd`.
+    check(unsafe { libc::poll(&raw mut pfd, 1, timeout_ms) })?;
+    Ok(pfd.revents)
+}
+
+/// A shared read-write mapping (`MAP_SHARED`, `PROT_READ | PROT_WRITE`) of a
+/// file from offset 0, seen as 64-bit words: a sampler's ring (its control
+/// page, then its data area). Unmapped when dropped.
+///
+/// Another party (the kernel) writes the memory while it is mapped, so it is
+/// only ever accessed through atomic loads and stores of whole aligned words,
+/// by index, bounds-checked: no reference to it is handed out, and no access
+/// can tear a word or leave the mapping. Ordering across words is the
+/// caller's: [`load_acquire`](SharedWords::load_acquire) and
+/// [`store_release`](SharedWords::store_release) are the ring's head and
+/// tail protocol. Not inherited usefully by `fork()`: a child must not use a
+/// copy.
+#[derive(Debug)]
+pub struct SharedWords {
+    ptr: NonNull<u64>,
+    size: usize,
+}
+
+// SAFETY: The mapping belongs to the process; every access is atomic.
+unsafe impl Send for SharedWords {}
+
+impl SharedWords {
+    /// Maps `size` bytes of `fd` from offset 0 (`EINVAL` if `size` is 0 or
+    /// not a multiple of 8).
+    pub fn map(fd: BorrowedFd<'_>, size: u64) -> io::Result<Self> {
+        let einval = || io::Error::from_raw_os_error(libc::EINVAL);
+        let size = usize::try_from(size).map_err(|_| einval())?;
+        if size == 0 || size % 8 != 0 {
+            return Err(einval());
+        }
+        // SAFETY: A new shared mapping chosen by the kernel; it overlaps
+        // nothing of ours.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(p.cast()).ok_or_else(einval)?;
+        Ok(SharedWords { ptr, size })
+    }
+
+    /// Number of words.
+    pub fn len(&self) -> usize {
+        self.size / 8
+    }
+
+    /// Whether there are none (never: `map` refuses a size of 0).
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+
+    /// Word `i` as an atomic, if it is inside the mapping.
+    fn word(&self, i: usize) -> Option<&AtomicU64> {
+        if i >= self.len() {
+            return None;
+        }
+        // SAFETY: `i` is inside the mapping, which is page-aligned (so the
+        // word is 8-byte aligned), readable and writable, and lives as long
+        // as `self`, which the reference cannot outlive. It is only ever
+        // accessed atomically here; the kernel's writes are whole words.
+        Some(unsafe { AtomicU64::from_ptr(self.ptr.as_ptr().add(i)) })
+    }
+
+    /// Word `i` (relaxed atomic load), `None` past the end.
+    pub fn load(&self, i: usize) -> Option<u64> {
+        Some(self.word(i)?.load(Ordering::Relaxed))
+    }
+
+    /// Word `i` with acquire ordering: what the writer stored before
+    /// releasing it is visible after. `None` past the end.
+    pub fn load_acquire(&self, i: usize) -> Option<u64> {
+        Some(self.word(i)?.load(Ordering::Acquire))
+    }
+
+    /// Stores `v` to word `i` with release ordering: every load before it
+    /// happens before a reader of it sees `v`. `None` (nothing stored) past
+    /// the end.
+    pub fn store_release(&self, i: usize, v: u64) -> Option<()> {
+        self.word(i)?.store(v, Ordering::Release);
+        Some(())
+    }
+}
+
+impl Drop for SharedWords {
+    fn drop(&mut self) {
+        // SAFETY: The mapping `map` made, unmapped once; the only references
+        // into it (`word`) do not outlive a method call.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.size) };
+    }
+}
+
 /// Clears `FD_CLOEXEC` so that the descriptor stays open across `execve`.
 pub fn keep_across_exec(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: F_GETFD/F_SETFD on a valid descriptor have no memory effects.
@@ -313,9 +456,73 @@ mod tests {
             (MSRBATCH_IOC_UNPREPARE, 4),
             (MSRBATCH_IOC_RESTORE_ON_CLOSE, 5),
             (MSRBATCH_IOC_RESTORE_NOW, 6),
+            (MSRBATCH_SAMPLER_IOC_STOP, 0x20),
         ] {
             assert_eq!(decode(cmd), (0, 0, MSRBATCH_IOC_MAGIC, nr), "{cmd:#x}");
         }
+    }
+
+    /// SAMPLE is `_IOWR` of the 48-byte request, number 7.
+    #[test]
+    fn sample_ioctl_number() {
+        assert_eq!(size_of::<msrbatch_sample_req>(), 48);
+        assert_eq!(
+            MSRBATCH_IOC_SAMPLE,
+            (3 << 30) | (48 << 16) | (MSRBATCH_IOC_MAGIC << 8) | 7
+        );
+    }
+
+    /// Shared words read what the file holds and write through to it, and
+    /// refuse every index past the end.
+    #[test]
+    fn shared_words_read_and_write_the_file() {
+        use std::io::{Read, Seek, Write};
+        use std::os::fd::AsFd;
+        let mut f = tempfile();
+        let mut bytes = vec![0u8; 4096];
+        bytes[8..16].copy_from_slice(&0x1122_3344_5566_7788u64.to_le_bytes());
+        f.write_all(&bytes).unwrap();
+        let w = SharedWords::map(f.as_fd(), 4096).unwrap();
+        assert_eq!((w.len(), w.is_empty()), (512, false));
+        assert_eq!(w.load(1), Some(0x1122_3344_5566_7788));
+        assert_eq!(w.load_acquire(0), Some(0));
+        assert_eq!(w.store_release(511, 42), Some(()));
+        assert_eq!((w.load(512), w.load_acquire(512)), (None, None));
+        assert_eq!(w.store_release(512, 1), None);
+        drop(w);
+        let mut back = Vec::new();
+        f.rewind().unwrap();
+        f.read_to_end(&mut back).unwrap();
+        assert_eq!(back[4088..], 42u64.to_le_bytes());
+        for size in [0, 12] {
+            let e = SharedWords::map(f.as_fd(), size).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{size}");
+        }
+    }
+
+    /// A new, unlinked file for reading and writing.
+    fn tempfile() -> std::fs::File {
+        let path = std::env::temp_dir().join(format!("msrbatch-sys-{}", std::process::id()));
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        f
+    }
+
+    /// poll of a descriptor with data says `POLLIN`; STOP on a descriptor
+    /// that is not a sampler is refused.
+    #[test]
+    fn poll_and_stop_on_other_files() {
+        use std::os::fd::AsFd;
+        let zero = std::fs::File::open("/dev/zero").unwrap();
+        let r = poll_in(zero.as_fd(), 0).unwrap();
+        assert_ne!(r & libc::POLLIN, 0);
+        let e = sampler_stop(zero.as_fd()).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOTTY));
     }
 
     /// A mapping reads what the file holds at its offset (here /dev/zero,

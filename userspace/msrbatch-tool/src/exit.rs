@@ -8,11 +8,14 @@
 pub enum Exit {
     /// Everything succeeded.
     Success,
-    /// The batch ran, but some ops failed (each op's status says which).
+    /// The batch ran, but some ops failed (each op's status says which; for
+    /// sample: an op faulted in some sample printed).
     OpsFailed,
     /// Nothing ran: a usage error, a bad script, the device could not be
     /// used, or the kernel refused the batch (for rdmsr/wrmsr: no such CPU).
     NothingRan,
+    /// sample: the sampler started but could not go on.
+    SamplerFailed,
     /// rdmsr/wrmsr: the MSR access faulted.
     Fault,
     /// rdmsr/wrmsr: a usage error, or another error (msr-tools' 127).
@@ -25,8 +28,9 @@ impl Exit {
     /// The exit status of each outcome, as msrbatch(1) documents it.
     pub const TABLE: &[(u8, &str)] = &[
         (0, "success"),
-        (1, "the batch ran but some ops failed (see each op's status)"),
+        (1, "the batch ran but some ops failed (see each op's status; sample: in some sample printed)"),
         (2, "nothing ran: a usage error, a bad script, the device could not be opened or used, or the kernel refused the batch; for rdmsr and wrmsr (msr-tools' codes): no such CPU"),
+        (3, "sample: sampling started but could not go on (the ring broke the ABI, waiting for it or writing the output failed)"),
         (4, "rdmsr, wrmsr: the MSR access faulted"),
         (127, "rdmsr, wrmsr: a usage error or any other error"),
     ];
@@ -37,6 +41,7 @@ impl Exit {
             Exit::Success => 0,
             Exit::OpsFailed => 1,
             Exit::NothingRan => 2,
+            Exit::SamplerFailed => 3,
             Exit::Fault => 4,
             Exit::MsrToolsError => 127,
             Exit::Command(c) => c,
@@ -84,6 +89,7 @@ mod tests {
             Exit::Success,
             Exit::OpsFailed,
             Exit::NothingRan,
+            Exit::SamplerFailed,
             Exit::Fault,
             Exit::MsrToolsError,
         ];

@@ -8,6 +8,7 @@ mod man;
 mod msrtools;
 mod output;
 mod pmu;
+mod sample;
 mod stat;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -74,6 +75,23 @@ enum Cmd {
         #[command(flatten)]
         restore: RestoreArg,
     },
+    /// Sample a script that only reads: the kernel runs it on each of its
+    /// CPUs every period (-i) into a ring; one row per sample, with
+    /// turbostat's TSC_MHz, Avg_MHz, Busy%, Bzy_MHz, Pkg_J/PkgWatt and
+    /// Cor_J/CorWatt where the script reads their MSRs on that CPU, and a
+    /// line for each CPU going online or offline and each loss.
+    #[command(
+        long_about = "Sample a script that only reads (rdmsr, rdpmc, rdtsc, rdtscp, cpuid): the \
+kernel runs each CPU's ops every period (-i) into a ring this command reads; one row per sample \
+(cpu, seq: the period it was due in, tsc: before the first op, then each op's value). Derived \
+columns, each where the script reads its sources on a CPU: TSC_MHz (from the samples' TSC over \
+seq x period), Avg_MHz, Busy% and Bzy_MHz (IA32_APERF and IA32_MPERF), Pkg_J and PkgWatt (Intel \
+MSR_PKG_ENERGY_STATUS with MSR_RAPL_POWER_UNIT; AMD MSR_AMD_PKG_ENERGY_STATUS with \
+MSR_AMD_RAPL_POWER_UNIT), Cor_J and CorWatt (MSR_AMD_CORE_ENERGY_STATUS). CPUs going online or \
+offline and samples lost to a full ring are lines of their own (table: '#' lines). The script's \
+batch flags are ignored."
+    )]
+    Sample(sample::SampleArgs),
     /// Read an MSR, with msr-tools' rdmsr options, output and exit statuses.
     Rdmsr(msrtools::RdmsrArgs),
     /// Write an MSR, with msr-tools' wrmsr options and exit statuses.
@@ -176,9 +194,8 @@ struct RunArgs<'a> {
     restore: &'a RestoreArg,
 }
 
-/// `msrbatch run`: the script is read and parsed before the device is opened.
-/// One run is one plain batch; more are runs of one prepared batch.
-fn run_script(device: &str, file: &str, a: &RunArgs<'_>) -> Result<Exit, Failure> {
+/// Reads and parses script `file` (`-`: standard input).
+fn read_script(file: &str) -> Result<script::Script, Failure> {
     let text = if file == "-" {
         let mut s = String::new();
         std::io::stdin()
@@ -191,23 +208,44 @@ fn run_script(device: &str, file: &str, a: &RunArgs<'_>) -> Result<Exit, Failure
     // What `cpu all` stands for (a script that uses it fails to parse if the
     // online CPUs cannot be read).
     let online = msrbatch::online_cpus().unwrap_or_default();
-    let mut s =
-        script::parse(&text, &online).map_err(|e| Failure::nothing_ran(format!("{file}:{e}")))?;
+    script::parse(&text, &online).map_err(|e| Failure::nothing_ran(format!("{file}:{e}")))
+}
+
+/// A batch the kernel refused, naming the script line (from the script's
+/// `origins`) of the op it blamed.
+fn refused(origins: &[script::Origin], e: msrbatch::Error) -> Failure {
+    let at = e
+        .op_index()
+        .and_then(|i| origins.get(i as usize))
+        .map(|o| format!(" (script line {})", o.line))
+        .unwrap_or_default();
+    Failure::nothing_ran(format!("{e}{at}"))
+}
+
+/// `msrbatch sample`: the script is read, parsed and checked before the
+/// device is opened; its batch flags are cleared (a sampler has none).
+fn sample_script(device: &str, a: &sample::SampleArgs) -> Result<Exit, Failure> {
+    let mut s = read_script(&a.file)?;
+    sample::check_sampleable(&a.file, &s)?;
+    s.batch
+        .stop_on_error(false)
+        .sync_start(false)
+        .timestamps(false);
+    let dev = open(device)?;
+    sample::sample(&dev, &s, a, |e| refused(&s.origins, e))
+}
+
+/// `msrbatch run`: the script is read and parsed before the device is opened.
+/// One run is one plain batch; more are runs of one prepared batch.
+fn run_script(device: &str, file: &str, a: &RunArgs<'_>) -> Result<Exit, Failure> {
+    let mut s = read_script(file)?;
     if a.sync_start {
         s.batch.sync_start(true);
     }
     if a.timestamps {
         s.batch.timestamps(true);
     }
-    // A refused batch names the script line of the op the kernel blamed.
-    let refused = |e: msrbatch::Error| {
-        let at = e
-            .op_index()
-            .and_then(|i| s.origins.get(i as usize))
-            .map(|o| format!(" (script line {})", o.line))
-            .unwrap_or_default();
-        Failure::nothing_ran(format!("{e}{at}"))
-    };
+    let refused = |e| refused(&s.origins, e);
     let dev = open(device)?;
     a.restore.apply(&dev, Failure::nothing_ran)?;
     if a.format == Format::Csv {
@@ -310,6 +348,7 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             };
             run_script(device, &file, &a)
         }
+        Cmd::Sample(a) => sample_script(device, &a),
         Cmd::Rdmsr(a) => msrtools::rdmsr(device, &a),
         Cmd::Wrmsr(a) => msrtools::wrmsr(device, &a),
         Cmd::Pmu {

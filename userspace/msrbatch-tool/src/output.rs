@@ -34,7 +34,7 @@ pub struct Run {
 }
 
 /// What an op returned, for the table.
-fn describe_value(value: &Result<Value, msrbatch::Errno>) -> String {
+pub fn describe_value(value: &Result<Value, msrbatch::Errno>) -> String {
     match value {
         Ok(Value::None) | Err(_) => String::new(),
         Ok(Value::U64(v)) => format!("{v:#018x}"),
@@ -49,7 +49,7 @@ fn describe_value(value: &Result<Value, msrbatch::Errno>) -> String {
 
 /// The register or index of an op as a number, for JSON and CSV (empty if
 /// the op has none).
-fn csv_reg(op: &Op) -> String {
+pub fn csv_reg(op: &Op) -> String {
     match *op {
         Op::RdMsr { msr } | Op::WrMsr { msr, .. } | Op::RmwMsr { msr, .. } => format!("{msr:#x}"),
         Op::RdPmc { ecx } => format!("{ecx:#x}"),
@@ -136,6 +136,17 @@ fn csv_result(run: &Run, line: usize, r: &OpResult) -> String {
     )
 }
 
+/// One table line: the cells padded to `width`, two spaces apart, no
+/// trailing blanks.
+pub fn format_row<S: AsRef<str>>(cells: &[S], width: &[usize]) -> String {
+    let parts: Vec<String> = cells
+        .iter()
+        .zip(width)
+        .map(|(c, w)| format!("{:<w$}", c.as_ref()))
+        .collect();
+    parts.join("  ").trim_end().to_string()
+}
+
 /// Prints a table: a header and rows, columns padded to their widest cell.
 pub fn print_table<R: AsRef<[String]>>(header: &[&str], rows: &[R]) {
     let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
@@ -144,17 +155,9 @@ pub fn print_table<R: AsRef<[String]>>(header: &[&str], rows: &[R]) {
             *w = (*w).max(cell.len());
         }
     }
-    let line = |cells: Vec<&str>| {
-        let parts: Vec<String> = cells
-            .iter()
-            .zip(&width)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        println!("{}", parts.join("  ").trim_end());
-    };
-    line(header.to_vec());
+    println!("{}", format_row(header, &width));
     for row in rows {
-        line(row.as_ref().iter().map(String::as_str).collect());
+        println!("{}", format_row(row.as_ref(), &width));
     }
 }
 

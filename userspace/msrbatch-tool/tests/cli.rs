@@ -246,11 +246,52 @@ fn the_man_page_says_what_help_says() {
         .filter(|(c, _)| c.parse::<u8>().is_ok())
         .map(|(c, what)| (c, what.trim()))
         .collect();
-    assert_eq!(statuses.len(), 5, "{top_help}");
+    assert_eq!(statuses.len(), 6, "{top_help}");
     for (code, what) in statuses {
         assert!(
             man_text.contains(&format!(".TP\n{code}\n{what}\n")),
             "man page: exit status {code}"
         );
     }
+}
+
+/// `sample` refuses bad periods and counts, and scripts a sampler cannot
+/// run, before it opens the device (exit 2, naming the line).
+#[test]
+fn sample_refuses_before_the_device() {
+    let dir = std::env::temp_dir().join(format!("msrbatch-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let good = script("good.msr", "cpu 0\nrdtsc\nrdmsr IA32_APERF\n");
+    for i in ["0", "50us", "61s", "1xs", "ms"] {
+        let (code, _, err) = run(&["sample", "-i", i, &good]);
+        assert_eq!(code, 2, "-i {i}: {err}");
+        assert!(err.contains("--interval"), "-i {i}: {err}");
+    }
+    let (code, _, err) = run(&["sample", "-i", "1ms", "--count", "0", &good]);
+    assert_eq!(code, 2, "{err}");
+    for (text, line, op) in [
+        ("cpu 0\nrdtsc\nwrmsr 0x10 1\n", 3, "wrmsr IA32_TSC 0x1"),
+        ("rdmsr 0x10\nrmw 0x1a0 0:0=1\n", 2, "rmw"),
+        ("# a comment\ndelay 100\n", 2, "delay 100"),
+        ("rdcr4\n", 1, "rdcr4"),
+    ] {
+        let f = script("bad.msr", text);
+        let (code, _, err) = run(&["sample", "-i", "1ms", &f]);
+        assert_eq!(code, 2, "{text}: {err}");
+        assert!(
+            err.contains(&format!("{f}:{line}: '{op}"))
+                && err.contains("cannot be sampled: a sampled script may only read"),
+            "{text}: {err}"
+        );
+    }
+    // A good script gets as far as the device.
+    let (code, _, err) = run(&["sample", "-i", "1ms", "--count", "20", &good]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("open /nonexistent/msrbatch"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

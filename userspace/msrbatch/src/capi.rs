@@ -10,7 +10,12 @@
 
 use crate::counters::{check_ownership, parse_events, Plan, Reading, Session};
 use crate::model::{Model, Source};
-use crate::{uapi::msrbatch_info, Backend, Batch, Device, Errno, Op, Prepared};
+use crate::sampler::{Record, Sampler, SamplerConfig};
+use crate::uapi::{
+    msrbatch_info, MSRBATCH_REC_LOST, MSRBATCH_REC_OFFLINE, MSRBATCH_REC_ONLINE,
+    MSRBATCH_REC_SAMPLE,
+};
+use crate::{Backend, Batch, Device, Errno, Op, Prepared};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_long, CStr, CString};
 
@@ -475,6 +480,188 @@ pub unsafe extern "C" fn msrbatch_prepared_free(prep: *mut CPrepared) {
     if !prep.is_null() {
         // SAFETY: Ownership returns from C, by the caller's contract.
         drop(unsafe { Box::from_raw(prep) });
+    }
+}
+
+/// A sampler (`struct msrbatch_sampler`).
+pub struct CSampler(Sampler);
+
+/// A record as C reads it (`struct msrbatch_sampler_record`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CSamplerRecord {
+    /// `MSRBATCH_REC_*`.
+    pub type_: u32,
+    /// The CPU.
+    pub cpu: u32,
+    /// SAMPLE, ONLINE, OFFLINE: the period.
+    pub seq: u64,
+    /// SAMPLE, ONLINE, OFFLINE: the TSC.
+    pub tsc: u64,
+    /// SAMPLE: bit i set when op i faulted.
+    pub failed: u64,
+    /// LOST: how many.
+    pub lost: u64,
+    /// SAMPLE: the number of value pairs.
+    pub nr: u32,
+    /// 0.
+    pub reserved: u32,
+}
+
+/// `int msrbatch_sampler_start(const struct msrbatch_prepared *prep, uint64_t period_ns, uint32_t ring_pages, uint32_t watermark, struct msrbatch_sampler **sampler)`
+///
+/// # Safety
+///
+/// `prep` came from `msrbatch_prepare`; `sampler` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_sampler_start(
+    prep: *const CPrepared,
+    period_ns: u64,
+    ring_pages: u32,
+    watermark: u32,
+    sampler: *mut *mut CSampler,
+) -> c_int {
+    // SAFETY: By the caller's contract.
+    let Some(p) = (unsafe { prepared(prep) }) else {
+        return -libc::EINVAL;
+    };
+    if sampler.is_null() {
+        return -libc::EINVAL;
+    }
+    let cfg = SamplerConfig {
+        period_ns,
+        ring_pages,
+        watermark,
+    };
+    match p.sample(&cfg) {
+        Ok(s) => {
+            // SAFETY: `sampler` is valid for a write, by the caller's contract.
+            unsafe { *sampler = Box::into_raw(Box::new(CSampler(s))) };
+            0
+        }
+        Err(e) => {
+            set_last_error(&e.to_string());
+            neg(&e)
+        }
+    }
+}
+
+/// # Safety
+///
+/// `s` is NULL or came from `msrbatch_sampler_start`.
+unsafe fn sampler_ref<'a>(s: *const CSampler) -> Option<&'a Sampler> {
+    // SAFETY: By the caller's contract.
+    unsafe { s.as_ref() }.map(|s| &s.0)
+}
+
+/// `int msrbatch_sampler_fd(const struct msrbatch_sampler *sampler)`: its
+/// descriptor, or -EINVAL.
+///
+/// # Safety
+///
+/// `sampler` is NULL or came from `msrbatch_sampler_start`.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_sampler_fd(sampler: *const CSampler) -> c_int {
+    use std::os::fd::{AsFd, AsRawFd};
+    // SAFETY: By the caller's contract.
+    unsafe { sampler_ref(sampler) }.map_or(-libc::EINVAL, |s| s.as_fd().as_raw_fd())
+}
+
+/// `int msrbatch_sampler_read(struct msrbatch_sampler *sampler, struct msrbatch_sampler_record *rec, uint64_t (*val)[2], size_t max_val)`:
+/// 1 (a record), 0 (none unread) or a negative errno.
+///
+/// # Safety
+///
+/// `sampler` came from `msrbatch_sampler_start`; `rec` is valid for a
+/// write; `val` is NULL or valid for `max_val` pairs of writes.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_sampler_read(
+    sampler: *mut CSampler,
+    rec: *mut CSamplerRecord,
+    val: *mut [u64; 2],
+    max_val: usize,
+) -> c_int {
+    // SAFETY: By the caller's contract.
+    let Some(s) = (unsafe { sampler.as_mut() }) else {
+        return -libc::EINVAL;
+    };
+    if rec.is_null() {
+        return -libc::EINVAL;
+    }
+    let r = match s.0.read() {
+        Ok(Some(r)) => r,
+        Ok(None) => return 0,
+        Err(e) => {
+            set_last_error(&e.to_string());
+            return neg(&e);
+        }
+    };
+    let mut out = CSamplerRecord::default();
+    match r {
+        Record::Sample(smp) => {
+            out.type_ = MSRBATCH_REC_SAMPLE;
+            (out.cpu, out.seq, out.tsc, out.failed) = (smp.cpu, smp.seq, smp.tsc, smp.failed);
+            out.nr = u32::try_from(smp.values.len()).unwrap_or(u32::MAX);
+            if !val.is_null() {
+                for (i, v) in smp.values.iter().take(max_val).enumerate() {
+                    // SAFETY: `i < max_val`, valid for writes by the
+                    // caller's contract.
+                    unsafe { val.add(i).write(*v) };
+                }
+            }
+        }
+        Record::Lost { cpu, lost } => {
+            (out.type_, out.cpu, out.lost) = (MSRBATCH_REC_LOST, cpu, lost);
+        }
+        Record::Online { cpu, seq, tsc } => {
+            (out.type_, out.cpu, out.seq, out.tsc) = (MSRBATCH_REC_ONLINE, cpu, seq, tsc);
+        }
+        Record::Offline { cpu, seq, tsc } => {
+            (out.type_, out.cpu, out.seq, out.tsc) = (MSRBATCH_REC_OFFLINE, cpu, seq, tsc);
+        }
+    }
+    // SAFETY: `rec` is valid for a write, by the caller's contract.
+    unsafe { rec.write(out) };
+    1
+}
+
+/// `int msrbatch_sampler_stop(const struct msrbatch_sampler *sampler)`
+///
+/// # Safety
+///
+/// `sampler` is NULL or came from `msrbatch_sampler_start`.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_sampler_stop(sampler: *const CSampler) -> c_int {
+    // SAFETY: By the caller's contract.
+    match unsafe { sampler_ref(sampler) } {
+        Some(s) => s.stop().map_or_else(|e| neg(&e), |()| 0),
+        None => -libc::EINVAL,
+    }
+}
+
+/// `uint64_t msrbatch_sampler_lost(const struct msrbatch_sampler *sampler)`
+/// (0 for NULL).
+///
+/// # Safety
+///
+/// `sampler` is NULL or came from `msrbatch_sampler_start`.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_sampler_lost(sampler: *const CSampler) -> u64 {
+    // SAFETY: By the caller's contract.
+    unsafe { sampler_ref(sampler) }.map_or(0, Sampler::lost)
+}
+
+/// `void msrbatch_sampler_free(struct msrbatch_sampler *sampler)`
+///
+/// # Safety
+///
+/// `sampler` is NULL or came from `msrbatch_sampler_start` and is not used
+/// afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_sampler_free(sampler: *mut CSampler) {
+    if !sampler.is_null() {
+        // SAFETY: Ownership returns from C, by the caller's contract.
+        drop(unsafe { Box::from_raw(sampler) });
     }
 }
 
@@ -987,5 +1174,61 @@ mod tests {
         assert_eq!(name(-libc::EIO).as_deref(), Some("EIO"));
         assert_eq!(name(libc::ECANCELED).as_deref(), Some("ECANCELED"));
         assert_eq!(name(i32::MIN), None);
+    }
+
+    /// The sampler calls refuse NULL; a sampler over a ring (a mapped file
+    /// here, not the kernel's) reads records one at a time into the C
+    /// struct, values up to the caller's room.
+    #[test]
+    fn c_sampler_calls() {
+        use crate::sampler::tests::{cpu_rec, file_sampler, sample_rec};
+        assert_eq!(size_of::<CSamplerRecord>(), 48);
+        let ops = [(1, Op::RdTsc), (1, Op::RdMsr { msr: 0x10 })];
+        let records = [
+            (1, cpu_rec(MSRBATCH_REC_ONLINE, 1, 0, 77)),
+            (1, sample_rec(1, 0, 1000, 0b10, &[[11, 0], [0, 0]])),
+        ];
+        let s = Box::into_raw(Box::new(CSampler(file_sampler(&records, &ops))));
+        let mut rec = CSamplerRecord::default();
+        let mut val = [[9u64; 2]; 1];
+        // SAFETY: Every pointer is valid or NULL, as the header allows.
+        unsafe {
+            let mut out = std::ptr::null_mut();
+            let null = std::ptr::null();
+            assert_eq!(
+                msrbatch_sampler_start(null, 1_000_000, 1, 0, &mut out),
+                -libc::EINVAL
+            );
+            assert!(out.is_null());
+            assert_eq!(msrbatch_sampler_fd(null.cast()), -libc::EINVAL);
+            assert!(msrbatch_sampler_fd(s) >= 0);
+            assert_eq!(
+                msrbatch_sampler_read(std::ptr::null_mut(), &mut rec, val.as_mut_ptr(), 1),
+                -libc::EINVAL
+            );
+            assert_eq!(
+                msrbatch_sampler_read(s, std::ptr::null_mut(), val.as_mut_ptr(), 1),
+                -libc::EINVAL
+            );
+            assert_eq!(msrbatch_sampler_read(s, &mut rec, val.as_mut_ptr(), 1), 1);
+            assert_eq!(
+                (rec.type_, rec.cpu, rec.seq, rec.tsc),
+                (MSRBATCH_REC_ONLINE, 1, 0, 77)
+            );
+            assert_eq!(msrbatch_sampler_read(s, &mut rec, val.as_mut_ptr(), 1), 1);
+            assert_eq!(
+                (rec.type_, rec.cpu, rec.seq, rec.tsc, rec.failed, rec.nr),
+                (MSRBATCH_REC_SAMPLE, 1, 0, 1000, 0b10, 2)
+            );
+            // One pair of room: the first op's values only.
+            assert_eq!(val, [[11, 0]]);
+            assert_eq!(msrbatch_sampler_read(s, &mut rec, val.as_mut_ptr(), 1), 0);
+            assert_eq!(msrbatch_sampler_lost(s), 0);
+            assert_eq!(msrbatch_sampler_lost(null.cast()), 0);
+            assert_eq!(msrbatch_sampler_stop(s), -libc::ENOTTY);
+            assert_eq!(msrbatch_sampler_stop(null.cast()), -libc::EINVAL);
+            msrbatch_sampler_free(s);
+            msrbatch_sampler_free(std::ptr::null_mut());
+        }
     }
 }

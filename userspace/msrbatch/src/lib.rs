@@ -30,6 +30,9 @@
 //! closely), [`Batch::timestamps`] stamps each op with the TSC
 //! ([`OpResult::tsc`]), and [`Device::restore_on_close`] has the kernel put
 //! back every MSR the device's batches write when it is closed.
+//! [`Prepared::sample`] has the kernel run a batch that only reads on each of
+//! its CPUs every period, into a ring read with a [`sampler::Sampler`];
+//! [`derived`] computes turbostat's columns from such samples.
 //!
 //! Text: an [`Op`] prints as, and parses from, a statement of the script
 //! language ([`script`]); numbers follow [one grammar](number) everywhere;
@@ -47,11 +50,13 @@ pub mod allowlist;
 #[allow(unsafe_code)]
 pub mod capi;
 pub mod counters;
+pub mod derived;
 mod error;
 pub mod model;
 pub mod msr;
 pub mod number;
 pub mod pmu;
+pub mod sampler;
 pub mod script;
 
 /// The ABI's types and constants (generated from `<linux/msrbatch.h>`), for
@@ -150,6 +155,15 @@ impl Op {
     /// Whether the op changes machine state.
     pub fn is_write(&self) -> bool {
         matches!(self, Op::WrMsr { .. } | Op::RmwMsr { .. })
+    }
+
+    /// Whether a sampler may run the op ([`Prepared::sample`]): RDMSR, RDPMC,
+    /// RDTSC, RDTSCP and CPUID, the ops that only read and take no time.
+    pub fn is_sampleable(&self) -> bool {
+        matches!(
+            self,
+            Op::RdMsr { .. } | Op::RdPmc { .. } | Op::RdTsc | Op::RdTscp | Op::Cpuid { .. }
+        )
     }
 
     /// Encodes the op for `cpu` in the ABI's layout.

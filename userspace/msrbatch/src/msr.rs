@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Architectural MSRs: named constants, and the names scripts and tables use.
+//! Architectural MSRs, and the model-specific ones the library computes
+//! with (RAPL): named constants, and the names scripts and tables use.
 //!
 //! A register is written as a name from this module (any case) or as a number
 //! in the [one number grammar](crate::number); [`parse_msr`] reads both.
@@ -50,6 +51,12 @@ msrs! {
     IA32_PERF_GLOBAL_STATUS_SET = 0x391;
     /// Counters in use (version 4 and later), read-only.
     IA32_PERF_GLOBAL_INUSE = 0x392;
+    /// Intel RAPL units (model-specific, not architectural): bits 12:8 are
+    /// the energy status unit, 1/2^ESU joules.
+    MSR_RAPL_POWER_UNIT = 0x606;
+    /// Intel package energy consumed (model-specific), 32 bits that wrap,
+    /// in MSR_RAPL_POWER_UNIT's energy units.
+    MSR_PKG_ENERGY_STATUS = 0x611;
     /// TSC deadline.
     IA32_TSC_DEADLINE = 0x6e0;
     /// Extended feature enables.
@@ -62,6 +69,13 @@ msrs! {
     IA32_KERNEL_GS_BASE = 0xc000_0102;
     /// TSC auxiliary value (RDTSCP, RDPID).
     IA32_TSC_AUX = 0xc000_0103;
+    /// AMD RAPL units (family 17h and later): bits 12:8 are the energy
+    /// status unit, as Intel's MSR_RAPL_POWER_UNIT.
+    MSR_AMD_RAPL_POWER_UNIT = 0xc001_0299;
+    /// AMD core energy consumed, 32 bits that wrap.
+    MSR_AMD_CORE_ENERGY_STATUS = 0xc001_029a;
+    /// AMD package energy consumed, 32 bits that wrap.
+    MSR_AMD_PKG_ENERGY_STATUS = 0xc001_029b;
     /// AMD PerfMonV2 counter overflow status (PerfCntrGlobalStatus), read-only.
     AMD_PERF_CNTR_GLOBAL_STATUS = 0xc000_0300;
     /// AMD PerfMonV2 global counter enables (PerfCntrGlobalCtl).
