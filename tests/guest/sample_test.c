@@ -262,6 +262,51 @@ static void test_basic(void)
 	munmap(rg.page, rg.size);
 }
 
+/* ---- a reader blocked in poll() when the sampler stops -------------------- */
+
+struct waiter {
+	int fd;
+	short revents;
+	int r;
+};
+
+static void *wait_in_poll(void *arg)
+{
+	struct waiter *w = arg;
+	struct pollfd pfd = { .fd = w->fd, .events = POLLIN };
+
+	w->r = poll(&pfd, 1, 5000);
+	w->revents = pfd.revents;
+	return NULL;
+}
+
+static void test_stop_wakes(void)
+{
+	struct msrbatch_sample_req r;
+	struct waiter w = { 0 };
+	pthread_t t;
+	int fd = dev_open(O_RDONLY), h = prepare_all(fd, 0), s;
+	struct timespec t0, t1;
+
+	/* A watermark no record reaches while the waiter sleeps. */
+	req_init(&r, h, 50000000, 64);
+	r.watermark = 64 * PAGE - 16;
+	s = sample(fd, &r);
+	w.fd = s;
+	pthread_create(&t, NULL, wait_in_poll, &w);
+	sleep_ms(100);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ioctl(s, MSRBATCH_SAMPLER_IOC_STOP, 0);
+	pthread_join(t, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	check(w.r == 1 && (w.revents & POLLHUP) && (w.revents & POLLIN) &&
+	      (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 2000,
+	      "STOP wakes a reader in poll() with POLLHUP and POLLIN (the unread records) (r %d, revents 0x%x)",
+	      w.r, w.revents);
+	close(s);
+	close(fd);
+}
+
 /* ---- refusals ------------------------------------------------------------- */
 
 static void test_refusals(void)
@@ -657,6 +702,7 @@ int main(int argc, char **argv)
 	if (ncpus > 64)
 		ncpus = 64;
 	test_basic();
+	test_stop_wakes();
 	test_refusals();
 	test_limit();
 	test_slow_reader();
