@@ -5,7 +5,11 @@
 //! Headers with garbage versions, flags, reserved fields and counts; ops with
 //! every op code (and unknown ones), flags, CPUs (and nonexistent ones) and
 //! operands; pointers that are NULL, unmapped, kernel addresses, misaligned,
-//! or end at an unmapped page; unknown ioctl numbers; PCE grants and revokes.
+//! or end at an unmapped page; unknown ioctl numbers; PCE grants and revokes;
+//! prepared batches of random ops started as samplers with random (often
+//! invalid) periods, ring sizes, watermarks, flags and handles, their rings
+//! read, stopped, unmapped and closed in random order while other threads run
+//! batches.
 //! Writes go only to IA32_TSC_AUX, and every batch that writes it ends each
 //! CPU's sequence with a write of the original value (batches with writes
 //! never stop on error, so that restore always runs).
@@ -61,6 +65,9 @@ impl Rng {
 struct Stats {
     ioctls: AtomicU64,
     ops: AtomicU64,
+    /// Samplers started, and their rings' records checked.
+    samplers: AtomicU64,
+    records: AtomicU64,
     errors: Mutex<BTreeMap<String, u64>>,
     problems: Mutex<Vec<String>>,
 }
@@ -263,6 +270,7 @@ fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, stop: &AtomicBool, st: &Stats
     let mem = memory();
     let mut r = Rng(seed | 1);
     let mut granted = false;
+    let mut samplers: Vec<OpenSampler> = Vec::new();
     for n in 0..budget {
         if stop.load(Ordering::Relaxed) {
             break;
@@ -337,6 +345,10 @@ fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, stop: &AtomicBool, st: &Stats
                 if sys::info(fd).map(|i| i.version).ok() != Some(MSRBATCH_ABI_VERSION) {
                     st.problem("INFO failed".into());
                 }
+                continue;
+            }
+            3 | 4 => {
+                fuzz_sampler(&mut r, fd, ncpus, rules, &mut samplers, st);
                 continue;
             }
             _ => {}
@@ -530,6 +542,171 @@ fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, stop: &AtomicBool, st: &Stats
     }
 }
 
+/// A sampler the fuzzer keeps for a while, and maybe its ring.
+struct OpenSampler {
+    fd: std::os::fd::OwnedFd,
+    ring: Option<sys::SharedWords>,
+}
+
+/// Walks a ring's unread records: each must be well formed (the ABI's
+/// rules: 16-byte multiples, within head, a known type, a SAMPLE's size
+/// matching its op count, an existing CPU). Consumes them.
+fn check_ring(ring: &sys::SharedWords, ncpus: u32, st: &Stats) {
+    const HEAD: usize = 64 / 8;
+    const TAIL: usize = 128 / 8;
+    let (Some(data_size), Some(head), Some(mut tail)) =
+        (ring.load(2), ring.load_acquire(HEAD), ring.load(TAIL))
+    else {
+        return st.problem("ring: control page unreadable".into());
+    };
+    if !data_size.is_power_of_two() || head.wrapping_sub(tail) > data_size {
+        return st.problem(format!("ring: size {data_size}, head {head}, tail {tail}"));
+    }
+    while tail < head {
+        let at = 4096 / 8 + ((tail & (data_size - 1)) / 8) as usize;
+        let (Some(w0), Some(w1)) = (ring.load(at), ring.load(at + 1)) else {
+            return st.problem("ring: record outside the mapping".into());
+        };
+        let (ty, cpu, size, nr) = (w0 as u32, (w0 >> 32) as u32, w1 as u32, (w1 >> 32) as u32);
+        let ok = size >= 16
+            && size % 16 == 0
+            && u64::from(size) <= head - tail
+            && ty <= MSRBATCH_REC_OFFLINE
+            && cpu < ncpus
+            && (ty != MSRBATCH_REC_SAMPLE || size == 48 + 16 * nr)
+            && (ty == MSRBATCH_REC_SAMPLE || nr == 0);
+        if !ok {
+            return st.problem(format!(
+                "ring: bad record type {ty} cpu {cpu} size {size} nr {nr}"
+            ));
+        }
+        tail += u64::from(size);
+        st.records.fetch_add(1, Ordering::Relaxed);
+    }
+    ring.store_release(TAIL, tail);
+}
+
+/// Prepares a random batch and starts a sampler on it with a random
+/// request; keeps up to four samplers, reading, stopping, unmapping and
+/// closing them at random.
+fn fuzz_sampler(
+    r: &mut Rng,
+    fd: std::os::fd::BorrowedFd<'_>,
+    ncpus: u32,
+    rules: Option<&Allowlist>,
+    samplers: &mut Vec<OpenSampler>,
+    st: &Stats,
+) {
+    // Something to do with the ones we hold.
+    if !samplers.is_empty() {
+        let i = r.below(samplers.len() as u64) as usize;
+        match r.below(4) {
+            0 => drop(samplers.swap_remove(i)),
+            1 => {
+                if let Err(e) = sys::sampler_stop(samplers[i].fd.as_fd()) {
+                    st.problem(format!("sampler STOP: {e}"));
+                }
+            }
+            2 => samplers[i].ring = None,
+            _ => {
+                if let Some(ring) = &samplers[i].ring {
+                    check_ring(ring, ncpus, st);
+                }
+            }
+        }
+    }
+    let max = if r.chance(10) { 80 } else { 6 };
+    let n = 1 + r.below(max) as usize;
+    let ops: Vec<msrbatch_op> = (0..n)
+        .map(|_| {
+            let mutate = r.chance(5);
+            let mut op = random_op(r, ncpus, false, mutate, rules);
+            op.status = 0;
+            op
+        })
+        .collect();
+    let mut p = msrbatch_prepare {
+        version: MSRBATCH_ABI_VERSION,
+        ..Default::default()
+    };
+    if sys::prepare(fd, &mut p, &ops).is_err() {
+        return;
+    }
+    let mut req = msrbatch_sample_req {
+        version: if r.chance(3) {
+            r.next() as u32
+        } else {
+            MSRBATCH_ABI_VERSION
+        },
+        flags: if r.chance(3) { r.next() as u32 } else { 0 },
+        handle: if r.chance(5) {
+            r.next() as u32
+        } else {
+            p.handle
+        },
+        ring_pages: match r.below(10) {
+            0 => r.next() as u32,
+            1 => 0,
+            2 => 3,
+            _ => 1 << r.below(4),
+        },
+        period_ns: match r.below(10) {
+            0 => r.next(),
+            1 => u64::from(MSRBATCH_SAMPLE_MIN_PERIOD_NS) - 1,
+            _ => u64::from(MSRBATCH_SAMPLE_MIN_PERIOD_NS) * (1 + r.below(20)),
+        },
+        watermark: if r.chance(20) {
+            r.next() as u32
+        } else {
+            r.below(2048) as u32
+        },
+        reserved: if r.chance(3) { r.next() } else { 0 },
+        ..Default::default()
+    };
+    let res = sys::sample(fd, &mut req);
+    let _ = sys::unprepare(fd, p.handle);
+    match res {
+        Ok(sfd) => {
+            st.samplers.fetch_add(1, Ordering::Relaxed);
+            let ring = if r.chance(70) {
+                match sys::SharedWords::map(sfd.as_fd(), req.mmap_size) {
+                    Ok(m) => Some(m),
+                    Err(e) => {
+                        st.problem(format!("mmap of a sampler's ring: {e}"));
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            if let Some(ring) = &ring {
+                check_ring(ring, ncpus, st);
+            }
+            samplers.push(OpenSampler { fd: sfd, ring });
+            if samplers.len() > 4 {
+                samplers.remove(0);
+            }
+        }
+        Err(e) => {
+            let e = e.raw_os_error().unwrap_or(0);
+            *st.errors.lock().unwrap().entry(errno_name(e)).or_default() += 1;
+            let documented = [
+                libc::EINVAL,
+                libc::E2BIG,
+                libc::ERANGE,
+                libc::ENOENT,
+                libc::ENOSPC,
+            ];
+            if !documented.contains(&e) {
+                st.problem(format!(
+                    "sampler refused with undocumented {}",
+                    errno_name(e)
+                ));
+            }
+        }
+    }
+}
+
 static PAT_VALUE: AtomicU64 = AtomicU64::new(0);
 
 fn main() {
@@ -613,6 +790,11 @@ fn main() {
         st.ops.load(Ordering::Relaxed),
         threads,
         elapsed.as_secs_f64()
+    );
+    println!(
+        "fuzz: {} samplers started, {} of their records checked",
+        st.samplers.load(Ordering::Relaxed),
+        st.records.load(Ordering::Relaxed)
     );
     println!(
         "fuzz: errors by errno: {}",
