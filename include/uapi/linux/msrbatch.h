@@ -341,7 +341,6 @@ struct msrbatch_rec_cpu {
 	__u64 tsc;
 };
 
-
 #define MSRBATCH_IOC_MAGIC	0xB9
 
 /*
