@@ -145,12 +145,13 @@ int msrbatch_sampler_start(const struct msrbatch_prepared *prep, uint64_t period
 int msrbatch_sampler_fd(const struct msrbatch_sampler *sampler);
 /*
  * Reads the next record into @rec: 1, or 0 if none is unread, or -EBADMSG
- * (the ring breaks the ABI). A SAMPLE's values (val[0], val[1] of each of
- * the CPU's ops, in batch order) go to @val, at most @max_val pairs of the
- * @rec->nr; MSRBATCH_SAMPLE_MAX_OPS pairs always suffice.
+ * (the ring breaks the ABI). A SAMPLE's values go to @vals as pairs:
+ * @vals[2 * i] and @vals[2 * i + 1] are val[0] and val[1] of the CPU's op i,
+ * in batch order, for at most @max_pairs of the @rec->nr ops;
+ * MSRBATCH_SAMPLE_MAX_OPS pairs always suffice.
  */
 int msrbatch_sampler_read(struct msrbatch_sampler *sampler, struct msrbatch_sampler_record *rec,
-			  uint64_t (*val)[2], size_t max_val);
+			  uint64_t *vals, size_t max_pairs);
 /* Stops sampling; each CPU appends an OFFLINE record; the ring stays readable. */
 int msrbatch_sampler_stop(const struct msrbatch_sampler *sampler);
 /* Records lost so far because the ring was full, on all CPUs. */

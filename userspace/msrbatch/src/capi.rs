@@ -567,19 +567,19 @@ pub unsafe extern "C" fn msrbatch_sampler_fd(sampler: *const CSampler) -> c_int 
     unsafe { sampler_ref(sampler) }.map_or(-libc::EINVAL, |s| s.as_fd().as_raw_fd())
 }
 
-/// `int msrbatch_sampler_read(struct msrbatch_sampler *sampler, struct msrbatch_sampler_record *rec, uint64_t (*val)[2], size_t max_val)`:
+/// `int msrbatch_sampler_read(struct msrbatch_sampler *sampler, struct msrbatch_sampler_record *rec, uint64_t *vals, size_t max_pairs)`:
 /// 1 (a record), 0 (none unread) or a negative errno.
 ///
 /// # Safety
 ///
 /// `sampler` came from `msrbatch_sampler_start`; `rec` is valid for a
-/// write; `val` is NULL or valid for `max_val` pairs of writes.
+/// write; `vals` is NULL or valid for `2 * max_pairs` u64 writes.
 #[no_mangle]
 pub unsafe extern "C" fn msrbatch_sampler_read(
     sampler: *mut CSampler,
     rec: *mut CSamplerRecord,
-    val: *mut [u64; 2],
-    max_val: usize,
+    vals: *mut u64,
+    max_pairs: usize,
 ) -> c_int {
     // SAFETY: By the caller's contract.
     let Some(s) = (unsafe { sampler.as_mut() }) else {
@@ -602,11 +602,14 @@ pub unsafe extern "C" fn msrbatch_sampler_read(
             out.type_ = MSRBATCH_REC_SAMPLE;
             (out.cpu, out.seq, out.tsc, out.failed) = (smp.cpu, smp.seq, smp.tsc, smp.failed);
             out.nr = u32::try_from(smp.values.len()).unwrap_or(u32::MAX);
-            if !val.is_null() {
-                for (i, v) in smp.values.iter().take(max_val).enumerate() {
-                    // SAFETY: `i < max_val`, valid for writes by the
-                    // caller's contract.
-                    unsafe { val.add(i).write(*v) };
+            if !vals.is_null() {
+                for (i, v) in smp.values.iter().take(max_pairs).enumerate() {
+                    // SAFETY: `2 * i + 1 < 2 * max_pairs`, valid for writes
+                    // by the caller's contract.
+                    unsafe {
+                        vals.add(2 * i).write(v[0]);
+                        vals.add(2 * i + 1).write(v[1]);
+                    }
                 }
             }
         }
@@ -1203,26 +1206,40 @@ mod tests {
             assert_eq!(msrbatch_sampler_fd(null.cast()), -libc::EINVAL);
             assert!(msrbatch_sampler_fd(s) >= 0);
             assert_eq!(
-                msrbatch_sampler_read(std::ptr::null_mut(), &mut rec, val.as_mut_ptr(), 1),
+                msrbatch_sampler_read(
+                    std::ptr::null_mut(),
+                    &mut rec,
+                    val.as_mut_ptr().cast::<u64>(),
+                    1
+                ),
                 -libc::EINVAL
             );
             assert_eq!(
-                msrbatch_sampler_read(s, std::ptr::null_mut(), val.as_mut_ptr(), 1),
+                msrbatch_sampler_read(s, std::ptr::null_mut(), val.as_mut_ptr().cast::<u64>(), 1),
                 -libc::EINVAL
             );
-            assert_eq!(msrbatch_sampler_read(s, &mut rec, val.as_mut_ptr(), 1), 1);
+            assert_eq!(
+                msrbatch_sampler_read(s, &mut rec, val.as_mut_ptr().cast::<u64>(), 1),
+                1
+            );
             assert_eq!(
                 (rec.type_, rec.cpu, rec.seq, rec.tsc),
                 (MSRBATCH_REC_ONLINE, 1, 0, 77)
             );
-            assert_eq!(msrbatch_sampler_read(s, &mut rec, val.as_mut_ptr(), 1), 1);
+            assert_eq!(
+                msrbatch_sampler_read(s, &mut rec, val.as_mut_ptr().cast::<u64>(), 1),
+                1
+            );
             assert_eq!(
                 (rec.type_, rec.cpu, rec.seq, rec.tsc, rec.failed, rec.nr),
                 (MSRBATCH_REC_SAMPLE, 1, 0, 1000, 0b10, 2)
             );
             // One pair of room: the first op's values only.
             assert_eq!(val, [[11, 0]]);
-            assert_eq!(msrbatch_sampler_read(s, &mut rec, val.as_mut_ptr(), 1), 0);
+            assert_eq!(
+                msrbatch_sampler_read(s, &mut rec, val.as_mut_ptr().cast::<u64>(), 1),
+                0
+            );
             assert_eq!(msrbatch_sampler_lost(s), 0);
             assert_eq!(msrbatch_sampler_lost(null.cast()), 0);
             assert_eq!(msrbatch_sampler_stop(s), -libc::ENOTTY);
