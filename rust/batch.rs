@@ -16,8 +16,9 @@
 //!    once with `on_each_cpu_cond_mask()`. The local CPU, when targeted, runs
 //!    its share with interrupts off like the others.
 //! 3. On each CPU, [`run_sequence`] runs that CPU's ops in array order with
-//!    interrupts off. It does not allocate, lock, copy to user space or panic:
-//!    every lookup is a `get()`, every sum `wrapping_*`/`saturating_*`.
+//!    interrupts off, for as long as the CPU's busy [`Credit`] allows. It
+//!    does not allocate, lock, copy to user space or panic: every lookup is
+//!    a `get()`, every sum `wrapping_*`/`saturating_*`.
 
 use crate::insn;
 use crate::uapi::{self, opcode, Batch, Op};
@@ -306,13 +307,68 @@ fn busy_tsc() -> u64 {
     }
 }
 
+/// The busy credit refills at `1 / REFILL` of the time that passes.
+const REFILL: u64 = 5;
+
+/// A CPU's credit of time for running msrbatch ops with interrupts off, in TSC
+/// ticks: the rule of `MSRBATCH_MAX_CPU_BUSY_NS` in the uapi header. It holds
+/// at most `B - B / REFILL` (`B`: the busy budget), grows by `1 / REFILL` of
+/// the time that passes and shrinks by the time the CPU spends on a share
+/// (its rendezvous wait included). A share starting with credit `c` may start
+/// ops for `c + c / (REFILL - 1)` ticks (it earns `1 / REFILL` of its own
+/// time back meanwhile): a CPU with full credit runs one share for `B`, as
+/// before; shares that follow each other without a pause split one `B`
+/// between them; over any span `T`, a CPU spends at most
+/// `B - B / REFILL + T / REFILL` on shares, plus what the last op of each
+/// share overran (which is charged: the credit goes below 0).
+///
+/// One per CPU (`glue.c`), used only by that CPU with interrupts off.
+/// Starts at zero, which means full (`stamp` 0: no share yet).
+#[repr(C)]
+pub(crate) struct Credit {
+    ticks: i64,
+    /// The TSC when the last share ended.
+    stamp: u64,
+}
+
+const _: () = assert!(size_of::<Credit>() == 16);
+
+impl Credit {
+    /// A share starts at `now` with busy budget `busy_tsc`: refills the
+    /// credit for the time since the last share ended and returns how many
+    /// ticks from `now` the share may start ops for (0: none).
+    fn refill(&mut self, now: u64, busy_tsc: u64) -> u64 {
+        let cap = (busy_tsc - busy_tsc / REFILL).min(i64::MAX as u64) as i64;
+        let earned = match self.stamp {
+            0 => cap,
+            // A TSC that went backwards wraps to a large gap: full credit.
+            s => (now.wrapping_sub(s) / REFILL).min(cap as u64) as i64,
+        };
+        self.ticks = self.ticks.saturating_add(earned).min(cap);
+        self.stamp = now;
+        match self.ticks {
+            c if c <= 0 => 0,
+            c => (c as u64).saturating_add(c as u64 / (REFILL - 1)),
+        }
+    }
+
+    /// Charges a share that ran from `start` to `now`.
+    fn charge(&mut self, start: u64, now: u64) {
+        let ran = now.saturating_sub(start).min(i64::MAX as u64);
+        self.ticks = self.ticks.saturating_sub((ran - ran / REFILL) as i64);
+        self.stamp = now;
+    }
+}
+
 /// How every CPU runs its ops.
 #[derive(Clone, Copy)]
 struct Mode {
     stop_on_error: bool,
     /// `MSRBATCH_F_TIMESTAMPS`.
     stamps: bool,
-    /// `MSRBATCH_MAX_CPU_BUSY_NS` in TSC ticks.
+    /// How long after its start the sequence may start ops, in TSC ticks:
+    /// `MSRBATCH_MAX_CPU_BUSY_NS` in [`Mode::of`], from which each CPU's
+    /// share gets what its [`Credit`] allows.
     busy_tsc: u64,
     /// The code of every op, if they share one.
     uniform: Option<u16>,
@@ -354,9 +410,10 @@ impl Rendezvous {
         }
     }
 
-    /// Arrives and waits (interrupts off); whether to run.
-    fn wait(&self) -> bool {
-        let t0 = insn::rdtsc().unwrap_or(0);
+    /// Arrives and waits (interrupts off), from `t0` for at most the
+    /// timeout or `limit` ticks, whichever is shorter; whether to run.
+    fn wait(&self, t0: u64, limit: u64) -> bool {
+        let timeout = self.timeout_tsc.min(limit);
         if self.arrived.fetch_add(1, Ordering::AcqRel).wrapping_add(1) == self.expected {
             let _ = self.state.compare_exchange(WAITING, GO, Ordering::AcqRel, Ordering::Acquire);
         }
@@ -366,7 +423,7 @@ impl Rendezvous {
                 ABORT => return false,
                 _ => {}
             }
-            if insn::rdtsc().unwrap_or(t0).wrapping_sub(t0) > self.timeout_tsc {
+            if insn::rdtsc().unwrap_or(t0).wrapping_sub(t0) >= timeout {
                 let _ = self.state.compare_exchange(WAITING, ABORT, Ordering::AcqRel, Ordering::Acquire);
             }
             core::hint::spin_loop();
@@ -496,7 +553,7 @@ unsafe fn run_loop<'a>(
     let mut skip = 0;
     for op in ops.by_ref() {
         if until_check == 0 || op.op == opcode::DELAY {
-            if insn::rdtsc().unwrap_or(start).wrapping_sub(start) > busy_tsc {
+            if insn::rdtsc().unwrap_or(start).wrapping_sub(start) >= busy_tsc {
                 skip = status::ETIME;
                 op.status = skip;
                 op.val = [0, 0];
@@ -525,6 +582,41 @@ unsafe fn run_loop<'a>(
     nr_failed
 }
 
+/// Runs `ops`, this CPU's share of a batch, under this CPU's [`Credit`]:
+/// from `t0` (a TSC read just before), through `sync`'s rendezvous if given,
+/// the ops start while the credit lasts; the rest get `-ETIME`. Charges the
+/// time taken. Returns the TSC at which the ops started and the number that
+/// failed, or `None` if the rendezvous was called off (nothing ran).
+///
+/// # Safety
+///
+/// Interrupts are off; as [`run_sequence`] for `ops` and `mode`.
+unsafe fn run_share<'a>(
+    ops: impl Iterator<Item = &'a mut Op>,
+    mode: Mode,
+    t0: u64,
+    sync: Option<&Rendezvous>,
+) -> Option<(u64, u32)> {
+    // SAFETY: Interrupts are off, by our own requirements, until we return.
+    let credit = unsafe { crate::glue::this_cpu_credit() };
+    let budget = credit.refill(t0, mode.busy_tsc);
+    if let Some(rv) = sync {
+        if !rv.wait(t0, budget) {
+            credit.charge(t0, insn::rdtsc().unwrap_or(t0));
+            return None;
+        }
+    }
+    let start = match sync {
+        Some(_) => insn::rdtsc().unwrap_or(t0),
+        None => t0,
+    };
+    let left = budget.saturating_sub(start.wrapping_sub(t0));
+    // SAFETY: By our own requirements.
+    let nr_failed = unsafe { run_sequence(ops, Mode { busy_tsc: left, ..mode }) };
+    credit.charge(t0, insn::rdtsc().unwrap_or(start));
+    Some((start, nr_failed))
+}
+
 /// The one-CPU cross-call's argument.
 struct OneCpu {
     ops: *mut Op,
@@ -547,8 +639,13 @@ unsafe extern "C" fn run_one_cpu(info: *mut c_void) {
     // SAFETY: `ops` and `nr_ops` describe the caller's slice, which nothing
     // else touches until the cross-call returns.
     let ops = unsafe { core::slice::from_raw_parts_mut(job.ops, job.nr_ops) };
-    // SAFETY: By the function's requirements, the writes are allowed.
-    job.nr_failed = unsafe { run_sequence(ops.iter_mut(), job.mode) };
+    let t0 = insn::rdtsc().unwrap_or(0);
+    // SAFETY: A cross-call runs with interrupts off (and the local call in
+    // `execute_one` turns them off); by the function's requirements, the
+    // writes are allowed.
+    if let Some((_, nr_failed)) = unsafe { run_share(ops.iter_mut(), job.mode, t0, None) } {
+        job.nr_failed = nr_failed;
+    }
 }
 
 /// The cross-call: runs the current CPU's share of the batch.
@@ -579,17 +676,15 @@ unsafe extern "C" fn run_on_this_cpu(info: *mut c_void) {
         // so no other reference to this op exists while we hold this one.
         (i < shared.nr_ops).then(|| unsafe { &mut *shared.ops.add(i) })
     });
-    if let Some(rv) = shared.sync {
-        if !rv.wait() {
-            // Called off: nothing runs here, nor on any other CPU.
-            return;
+    let t0 = insn::rdtsc().unwrap_or(0);
+    // SAFETY: A cross-call runs with interrupts off; by the function's
+    // requirements, the writes are allowed. Called off (`None`): nothing runs
+    // here, nor on any other CPU.
+    if let Some((start, _)) = unsafe { run_share(ops, shared.mode, t0, shared.sync) } {
+        if let Some(s) = shared.starts.get(pos) {
+            s.store(start, Ordering::Relaxed);
         }
     }
-    if let Some(start) = shared.starts.get(pos) {
-        start.store(insn::rdtsc().unwrap_or(0), Ordering::Relaxed);
-    }
-    // SAFETY: By the function's requirements, the writes are allowed.
-    unsafe { run_sequence(ops, shared.mode) };
 }
 
 /// Holds the CPU hotplug read lock: no CPU goes on- or offline meanwhile.
@@ -887,15 +982,50 @@ mod tests {
     #[test]
     fn rendezvous_all_or_none() -> Result {
         // The last of the expected CPUs to arrive says go.
+        let now = || insn::rdtsc().unwrap_or(0);
         let rv = Rendezvous::new(1);
-        assert!(rv.wait());
+        assert!(rv.wait(now(), 0));
         // One of two never arrives: the other times out and calls it off,
         // and a latecomer does not run either.
         let mut rv = Rendezvous::new(2);
         rv.timeout_tsc = 1000;
-        assert!(!rv.wait());
+        assert!(!rv.wait(now(), u64::MAX));
         assert_eq!(rv.state.load(Ordering::Relaxed), ABORT);
-        assert!(!rv.wait());
+        assert!(!rv.wait(now(), u64::MAX));
+        // A CPU without credit left does not wait at all.
+        let rv = Rendezvous::new(2);
+        assert!(!rv.wait(now(), 0));
+        assert_eq!(rv.state.load(Ordering::Relaxed), ABORT);
+        Ok(())
+    }
+
+    #[test]
+    fn credit_bounds_a_cpu_not_a_batch() -> Result {
+        const B: u64 = 20_000_000;
+        let mut c = Credit { ticks: 0, stamp: 0 };
+        // Full at first: one share may run the whole budget.
+        assert_eq!(c.refill(1_000, B), B);
+        c.charge(1_000, 1_000 + B);
+        // A share queued right behind it gets nothing, and one after a
+        // pause gets what the pause earned: a fifth of it, a quarter more
+        // for what it earns while it runs.
+        let t = 1_000 + B;
+        assert_eq!(c.refill(t, B), 0);
+        c.charge(t, t);
+        assert_eq!(c.refill(t + 40_000_000, B), 10_000_000);
+        // Two shares with no pause between them split one budget.
+        let t = t + 40_000_000;
+        c.charge(t, t + 6_000_000);
+        assert_eq!(c.refill(t + 6_000_000, B), 4_000_000);
+        // An overrun is charged: the credit goes below zero.
+        c.charge(t + 6_000_000, t + 6_000_000 + 5_000_000);
+        assert_eq!(c.ticks, -800_000);
+        assert_eq!(c.refill(t + 15_000_000, B), 0);
+        assert_eq!(c.refill(t + 16_000_000, B), 250_000);
+        // After long enough, full again (never more); a TSC that went
+        // backwards counts as a long pause.
+        assert_eq!(c.refill(t + 10 * B, B), B);
+        assert_eq!(c.refill(1, B), B);
         Ok(())
     }
 

@@ -27,6 +27,14 @@ int msrbatch_results_mmap(struct vm_area_struct *vma, void *addr);
 void msrbatch_kick_reaper(void);
 void msrbatch_reaper_sync(void);
 
+/* A CPU's busy credit: the storage only; batch.rs's Credit (same layout) has the rule. */
+struct msrbatch_credit {
+	s64 ticks;
+	u64 stamp;
+};
+
+struct msrbatch_credit *msrbatch_this_cpu_credit(void);
+
 /* Implemented in Rust (pce.rs). */
 void msrbatch_reap_grants(void);
 
