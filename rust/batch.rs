@@ -314,7 +314,7 @@ const REFILL: u64 = 5;
 /// ticks: the rule of `MSRBATCH_MAX_CPU_BUSY_NS` in the uapi header. It holds
 /// at most `B - B / REFILL` (`B`: the busy budget), grows by `1 / REFILL` of
 /// the time that passes and shrinks by the time the CPU spends on a share
-/// (its rendezvous wait included). A share starting with credit `c` may start
+/// (not counting a synchronised start's wait). A share starting with credit `c` may start
 /// ops for `c + c / (REFILL - 1)` ticks (it earns `1 / REFILL` of its own
 /// time back meanwhile): a CPU with full credit runs one share for `B`, as
 /// before; shares that follow each other without a pause split one `B`
@@ -410,10 +410,14 @@ impl Rendezvous {
         }
     }
 
-    /// Arrives and waits (interrupts off), from `t0` for at most the
-    /// timeout or `limit` ticks, whichever is shorter; whether to run.
-    fn wait(&self, t0: u64, limit: u64) -> bool {
-        let timeout = self.timeout_tsc.min(limit);
+    /// Calls the start off without arriving (a CPU with no busy credit).
+    fn call_off(&self) {
+        let _ = self.state.compare_exchange(WAITING, ABORT, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// Arrives and waits (interrupts off); whether to run.
+    fn wait(&self) -> bool {
+        let t0 = insn::rdtsc().unwrap_or(0);
         if self.arrived.fetch_add(1, Ordering::AcqRel).wrapping_add(1) == self.expected {
             let _ = self.state.compare_exchange(WAITING, GO, Ordering::AcqRel, Ordering::Acquire);
         }
@@ -423,7 +427,7 @@ impl Rendezvous {
                 ABORT => return false,
                 _ => {}
             }
-            if insn::rdtsc().unwrap_or(t0).wrapping_sub(t0) >= timeout {
+            if insn::rdtsc().unwrap_or(t0).wrapping_sub(t0) > self.timeout_tsc {
                 let _ = self.state.compare_exchange(WAITING, ABORT, Ordering::AcqRel, Ordering::Acquire);
             }
             core::hint::spin_loop();
@@ -583,10 +587,12 @@ unsafe fn run_loop<'a>(
 }
 
 /// Runs `ops`, this CPU's share of a batch, under this CPU's [`Credit`]:
-/// from `t0` (a TSC read just before), through `sync`'s rendezvous if given,
-/// the ops start while the credit lasts; the rest get `-ETIME`. Charges the
-/// time taken. Returns the TSC at which the ops started and the number that
-/// failed, or `None` if the rendezvous was called off (nothing ran).
+/// after `sync`'s rendezvous if given, the ops start while the credit lasts;
+/// the rest get `-ETIME`. Charges the time the ops took (not the rendezvous
+/// wait, which its own timeout bounds). A CPU with no credit calls a
+/// synchronised start off rather than start and run nothing. Returns the TSC
+/// at which the ops started and the number that failed, or `None` if the
+/// rendezvous was called off (nothing ran).
 ///
 /// # Safety
 ///
@@ -594,26 +600,26 @@ unsafe fn run_loop<'a>(
 unsafe fn run_share<'a>(
     ops: impl Iterator<Item = &'a mut Op>,
     mode: Mode,
-    t0: u64,
     sync: Option<&Rendezvous>,
 ) -> Option<(u64, u32)> {
     // SAFETY: Interrupts are off, by our own requirements, until we return.
     let credit = unsafe { crate::glue::this_cpu_credit() };
-    let budget = credit.refill(t0, mode.busy_tsc);
+    let mut start = insn::rdtsc().unwrap_or(0);
+    let budget = credit.refill(start, mode.busy_tsc);
     if let Some(rv) = sync {
-        if !rv.wait(t0, budget) {
-            credit.charge(t0, insn::rdtsc().unwrap_or(t0));
+        if budget == 0 {
+            rv.call_off();
+        }
+        if !rv.wait() {
             return None;
         }
+        start = insn::rdtsc().unwrap_or(start);
+        // The wait was not the ops' time: the credit refills for it.
+        credit.refill(start, mode.busy_tsc);
     }
-    let start = match sync {
-        Some(_) => insn::rdtsc().unwrap_or(t0),
-        None => t0,
-    };
-    let left = budget.saturating_sub(start.wrapping_sub(t0));
     // SAFETY: By our own requirements.
-    let nr_failed = unsafe { run_sequence(ops, Mode { busy_tsc: left, ..mode }) };
-    credit.charge(t0, insn::rdtsc().unwrap_or(start));
+    let nr_failed = unsafe { run_sequence(ops, Mode { busy_tsc: budget, ..mode }) };
+    credit.charge(start, insn::rdtsc().unwrap_or(start));
     Some((start, nr_failed))
 }
 
@@ -639,11 +645,10 @@ unsafe extern "C" fn run_one_cpu(info: *mut c_void) {
     // SAFETY: `ops` and `nr_ops` describe the caller's slice, which nothing
     // else touches until the cross-call returns.
     let ops = unsafe { core::slice::from_raw_parts_mut(job.ops, job.nr_ops) };
-    let t0 = insn::rdtsc().unwrap_or(0);
     // SAFETY: A cross-call runs with interrupts off (and the local call in
     // `execute_one` turns them off); by the function's requirements, the
     // writes are allowed.
-    if let Some((_, nr_failed)) = unsafe { run_share(ops.iter_mut(), job.mode, t0, None) } {
+    if let Some((_, nr_failed)) = unsafe { run_share(ops.iter_mut(), job.mode, None) } {
         job.nr_failed = nr_failed;
     }
 }
@@ -676,11 +681,10 @@ unsafe extern "C" fn run_on_this_cpu(info: *mut c_void) {
         // so no other reference to this op exists while we hold this one.
         (i < shared.nr_ops).then(|| unsafe { &mut *shared.ops.add(i) })
     });
-    let t0 = insn::rdtsc().unwrap_or(0);
     // SAFETY: A cross-call runs with interrupts off; by the function's
     // requirements, the writes are allowed. Called off (`None`): nothing runs
     // here, nor on any other CPU.
-    if let Some((start, _)) = unsafe { run_share(ops, shared.mode, t0, shared.sync) } {
+    if let Some((start, _)) = unsafe { run_share(ops, shared.mode, shared.sync) } {
         if let Some(s) = shared.starts.get(pos) {
             s.store(start, Ordering::Relaxed);
         }
@@ -982,20 +986,19 @@ mod tests {
     #[test]
     fn rendezvous_all_or_none() -> Result {
         // The last of the expected CPUs to arrive says go.
-        let now = || insn::rdtsc().unwrap_or(0);
         let rv = Rendezvous::new(1);
-        assert!(rv.wait(now(), 0));
+        assert!(rv.wait());
         // One of two never arrives: the other times out and calls it off,
         // and a latecomer does not run either.
         let mut rv = Rendezvous::new(2);
         rv.timeout_tsc = 1000;
-        assert!(!rv.wait(now(), u64::MAX));
+        assert!(!rv.wait());
         assert_eq!(rv.state.load(Ordering::Relaxed), ABORT);
-        assert!(!rv.wait(now(), u64::MAX));
-        // A CPU without credit left does not wait at all.
-        let rv = Rendezvous::new(2);
-        assert!(!rv.wait(now(), 0));
-        assert_eq!(rv.state.load(Ordering::Relaxed), ABORT);
+        assert!(!rv.wait());
+        // A CPU without credit calls it off, even as the last to arrive.
+        let rv = Rendezvous::new(1);
+        rv.call_off();
+        assert!(!rv.wait());
         Ok(())
     }
 
