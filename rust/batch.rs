@@ -307,56 +307,49 @@ fn busy_tsc() -> u64 {
     }
 }
 
-/// The busy credit refills at `1 / REFILL` of the time that passes.
-const REFILL: u64 = 5;
-
-/// A CPU's credit of time for running msrbatch ops with interrupts off, in TSC
-/// ticks: the rule of `MSRBATCH_MAX_CPU_BUSY_NS` in the uapi header. It holds
-/// at most `B - B / REFILL` (`B`: the busy budget), grows by `1 / REFILL` of
-/// the time that passes and shrinks by the time the CPU spends on a share
-/// (not counting a synchronised start's wait). A share starting with credit `c` may start
-/// ops for `c + c / (REFILL - 1)` ticks (it earns `1 / REFILL` of its own
-/// time back meanwhile): a CPU with full credit runs one share for `B`, as
-/// before; shares that follow each other without a pause split one `B`
-/// between them; over any span `T`, a CPU spends at most
-/// `B - B / REFILL + T / REFILL` on shares, plus what the last op of each
-/// share overran (which is charged: the credit goes below 0).
+/// A CPU's busy credit: the rule of `MSRBATCH_MAX_CPU_BUSY_NS` in the uapi
+/// header. With `B` the busy budget in TSC ticks, the credit holds at most
+/// `4B/5`, grows by a fifth of the time that passes and shrinks by the time
+/// the CPU spends on shares (not counting a synchronised start's wait); a
+/// share starting with credit `c` may start ops for `5c/4` (it earns a fifth
+/// of its own time back meanwhile). So a CPU with full credit runs one share
+/// for `B`, as before; shares that follow each other without a pause split
+/// one `B` between them; over any span `T` a CPU spends at most `4B/5 + T/5`
+/// on shares, plus what the last op of each share overran (which is charged).
+///
+/// Kept as one TSC value, when the credit is full again: a deficit of `d`
+/// ticks of time is a credit of `4B/5 - d/5`, so a share may start ops for
+/// `B - d/4`, and a share of `t` ticks (`4t/5` of credit, `4t` of refill
+/// time, after `t` passed) puts it `5t` after the share's start. The deficit
+/// is capped at `8B`: a TSC that went backwards, or a share that overran by
+/// more than a budget, costs at most that.
 ///
 /// One per CPU (`glue.c`), used only by that CPU with interrupts off.
-/// Starts at zero, which means full (`stamp` 0: no share yet).
+/// Starts at zero: full.
 #[repr(C)]
 pub(crate) struct Credit {
-    ticks: i64,
-    /// The TSC when the last share ended.
-    stamp: u64,
+    full_at: u64,
 }
 
-const _: () = assert!(size_of::<Credit>() == 16);
-
 impl Credit {
-    /// A share starts at `now` with busy budget `busy_tsc`: refills the
-    /// credit for the time since the last share ended and returns how many
-    /// ticks from `now` the share may start ops for (0: none).
+    /// A share starts at `now` with busy budget `busy_tsc`: returns how many
+    /// ticks from `now` it may start ops for (0: none).
+    #[inline(always)]
     fn refill(&mut self, now: u64, busy_tsc: u64) -> u64 {
-        let cap = (busy_tsc - busy_tsc / REFILL).min(i64::MAX as u64) as i64;
-        let earned = match self.stamp {
-            0 => cap,
-            // A TSC that went backwards wraps to a large gap: full credit.
-            s => (now.wrapping_sub(s) / REFILL).min(cap as u64) as i64,
-        };
-        self.ticks = self.ticks.saturating_add(earned).min(cap);
-        self.stamp = now;
-        match self.ticks {
-            c if c <= 0 => 0,
-            c => (c as u64).saturating_add(c as u64 / (REFILL - 1)),
+        let most = busy_tsc.saturating_mul(8);
+        let mut deficit = self.full_at.saturating_sub(now);
+        if deficit > most {
+            deficit = most;
+            self.full_at = now.saturating_add(most);
         }
+        busy_tsc.saturating_sub(deficit / 4)
     }
 
     /// Charges a share that ran from `start` to `now`.
+    #[inline(always)]
     fn charge(&mut self, start: u64, now: u64) {
-        let ran = now.saturating_sub(start).min(i64::MAX as u64);
-        self.ticks = self.ticks.saturating_sub((ran - ran / REFILL) as i64);
-        self.stamp = now;
+        let ran = now.saturating_sub(start);
+        self.full_at = self.full_at.max(start).saturating_add(ran.saturating_mul(5));
     }
 }
 
@@ -613,9 +606,8 @@ unsafe fn run_share<'a>(
         if !rv.wait() {
             return None;
         }
+        // The wait is not charged: the share's time starts now.
         start = insn::rdtsc().unwrap_or(start);
-        // The wait was not the ops' time: the credit refills for it.
-        credit.refill(start, mode.busy_tsc);
     }
     // SAFETY: By our own requirements.
     let nr_failed = unsafe { run_sequence(ops, Mode { busy_tsc: budget, ..mode }) };
@@ -1005,14 +997,15 @@ mod tests {
     #[test]
     fn credit_bounds_a_cpu_not_a_batch() -> Result {
         const B: u64 = 20_000_000;
-        let mut c = Credit { ticks: 0, stamp: 0 };
+        let mut c = Credit { full_at: 0 };
         // Full at first: one share may run the whole budget.
-        assert_eq!(c.refill(1_000, B), B);
-        c.charge(1_000, 1_000 + B);
+        let t = 1_000_000_000;
+        assert_eq!(c.refill(t, B), B);
+        c.charge(t, t + B);
         // A share queued right behind it gets nothing, and one after a
         // pause gets what the pause earned: a fifth of it, a quarter more
         // for what it earns while it runs.
-        let t = 1_000 + B;
+        let t = t + B;
         assert_eq!(c.refill(t, B), 0);
         c.charge(t, t);
         assert_eq!(c.refill(t + 40_000_000, B), 10_000_000);
@@ -1020,15 +1013,20 @@ mod tests {
         let t = t + 40_000_000;
         c.charge(t, t + 6_000_000);
         assert_eq!(c.refill(t + 6_000_000, B), 4_000_000);
-        // An overrun is charged: the credit goes below zero.
-        c.charge(t + 6_000_000, t + 6_000_000 + 5_000_000);
-        assert_eq!(c.ticks, -800_000);
+        // An overrun is charged: the credit goes below zero (-0.8 ms) and
+        // needs 4 ms to be back at zero.
+        c.charge(t + 6_000_000, t + 11_000_000);
         assert_eq!(c.refill(t + 15_000_000, B), 0);
         assert_eq!(c.refill(t + 16_000_000, B), 250_000);
-        // After long enough, full again (never more); a TSC that went
-        // backwards counts as a long pause.
+        // Full again once the deficit (95 ms from the first share here) is
+        // past, and never more than full.
+        assert_eq!(c.refill(t + 94_000_000, B), B - 250_000);
+        assert_eq!(c.refill(t + 95_000_000, B), B);
         assert_eq!(c.refill(t + 10 * B, B), B);
-        assert_eq!(c.refill(1, B), B);
+        // A TSC that went backwards costs at most 8 budgets of time.
+        assert_eq!(c.refill(1, B), 0);
+        assert_eq!(c.refill(1 + 4 * B, B), 0);
+        assert_eq!(c.refill(1 + 8 * B, B), B);
         Ok(())
     }
 

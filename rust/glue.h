@@ -29,8 +29,7 @@ void msrbatch_reaper_sync(void);
 
 /* A CPU's busy credit: the storage only; batch.rs's Credit (same layout) has the rule. */
 struct msrbatch_credit {
-	s64 ticks;
-	u64 stamp;
+	u64 full_at;
 };
 
 struct msrbatch_credit *msrbatch_this_cpu_credit(void);
