@@ -16,8 +16,9 @@
 //!    once with `on_each_cpu_cond_mask()`. The local CPU, when targeted, runs
 //!    its share with interrupts off like the others.
 //! 3. On each CPU, [`run_sequence`] runs that CPU's ops in array order with
-//!    interrupts off. It does not allocate, lock, copy to user space or panic:
-//!    every lookup is a `get()`, every sum `wrapping_*`/`saturating_*`.
+//!    interrupts off, for as long as the CPU's busy [`Credit`] allows. It
+//!    does not allocate, lock, copy to user space or panic: every lookup is
+//!    a `get()`, every sum `wrapping_*`/`saturating_*`.
 
 use crate::insn;
 use crate::uapi::{self, opcode, Batch, Op};
@@ -306,13 +307,61 @@ fn busy_tsc() -> u64 {
     }
 }
 
+/// A CPU's busy credit: the rule of `MSRBATCH_MAX_CPU_BUSY_NS` in the uapi
+/// header. With `B` the busy budget in TSC ticks, the credit holds at most
+/// `4B/5`, grows by a fifth of the time that passes and shrinks by the time
+/// the CPU spends on shares (not counting a synchronised start's wait); a
+/// share starting with credit `c` may start ops for `5c/4` (it earns a fifth
+/// of its own time back meanwhile). So a CPU with full credit runs one share
+/// for `B`, as before; shares that follow each other without a pause split
+/// one `B` between them; over any span `T` a CPU spends at most `4B/5 + T/5`
+/// on shares, plus what the last op of each share overran (which is charged).
+///
+/// Kept as one TSC value, when the credit is full again: a deficit of `d`
+/// ticks of time is a credit of `4B/5 - d/5`, so a share may start ops for
+/// `B - d/4`, and a share of `t` ticks (`4t/5` of credit, `4t` of refill
+/// time, after `t` passed) puts it `5t` after the share's start. The deficit
+/// is capped at `8B`: a TSC that went backwards, or a share that overran by
+/// more than a budget, costs at most that.
+///
+/// One per CPU (`glue.c`), used only by that CPU with interrupts off.
+/// Starts at zero: full.
+#[repr(C)]
+pub(crate) struct Credit {
+    full_at: u64,
+}
+
+impl Credit {
+    /// A share starts at `now` with busy budget `busy_tsc`: returns how many
+    /// ticks from `now` it may start ops for (0: none).
+    #[inline(always)]
+    fn refill(&mut self, now: u64, busy_tsc: u64) -> u64 {
+        let most = busy_tsc.saturating_mul(8);
+        let mut deficit = self.full_at.saturating_sub(now);
+        if deficit > most {
+            deficit = most;
+            self.full_at = now.saturating_add(most);
+        }
+        busy_tsc.saturating_sub(deficit / 4)
+    }
+
+    /// Charges a share that ran from `start` to `now`.
+    #[inline(always)]
+    fn charge(&mut self, start: u64, now: u64) {
+        let ran = now.saturating_sub(start);
+        self.full_at = self.full_at.max(start).saturating_add(ran.saturating_mul(5));
+    }
+}
+
 /// How every CPU runs its ops.
 #[derive(Clone, Copy)]
 struct Mode {
     stop_on_error: bool,
     /// `MSRBATCH_F_TIMESTAMPS`.
     stamps: bool,
-    /// `MSRBATCH_MAX_CPU_BUSY_NS` in TSC ticks.
+    /// How long after its start the sequence may start ops, in TSC ticks:
+    /// `MSRBATCH_MAX_CPU_BUSY_NS` in [`Mode::of`], from which each CPU's
+    /// share gets what its [`Credit`] allows.
     busy_tsc: u64,
     /// The code of every op, if they share one.
     uniform: Option<u16>,
@@ -352,6 +401,11 @@ impl Rendezvous {
             expected,
             timeout_tsc: crate::glue::ns_to_tsc(uapi::SYNC_TIMEOUT_NS),
         }
+    }
+
+    /// Calls the start off without arriving (a CPU with no busy credit).
+    fn call_off(&self) {
+        let _ = self.state.compare_exchange(WAITING, ABORT, Ordering::AcqRel, Ordering::Acquire);
     }
 
     /// Arrives and waits (interrupts off); whether to run.
@@ -496,7 +550,7 @@ unsafe fn run_loop<'a>(
     let mut skip = 0;
     for op in ops.by_ref() {
         if until_check == 0 || op.op == opcode::DELAY {
-            if insn::rdtsc().unwrap_or(start).wrapping_sub(start) > busy_tsc {
+            if insn::rdtsc().unwrap_or(start).wrapping_sub(start) >= busy_tsc {
                 skip = status::ETIME;
                 op.status = skip;
                 op.val = [0, 0];
@@ -544,6 +598,42 @@ pub(crate) unsafe fn run_reads_here(ops: &mut [Op], uniform: Option<u16>) -> u32
     unsafe { run_sequence(ops.iter_mut(), mode) }
 }
 
+/// Runs `ops`, this CPU's share of a batch, under this CPU's [`Credit`]:
+/// after `sync`'s rendezvous if given, the ops start while the credit lasts;
+/// the rest get `-ETIME`. Charges the time the ops took (not the rendezvous
+/// wait, which its own timeout bounds). A CPU with no credit calls a
+/// synchronised start off rather than start and run nothing. Returns the TSC
+/// at which the ops started and the number that failed, or `None` if the
+/// rendezvous was called off (nothing ran).
+///
+/// # Safety
+///
+/// Interrupts are off; as [`run_sequence`] for `ops` and `mode`.
+unsafe fn run_share<'a>(
+    ops: impl Iterator<Item = &'a mut Op>,
+    mode: Mode,
+    sync: Option<&Rendezvous>,
+) -> Option<(u64, u32)> {
+    // SAFETY: Interrupts are off, by our own requirements, until we return.
+    let credit = unsafe { crate::glue::this_cpu_credit() };
+    let mut start = insn::rdtsc().unwrap_or(0);
+    let budget = credit.refill(start, mode.busy_tsc);
+    if let Some(rv) = sync {
+        if budget == 0 {
+            rv.call_off();
+        }
+        if !rv.wait() {
+            return None;
+        }
+        // The wait is not charged: the share's time starts now.
+        start = insn::rdtsc().unwrap_or(start);
+    }
+    // SAFETY: By our own requirements.
+    let nr_failed = unsafe { run_sequence(ops, Mode { busy_tsc: budget, ..mode }) };
+    credit.charge(start, insn::rdtsc().unwrap_or(start));
+    Some((start, nr_failed))
+}
+
 /// The one-CPU cross-call's argument.
 struct OneCpu {
     ops: *mut Op,
@@ -566,8 +656,12 @@ unsafe extern "C" fn run_one_cpu(info: *mut c_void) {
     // SAFETY: `ops` and `nr_ops` describe the caller's slice, which nothing
     // else touches until the cross-call returns.
     let ops = unsafe { core::slice::from_raw_parts_mut(job.ops, job.nr_ops) };
-    // SAFETY: By the function's requirements, the writes are allowed.
-    job.nr_failed = unsafe { run_sequence(ops.iter_mut(), job.mode) };
+    // SAFETY: A cross-call runs with interrupts off (and the local call in
+    // `execute_one` turns them off); by the function's requirements, the
+    // writes are allowed.
+    if let Some((_, nr_failed)) = unsafe { run_share(ops.iter_mut(), job.mode, None) } {
+        job.nr_failed = nr_failed;
+    }
 }
 
 /// The cross-call: runs the current CPU's share of the batch.
@@ -598,17 +692,14 @@ unsafe extern "C" fn run_on_this_cpu(info: *mut c_void) {
         // so no other reference to this op exists while we hold this one.
         (i < shared.nr_ops).then(|| unsafe { &mut *shared.ops.add(i) })
     });
-    if let Some(rv) = shared.sync {
-        if !rv.wait() {
-            // Called off: nothing runs here, nor on any other CPU.
-            return;
+    // SAFETY: A cross-call runs with interrupts off; by the function's
+    // requirements, the writes are allowed. Called off (`None`): nothing runs
+    // here, nor on any other CPU.
+    if let Some((start, _)) = unsafe { run_share(ops, shared.mode, shared.sync) } {
+        if let Some(s) = shared.starts.get(pos) {
+            s.store(start, Ordering::Relaxed);
         }
     }
-    if let Some(start) = shared.starts.get(pos) {
-        start.store(insn::rdtsc().unwrap_or(0), Ordering::Relaxed);
-    }
-    // SAFETY: By the function's requirements, the writes are allowed.
-    unsafe { run_sequence(ops, shared.mode) };
 }
 
 /// Holds the CPU hotplug read lock: no CPU goes on- or offline meanwhile.
@@ -915,6 +1006,46 @@ mod tests {
         assert!(!rv.wait());
         assert_eq!(rv.state.load(Ordering::Relaxed), ABORT);
         assert!(!rv.wait());
+        // A CPU without credit calls it off, even as the last to arrive.
+        let rv = Rendezvous::new(1);
+        rv.call_off();
+        assert!(!rv.wait());
+        Ok(())
+    }
+
+    #[test]
+    fn credit_bounds_a_cpu_not_a_batch() -> Result {
+        const B: u64 = 20_000_000;
+        let mut c = Credit { full_at: 0 };
+        // Full at first: one share may run the whole budget.
+        let t = 1_000_000_000;
+        assert_eq!(c.refill(t, B), B);
+        c.charge(t, t + B);
+        // A share queued right behind it gets nothing, and one after a
+        // pause gets what the pause earned: a fifth of it, a quarter more
+        // for what it earns while it runs.
+        let t = t + B;
+        assert_eq!(c.refill(t, B), 0);
+        c.charge(t, t);
+        assert_eq!(c.refill(t + 40_000_000, B), 10_000_000);
+        // Two shares with no pause between them split one budget.
+        let t = t + 40_000_000;
+        c.charge(t, t + 6_000_000);
+        assert_eq!(c.refill(t + 6_000_000, B), 4_000_000);
+        // An overrun is charged: the credit goes below zero (-0.8 ms) and
+        // needs 4 ms to be back at zero.
+        c.charge(t + 6_000_000, t + 11_000_000);
+        assert_eq!(c.refill(t + 15_000_000, B), 0);
+        assert_eq!(c.refill(t + 16_000_000, B), 250_000);
+        // Full again once the deficit (95 ms from the first share here) is
+        // past, and never more than full.
+        assert_eq!(c.refill(t + 94_000_000, B), B - 250_000);
+        assert_eq!(c.refill(t + 95_000_000, B), B);
+        assert_eq!(c.refill(t + 10 * B, B), B);
+        // A TSC that went backwards costs at most 8 budgets of time.
+        assert_eq!(c.refill(1, B), 0);
+        assert_eq!(c.refill(1 + 4 * B, B), 0);
+        assert_eq!(c.refill(1 + 8 * B, B), B);
         Ok(())
     }
 

@@ -5,10 +5,10 @@
  * Everything here is a kernel interface that Rust cannot reach from an
  * out-of-tree module: macros and inline functions (module_param_cb,
  * pr_*_ratelimited, preempt_notifier_init, irq_work, READ_ONCE on task
- * state), and kernel structures that the Rust bindings do not cover (perf's
- * PMU device, mm->context). The Rust side declares these functions in
- * glue.rs; each one is a thin wrapper with no policy of its own, except
- * allow_writes, which mirrors arch/x86/kernel/msr.c.
+ * state, per-CPU variables), and kernel structures that the Rust bindings do
+ * not cover (perf's PMU device, mm->context). The Rust side declares these
+ * functions in glue.rs; each one is a thin wrapper with no policy of its own,
+ * except allow_writes, which mirrors arch/x86/kernel/msr.c.
  */
 
 #include <linux/device.h>
@@ -16,6 +16,8 @@
 #include <linux/math64.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/lockdep.h>
+#include <linux/percpu.h>
 #include <linux/perf_event.h>
 #include <linux/preempt.h>
 #include <linux/sched.h>
@@ -284,4 +286,18 @@ void msrbatch_reaper_sync(void)
 {
 	irq_work_sync(&reap_irq_work);
 	flush_work(&reap_work);
+}
+
+/* ---- the busy credit: one per CPU (batch.rs) ------------------------------ */
+
+static DEFINE_PER_CPU(struct msrbatch_credit, msrbatch_credit);
+
+/*
+ * This CPU's credit. Only batch.rs's cross-calls use it, on their own CPU,
+ * with interrupts off: nothing else touches it until they are on again.
+ */
+struct msrbatch_credit *msrbatch_this_cpu_credit(void)
+{
+	lockdep_assert_irqs_disabled();
+	return this_cpu_ptr(&msrbatch_credit);
 }

@@ -27,6 +27,13 @@ int msrbatch_results_mmap(struct vm_area_struct *vma, void *addr);
 void msrbatch_kick_reaper(void);
 void msrbatch_reaper_sync(void);
 
+/* A CPU's busy credit: the storage only; batch.rs's Credit (same layout) has the rule. */
+struct msrbatch_credit {
+	u64 full_at;
+};
+
+struct msrbatch_credit *msrbatch_this_cpu_credit(void);
+
 /* Implemented in Rust (pce.rs). */
 void msrbatch_reap_grants(void);
 

@@ -21,6 +21,7 @@ extern "C" {
     fn msrbatch_results_mmap(vma: *mut core::ffi::c_void, addr: *mut core::ffi::c_void) -> c_int;
     fn msrbatch_kick_reaper();
     fn msrbatch_reaper_sync();
+    fn msrbatch_this_cpu_credit() -> *mut crate::batch::Credit;
     pub(crate) fn msrbatch_preempt_notifier_init(
         n: *mut bindings::preempt_notifier,
         ops: *mut bindings::preempt_ops,
@@ -150,6 +151,19 @@ pub(crate) fn kick_reaper() {
 pub(crate) fn reaper_sync() {
     // SAFETY: Process context.
     unsafe { msrbatch_reaper_sync() }
+}
+
+/// This CPU's busy credit (`batch.rs`).
+///
+/// # Safety
+///
+/// Interrupts are off, and stay off while the reference lives; only
+/// `batch.rs`'s share runner calls this.
+pub(crate) unsafe fn this_cpu_credit<'a>() -> &'a mut crate::batch::Credit {
+    // SAFETY: A valid per-CPU object for the module's lifetime; with
+    // interrupts off nothing else on this CPU uses it meanwhile, and no other
+    // CPU ever does.
+    unsafe { &mut *msrbatch_this_cpu_credit() }
 }
 
 #[kunit_tests(msrbatch_glue)]

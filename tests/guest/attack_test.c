@@ -67,11 +67,14 @@ static int run(int fd, struct msrbatch_op *ops, unsigned int n, struct msrbatch_
 	return r;
 }
 
+/* Reads an MSR; after a test's long batches it may wait for the CPU's busy credit. */
 static int rdmsr(int fd, unsigned int cpu, unsigned int msr, __u64 *v)
 {
 	struct msrbatch_op o = mkop(MSRBATCH_OP_RDMSR, cpu, msr, 0, 0);
-	int r = run(fd, &o, 1, NULL);
+	int r, tries = 0;
 
+	while ((r = run(fd, &o, 1, NULL)) == 0 && o.status == -ETIME && ++tries < 10)
+		usleep(100000);
 	if (!r && o.status)
 		r = o.status;
 	*v = o.val[0];
@@ -349,6 +352,14 @@ static void efault_after_run(int fd, int header_too)
 		return;
 	rdmsr(fd, 0, TSC_AUX, &before);
 	for (tries = 0; tries < 12; tries++) {
+		/*
+		 * Each try keeps CPU 0 busy for 10 ms or more (a vCPU the host
+		 * does not run makes it longer); back to back they would use
+		 * up CPU 0's busy credit (abi.md), and the WRMSR would get
+		 * -ETIME, which this test could not see with the results
+		 * unwritable. 200 ms refill 40 ms of credit: all of it.
+		 */
+		usleep(200000);
 		mprotect(mem, 2 * pg, PROT_READ | PROT_WRITE);
 		rdmsr(fd, 0, TSC_AUX, &cur);	/* an earlier try may have written it */
 		ops[0] = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, before ^ (0x100 + tries), 0);
@@ -649,6 +660,187 @@ static void test_busy_budget(void)
 	close(fd);
 }
 
+/* ---- the busy budget is per CPU: several callers' batches to one CPU ----- */
+
+#define IRQOFF_GROUP 16
+#define IRQOFF_NOPS 4096
+#define IRQOFF_MAXGAPS 8192
+
+struct sender {
+	int cpu, fd, r;
+	struct msrbatch_op *ops;
+	pthread_barrier_t *bar;
+};
+
+static void *send_batch(void *p)
+{
+	struct sender *s = p;
+
+	pin(s->cpu);
+	pthread_barrier_wait(s->bar);
+	s->r = run(s->fd, s->ops, IRQOFF_NOPS, NULL);
+	return NULL;
+}
+
+static __u64 rdtsc_user(void)
+{
+	unsigned int lo, hi;
+
+	asm volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (__u64)hi << 32 | lo;
+}
+
+static double tsc_per_ms(void)
+{
+	struct timespec t0, t1;
+	__u64 a, b;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	a = rdtsc_user();
+	usleep(200000);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	b = rdtsc_user();
+	return (b - a) / ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+}
+
+/* The stretches of time (TSC) the spinner on CPU 0 did not run. */
+struct spin_log {
+	volatile int stop, n;
+	__u64 gap[IRQOFF_MAXGAPS][2];
+};
+
+static void spin_and_log(struct spin_log *log, __u64 min_gap)
+{
+	__u64 prev = rdtsc_user(), now;
+
+	while (!log->stop) {
+		now = rdtsc_user();
+		if (now - prev > min_gap && log->n < IRQOFF_MAXGAPS) {
+			log->gap[log->n][0] = prev;
+			log->gap[log->n][1] = now;
+			log->n++;
+		}
+		prev = now;
+	}
+	_exit(0);
+}
+
+/*
+ * Threads pinned to CPUs 1..N-1 each send, at the same moment, a batch to
+ * CPU 0 that the busy budget cuts: groups of [RDTSC, 15 x RDPMC of no
+ * counter (#UD, slow under TCG)]. Their cross-calls queue on CPU 0 and run
+ * back to back. A SCHED_FIFO task spinning on CPU 0 logs every stretch of
+ * time it did not run. The batches whose ops all ran inside one such
+ * stretch kept CPU 0 in msrbatch cross-calls, never returning to its task,
+ * for the sum of their spans: that sum must stay within one busy budget
+ * (the per-CPU credit; a per-batch budget lets N batches run N budgets).
+ * Ten tries, fewer if one already shows more than 1.5 budgets.
+ */
+static void test_busy_budget_per_cpu(void)
+{
+	int nsend = ncpus - 1, i, j, k, tries, spin, worst_n = 0, ran_all = 1;
+	double per_ms, worst_ms = 0, worst_gap = 0, longest = 0;
+	struct sender s[8];
+	__u64 span[8][2];
+	struct spin_log *log;
+	pthread_barrier_t bar;
+	pthread_t t[8];
+	struct sched_param sp = { .sched_priority = 50 };
+	char rt[32] = "";
+
+	if (nsend < 2 || nsend > 8) {
+		skip("busy budget per CPU", "needs 3 to 9 CPUs");
+		return;
+	}
+	log = mmap(NULL, sizeof(*log), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (log == MAP_FAILED)
+		return;
+	per_ms = tsc_per_ms();
+	/* No RT throttling: the spinner leaves CPU 0 only when taken from it. */
+	read_file("/proc/sys/kernel/sched_rt_runtime_us", rt, sizeof(rt));
+	write_file("/proc/sys/kernel/sched_rt_runtime_us", "-1");
+	pin(1);
+	spin = fork();
+	if (spin == 0) {
+		pin(0);
+		sched_setscheduler(0, SCHED_FIFO, &sp);
+		spin_and_log(log, (__u64)(per_ms / 5));
+	}
+	for (i = 0; i < nsend; i++) {
+		s[i].cpu = i + 1;
+		s[i].fd = dev_open(O_RDONLY);
+		s[i].ops = calloc(IRQOFF_NOPS, sizeof(struct msrbatch_op));
+		if (s[i].fd < 0 || !s[i].ops)
+			exit(1);
+	}
+	usleep(100000);
+	for (tries = 0; tries < 10; tries++) {
+		int gaps0 = log->n, g;
+
+		pthread_barrier_init(&bar, NULL, nsend);
+		for (i = 0; i < nsend; i++) {
+			for (j = 0; j < IRQOFF_NOPS; j += IRQOFF_GROUP) {
+				s[i].ops[j] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
+				for (k = 1; k < IRQOFF_GROUP; k++)
+					s[i].ops[j + k] = mkop(MSRBATCH_OP_RDPMC, 0, 0x7fff0000, 0, 0);
+			}
+			s[i].bar = &bar;
+			pthread_create(&t[i], NULL, send_batch, &s[i]);
+		}
+		for (i = 0; i < nsend; i++)
+			pthread_join(t[i], NULL);
+		pthread_barrier_destroy(&bar);
+		usleep(20000);	/* the spinner logs the stretch that ends now */
+		for (i = 0; i < nsend; i++) {
+			ran_all &= s[i].r == 0;
+			span[i][0] = span[i][1] = 0;
+			for (j = 0; !s[i].r && j < IRQOFF_NOPS; j += IRQOFF_GROUP)
+				if (!s[i].ops[j].status) {
+					if (!span[i][0])
+						span[i][0] = s[i].ops[j].val[0];
+					span[i][1] = s[i].ops[j].val[0];
+				}
+			if (span[i][0] && (span[i][1] - span[i][0]) / per_ms > longest)
+				longest = (span[i][1] - span[i][0]) / per_ms;
+		}
+		for (g = gaps0; g < log->n; g++) {
+			__u64 g0 = log->gap[g][0], g1 = log->gap[g][1];
+			double sum = 0;
+			int inside = 0;
+
+			for (i = 0; i < nsend; i++)
+				if (span[i][0] && g0 <= span[i][0] && span[i][1] <= g1) {
+					sum += (span[i][1] - span[i][0]) / per_ms;
+					inside++;
+				}
+			if (sum > worst_ms) {
+				worst_ms = sum;
+				worst_n = inside;
+				worst_gap = (g1 - g0) / per_ms;
+			}
+		}
+		printf("# try %d: worst so far: %d batches, %.1f ms of ops, in one %.1f ms stretch without CPU 0's task\n",
+		       tries, worst_n, worst_ms, worst_gap);
+		if (worst_ms > 1.5 * MSRBATCH_MAX_CPU_BUSY_NS / 1e6)
+			break;
+	}
+	log->stop = 1;
+	waitpid(spin, NULL, 0);
+	write_file("/proc/sys/kernel/sched_rt_runtime_us", rt[0] ? rt : "950000");
+	unpin(ncpus);
+	check(ran_all && longest >= MSRBATCH_MAX_CPU_BUSY_NS / 2e6,
+	      "a batch to CPU 0 with its credit full runs for most of the busy budget (longest: %.1f ms of ops)",
+	      longest);
+	check(worst_ms <= MSRBATCH_MAX_CPU_BUSY_NS / 1e6 + 3,
+	      "%d callers' batches to CPU 0 at once: it runs at most one busy budget (%u ms, +3) of ops without returning to its task (worst: %d batches, %.1f ms of ops, while its task waited %.1f ms)",
+	      nsend, MSRBATCH_MAX_CPU_BUSY_NS / 1000000, worst_n, worst_ms, worst_gap);
+	for (i = 0; i < nsend; i++) {
+		close(s[i].fd);
+		free(s[i].ops);
+	}
+	munmap(log, sizeof(*log));
+}
+
 int main(int argc, char **argv)
 {
 
@@ -666,6 +858,7 @@ int main(int argc, char **argv)
 	test_policy_not_from_path();
 	test_exec_no_descriptor();
 	test_busy_budget();
+	test_busy_budget_per_cpu();
 	test_lifetime_stress(argc > 1 ? atoi(argv[1]) : 20);
 	return tally();
 }

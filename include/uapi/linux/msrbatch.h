@@ -22,11 +22,19 @@
 #define MSRBATCH_MAX_OPS		65536
 #define MSRBATCH_MAX_DELAY_NS		1000000		/* one DELAY op */
 #define MSRBATCH_MAX_CPU_DELAY_NS	10000000	/* all DELAY ops of one CPU */
-#define MSRBATCH_MAX_CPU_BUSY_NS	20000000	/* one CPU's share of a batch,
-							 * interrupts off, delays
-							 * included; ops not started
-							 * by then get -ETIME
-							 */
+/*
+ * MSRBATCH_MAX_CPU_BUSY_NS bounds the time each CPU spends running msrbatch
+ * ops with interrupts off, for all batches together: every CPU has a credit
+ * of at most 4/5 of it, which grows by 1/5 of the time that passes and
+ * shrinks by the time the CPU spends on a share of a batch. A share that
+ * starts with credit c may start ops for 5c/4 (it earns 1/5 back while it
+ * runs); ops not started by then get -ETIME. So a CPU with full credit runs
+ * one share for MSRBATCH_MAX_CPU_BUSY_NS, shares run back to back (several
+ * callers' batches queued on one CPU) split it between them, and over any
+ * span of time T a CPU spends at most 4/5 of it plus T/5 on shares, plus the
+ * op each share was running when its time ran out.
+ */
+#define MSRBATCH_MAX_CPU_BUSY_NS	20000000
 
 /* Op codes (struct msrbatch_op.op). 0 is never valid. */
 #define MSRBATCH_OP_RDMSR		1	/* val[0] = MSR[reg] */
@@ -55,7 +63,8 @@
 /*
  * MSRBATCH_F_SYNC_START: every target CPU waits, interrupts off, until all
  * have arrived, then all start together; ETIMEDOUT (nothing ran) if one does
- * not arrive within MSRBATCH_SYNC_TIMEOUT_NS.
+ * not arrive within MSRBATCH_SYNC_TIMEOUT_NS or has no busy credit left (the
+ * wait itself is not charged to the credit).
  * MSRBATCH_F_TIMESTAMPS: val[1] of every op is the TSC right after it ran;
  * not with RDTSCP, CPUID, RMWMSR (EINVAL).
  */
@@ -85,8 +94,8 @@
  * @status: out: 0, or a negative errno for this op (-EIO: the instruction
  *          faulted; -ECANCELED: not run after an earlier failure on the
  *          same CPU with MSRBATCH_F_STOP_ON_ERROR; -ETIME: not run, the
- *          CPU's share took longer than MSRBATCH_MAX_CPU_BUSY_NS). Ignored
- *          on input.
+ *          CPU's busy credit ran out, see MSRBATCH_MAX_CPU_BUSY_NS).
+ *          Ignored on input.
  * @arg:    inputs; entries an op does not use must be 0.
  * @val:    outputs; ignored on input, zeroed for entries an op does not set.
  */

@@ -250,7 +250,7 @@ pub struct OpResult {
     pub op: Op,
     /// Its value, or its error (`EIO`: the instruction faulted; `ECANCELED`:
     /// not run because an earlier op of this CPU failed with stop-on-error;
-    /// `ETIME`: not run, the CPU's share of the batch ran out of time).
+    /// `ETIME`: not run, the CPU's busy credit ran out).
     pub value: std::result::Result<Value, Errno>,
     /// With [`Batch::timestamps`]: the TSC right after the op ran (also when
     /// it faulted); `None` for an op that did not run, and without
@@ -589,8 +589,8 @@ pub struct Info {
     pub ops_supported: u64,
     /// Batch flags the module accepts.
     pub flags_supported: u32,
-    /// How long one CPU's share of a batch may run (0 from modules older
-    /// than this field).
+    /// How long one CPU may run msrbatch ops without a pause, for all
+    /// batches together (0 from modules older than this field).
     pub max_cpu_busy_ns: u32,
 }
 
