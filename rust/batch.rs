@@ -363,6 +363,8 @@ struct Mode {
     /// `MSRBATCH_MAX_CPU_BUSY_NS` in [`Mode::of`], from which each CPU's
     /// share gets what its [`Credit`] allows.
     busy_tsc: u64,
+    /// The TSC the share's time counts from (read once, by [`run_share`]).
+    start: u64,
     /// The code of every op, if they share one.
     uniform: Option<u16>,
 }
@@ -373,6 +375,7 @@ impl Mode {
             stop_on_error: plan.flags & uapi::F_STOP_ON_ERROR != 0,
             stamps: plan.flags & uapi::F_TIMESTAMPS != 0,
             busy_tsc: busy_tsc(),
+            start: 0,
             uniform: plan.uniform,
         }
     }
@@ -499,7 +502,9 @@ unsafe fn run_op(code: u16, op: &mut Op) -> i32 {
 const BUSY_CHECK_EVERY: u32 = 16;
 
 /// Runs the ops of one CPU in order. `ops` yields each of them once. Ops not
-/// started within `mode.busy_tsc` ticks of the start get `-ETIME`. Returns the
+/// started within `mode.busy_tsc` ticks of `mode.start` get `-ETIME` (all of
+/// them when `busy_tsc` is 0; the clock is read before every
+/// `BUSY_CHECK_EVERY`th op and every DELAY, the first op excepted). Returns the
 /// number of ops whose status is not 0. Where every op has the same code, the
 /// hot read ops run in a loop specialised to that code, without the dispatch.
 ///
@@ -508,7 +513,7 @@ const BUSY_CHECK_EVERY: u32 = 16;
 /// Every write among `ops` is allowed (see [`insn::wrmsr`]); `mode.uniform`,
 /// if given, is the code of every op.
 unsafe fn run_sequence<'a>(ops: impl Iterator<Item = &'a mut Op>, mode: Mode) -> u32 {
-    let (stop, busy) = (mode.stop_on_error, mode.busy_tsc);
+    let (stop, busy) = (mode.stop_on_error, (mode.busy_tsc, mode.start));
     match mode.uniform {
         // Timestamps cost a TSC read per op: not in the hot loops.
         // SAFETY: Each op runs as its own code; its writes are allowed by the
@@ -541,12 +546,13 @@ unsafe fn run_sequence<'a>(ops: impl Iterator<Item = &'a mut Op>, mode: Mode) ->
 unsafe fn run_loop<'a>(
     mut ops: impl Iterator<Item = &'a mut Op>,
     stop_on_error: bool,
-    busy_tsc: u64,
+    (busy_tsc, start): (u64, u64),
     exec: impl Fn(&mut Op) -> i32,
 ) -> u32 {
-    let start = insn::rdtsc().unwrap_or(0);
     let mut nr_failed = 0u32;
-    let mut until_check = 0u32;
+    // The share started just now: the first look at the clock is due after
+    // a full stretch of ops (or at a DELAY), unless there is no budget at all.
+    let mut until_check = if busy_tsc == 0 { 0 } else { BUSY_CHECK_EVERY };
     let mut skip = 0;
     for op in ops.by_ref() {
         if until_check == 0 || op.op == opcode::DELAY {
@@ -592,6 +598,7 @@ pub(crate) unsafe fn run_reads_here(ops: &mut [Op], uniform: Option<u16>) -> u32
         stop_on_error: false,
         stamps: false,
         busy_tsc: u64::MAX,
+        start: 0,
         uniform,
     };
     // SAFETY: By our own requirements: no writes, `uniform` is right.
@@ -629,7 +636,7 @@ unsafe fn run_share<'a>(
         start = insn::rdtsc().unwrap_or(start);
     }
     // SAFETY: By our own requirements.
-    let nr_failed = unsafe { run_sequence(ops, Mode { busy_tsc: budget, ..mode }) };
+    let nr_failed = unsafe { run_sequence(ops, Mode { busy_tsc: budget, start, ..mode }) };
     credit.charge(start, insn::rdtsc().unwrap_or(start));
     Some((start, nr_failed))
 }
@@ -1123,7 +1130,7 @@ mod tests {
     #[test]
     fn busy_budget_stops_the_sequence() -> Result {
         let mut ops = [op(opcode::RDTSC, 0, 0, [0, 0]); 40];
-        let mode = |busy_tsc, uniform| Mode { stop_on_error: false, stamps: false, busy_tsc, uniform };
+        let mode = |busy_tsc, uniform| Mode { stop_on_error: false, stamps: false, busy_tsc, start: 0, uniform };
         // SAFETY: No op writes.
         let failed = unsafe { run_sequence(ops.iter_mut(), mode(0, None)) };
         assert!(failed == 40 && ops.iter().all(|o| o.status == status::ETIME && o.val == [0, 0]));
