@@ -512,40 +512,46 @@ fn print_sampler(f: &bench_sampler::Figures, unit: &str, tsc_per_ns: f64, pread_
             "TCG emulation timings: they say nothing about hardware"
         }
     );
-    println!(
+    if icount() {
+        println!(
         "cost per sample: a user RDTSC loop on CPU 0 ({} ticks per step) counts the ticks it did not run, for {:.0} ms without a sampler ({} ticks stolen) and then with one (period 1 ms, no wake-ups, ring read afterwards); the extra ticks per sample taken. The same against a user poller on CPU 0 ({}) sleeping to each 1 ms period (clock_nanosleep) then reading the MSR K times with pread of /dev/cpu/0/msr.",
         f.step,
         f.baseline_ticks as f64 / tsc_per_ns / 1e6,
         f.baseline_stolen,
         if f.fifo { "SCHED_FIFO" } else { "SCHED_OTHER: SCHED_FIFO refused" }
     );
-    let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
-    let optu = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
-    println!(
-        "{:>4}  {:>8}  {:>16}  {:>12}  {:>8}  {:>16}  {:>12}  {:>14}",
-        "K",
-        "samples",
-        "ticks/sample",
-        "median gap",
-        "periods",
-        "pread ticks/per",
-        "median gap",
-        "K x pread"
-    );
-    for c in &f.costs {
-        println!(
-            "{:>4}  {:>8}  {:>16.0}  {:>12}  {:>8}  {:>16}  {:>12}  {:>14}",
-            c.ops,
-            c.samples,
-            c.per_sample,
-            optu(c.median_gap),
-            c.pread_periods,
-            opt(c.pread_per_period),
-            optu(c.pread_median_gap),
-            format!("{:.0} {unit}", c.ops as f64 * pread_one)
-        );
+    } else {
+        println!("cost per sample: not measured without --icount (the TSC then runs on the host's clock, and the time the host does not run the vCPU swamps a sample's cost)");
     }
-    println!("(K x pread: K times the one-MSR pread above, without the sleep and wake-up; TSC {tsc_per_ns:.3} ticks per {unit})");
+    if !f.costs.is_empty() {
+        let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+        let optu = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+        println!(
+            "{:>4}  {:>8}  {:>16}  {:>12}  {:>8}  {:>16}  {:>12}  {:>14}",
+            "K",
+            "samples",
+            "ticks/sample",
+            "median gap",
+            "periods",
+            "pread ticks/per",
+            "median gap",
+            "K x pread"
+        );
+        for c in f.costs.iter() {
+            println!(
+                "{:>4}  {:>8}  {:>16.0}  {:>12}  {:>8}  {:>16}  {:>12}  {:>14}",
+                c.ops,
+                c.samples,
+                c.per_sample,
+                optu(c.median_gap),
+                c.pread_periods,
+                opt(c.pread_per_period),
+                optu(c.pread_median_gap),
+                format!("{:.0} {unit}", c.ops as f64 * pread_one)
+            );
+        }
+        println!("(K x pread: K times the one-MSR pread above, without the sleep and wake-up; TSC {tsc_per_ns:.3} ticks per {unit})");
+    }
     for j in &f.jitter {
         println!(
             "period jitter at {} us, CPU 0, 1 RDMSR: {} deltas between consecutive periods ({} periods missing): mean {:.1} stddev {:.1} min {} max {} ticks; stddev {:.1} ns, min {:.0} max {:.0} ns",
