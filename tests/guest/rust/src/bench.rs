@@ -12,12 +12,19 @@
 //! batch. The start spread of a batch of 64 RDTSC on each of 4 CPUs is
 //! measured over many batches with and without a synchronised start.
 //!
+//! Samplers (`MSRBATCH_IOC_SAMPLE`, see `bench_sampler.rs`): the cost of
+//! one sample of K RDMSR on a CPU against a user-space poller doing the
+//! same reads with pread at the same rate, the period jitter, and the
+//! samples a slow reader loses.
+//!
 //! With `--icount` (the guest runs under QEMU `-icount shift=0,sleep=off`,
 //! where the clock advances one ns per guest instruction) every figure is the
 //! *minimum* of the repeated runs, i.e. an instruction count without the
 //! interrupts that hit some runs, and the targets are the instruction-count
 //! targets. `--budget` then prints only the `BUDGET name value` lines that
 //! `tests/harness/icount-budget.sh` compares with the recorded budgets.
+
+mod bench_sampler;
 
 use msrbatch::{Batch, Device, Op};
 use std::fs::File;
@@ -363,6 +370,8 @@ fn main() {
         return;
     }
 
+    let samp = bench_sampler::measure(&dev, MSR, tsc_per_ns);
+
     let hypervisor =
         std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|c| c.contains(" hypervisor"));
     if icount() {
@@ -417,6 +426,7 @@ fn main() {
             if s.sync { format!(" ({} timed out)", s.timeouts) } else { String::new() }
         );
     }
+    print_sampler(&samp, unit, tsc_per_ns, pread_one);
     println!();
     for (name, value, target, higher_is_better) in &targets {
         let met = if *higher_is_better {
@@ -473,7 +483,9 @@ fn main() {
         })
         .collect::<Vec<_>>()
         .join(",");
-    json += "],\"targets\":[";
+    json += "],";
+    json += &sampler_json(&samp);
+    json += ",\"targets\":[";
     json += &targets
         .iter()
         .map(|(n, v, t, h)| {
@@ -487,4 +499,124 @@ fn main() {
             .unwrap_or_else(|e| eprintln!("msrbatch-bench: {p}: {e}")),
         None => println!("BEGIN-BENCH-JSON\n{json}\nEND-BENCH-JSON"),
     }
+}
+
+/// The sampler section of the report.
+fn print_sampler(f: &bench_sampler::Figures, unit: &str, tsc_per_ns: f64, pread_one: f64) {
+    println!();
+    println!(
+        "samplers (MSRBATCH_IOC_SAMPLE), IA32_PAT on CPU 0; {}",
+        if icount() {
+            "TSC ticks are guest instructions (of all vCPUs; they run one at a time)"
+        } else {
+            "TCG emulation timings: they say nothing about hardware"
+        }
+    );
+    if icount() {
+        println!(
+        "cost per sample: a user RDTSC loop on CPU 0 ({} ticks per step) counts the ticks it did not run, for {:.0} ms without a sampler ({} ticks stolen) and then with one (period 1 ms, no wake-ups, ring read afterwards); the extra ticks per sample taken. The same against a user poller on CPU 0 ({}) sleeping to each 1 ms period (clock_nanosleep) then reading the MSR K times with pread of /dev/cpu/0/msr.",
+        f.step,
+        f.baseline_ticks as f64 / tsc_per_ns / 1e6,
+        f.baseline_stolen,
+        if f.fifo { "SCHED_FIFO" } else { "SCHED_OTHER: SCHED_FIFO refused" }
+    );
+    } else {
+        println!("cost per sample: not measured without --icount (the TSC then runs on the host's clock, and the time the host does not run the vCPU swamps a sample's cost)");
+    }
+    if !f.costs.is_empty() {
+        let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+        let optu = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+        println!(
+            "{:>4}  {:>8}  {:>16}  {:>12}  {:>8}  {:>16}  {:>12}  {:>14}",
+            "K",
+            "samples",
+            "ticks/sample",
+            "median gap",
+            "periods",
+            "pread ticks/per",
+            "median gap",
+            "K x pread"
+        );
+        for c in f.costs.iter() {
+            println!(
+                "{:>4}  {:>8}  {:>16.0}  {:>12}  {:>8}  {:>16}  {:>12}  {:>14}",
+                c.ops,
+                c.samples,
+                c.per_sample,
+                optu(c.median_gap),
+                c.pread_periods,
+                opt(c.pread_per_period),
+                optu(c.pread_median_gap),
+                format!("{:.0} {unit}", c.ops as f64 * pread_one)
+            );
+        }
+        println!("(K x pread: K times the one-MSR pread above, without the sleep and wake-up; TSC {tsc_per_ns:.3} ticks per {unit})");
+    }
+    for j in &f.jitter {
+        println!(
+            "period jitter at {} us, CPU 0, 1 RDMSR: {} deltas between consecutive periods ({} periods missing): mean {:.1} stddev {:.1} min {} max {} ticks; stddev {:.1} ns, min {:.0} max {:.0} ns",
+            j.period_ns / 1000,
+            j.deltas,
+            j.missing,
+            j.mean,
+            j.stddev,
+            j.min,
+            j.max,
+            j.stddev / tsc_per_ns,
+            j.min as f64 / tsc_per_ns,
+            j.max as f64 / tsc_per_ns
+        );
+    }
+    if !icount() {
+        println!("(under TCG the jitter is the emulator's: it says nothing about hardware)");
+    } else {
+        println!("(under icount the jitter is instruction counts of the emulated path: it says nothing about hardware)");
+    }
+    let l = &f.lost;
+    println!(
+        "slow reader (1-page ring, 100 us period, read every 50 ms, {:.2} s): {:.0} samples/s read, {:.0}/s lost (LOST records), ring lost {} in all",
+        l.seconds,
+        l.read as f64 / l.seconds,
+        l.lost_records as f64 / l.seconds,
+        l.ring_lost
+    );
+}
+
+/// The sampler section of bench.json: `"sampler":{...}`.
+fn sampler_json(f: &bench_sampler::Figures) -> String {
+    let num = |v: Option<f64>| v.map_or("null".to_string(), |v| format!("{v:.1}"));
+    let numu = |v: Option<u64>| v.map_or("null".to_string(), |v| v.to_string());
+    let costs = f
+        .costs
+        .iter()
+        .map(|c| {
+            format!(
+                "{{\"ops\":{},\"samples\":{},\"ticks_per_sample\":{},\"median_gap_ticks\":{},\"pread_periods\":{},\"pread_ticks_per_period\":{},\"pread_median_gap_ticks\":{}}}",
+                c.ops,
+                c.samples,
+                num(c.per_sample.is_finite().then_some(c.per_sample)),
+                numu(c.median_gap),
+                c.pread_periods,
+                num(c.pread_per_period),
+                numu(c.pread_median_gap)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    let jitter = f
+        .jitter
+        .iter()
+        .map(|j| {
+            format!(
+                "{{\"period_ns\":{},\"deltas\":{},\"missing\":{},\"mean_ticks\":{:.1},\"stddev_ticks\":{:.1},\"min_ticks\":{},\"max_ticks\":{}}}",
+                j.period_ns, j.deltas, j.missing, j.mean, j.stddev, j.min, j.max
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    let l = &f.lost;
+    format!(
+        "\"sampler\":{{\"cpu\":0,\"loop_step_ticks\":{},\"baseline_ticks\":{},\"baseline_stolen_ticks\":{},\"poller_fifo\":{},\"cost\":[{costs}],\"jitter\":[{jitter}],\"slow_reader\":{{\"period_ns\":100000,\"ring_pages\":1,\"read_every_ms\":50,\"seconds\":{:.3},\"read\":{},\"lost_records\":{},\"ring_lost\":{}}}}}",
+        f.step, f.baseline_ticks, f.baseline_stolen, f.fifo, l.seconds, l.read, l.lost_records, l.ring_lost
+    )
 }
