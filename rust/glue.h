@@ -58,6 +58,7 @@ int msrbatch_sampler_install(struct msrbatch_sampler *s);
 bool msrbatch_sampler_samples(void *owner, unsigned int cpu);
 void msrbatch_sampler_tick(void *owner, unsigned int cpu, u64 seq);
 void msrbatch_sampler_cpu_event(void *owner, unsigned int cpu, bool online, u64 seq);
+void msrbatch_sampler_mark_stopped(void *owner);
 unsigned int msrbatch_sampler_ready(void *owner);
 int msrbatch_sampler_mmap(void *owner, struct vm_area_struct *vma, unsigned long len);
 long msrbatch_sampler_ioctl(void *owner, unsigned int cmd, unsigned long arg);

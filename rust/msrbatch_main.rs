@@ -328,7 +328,7 @@ impl MsrBatchFile {
                 return Err(E2BIG.into());
             }
             let ops = self.prepared.lock().get(req.handle as usize)?.ops_copy()?;
-            sampler::NewSampler::new(&req, &ops)
+            sampler::NewSampler::new(&req, &ops, self.rules.is_some())
         })();
         let ret = match made {
             Ok(s) => {

@@ -29,7 +29,7 @@ use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_long, c_uint, c_ulong, c_void};
 use core::mem::offset_of;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::{page::PAGE_SIZE, prelude::*};
 
 /// `struct msrbatch_sampler` of `sampler_glue.c`, opaque here.
@@ -61,8 +61,10 @@ extern "C" {
     fn msrbatch_sampler_exit();
 }
 
-/// Sets up the samplers' CPU hotplug state (module init).
+/// Sets up the samplers' load registry and CPU hotplug state (module init).
 pub(crate) fn init() -> Result {
+    // SAFETY: Once, in module init, before any sampler exists.
+    unsafe { LOAD.init() };
     // SAFETY: Process context, once, before any sampler exists.
     kernel::error::to_result(unsafe { msrbatch_sampler_init() })
 }
@@ -74,8 +76,25 @@ pub(crate) fn exit() {
     unsafe { msrbatch_sampler_exit() }
 }
 
-/// Samplers that exist, system-wide (`MSRBATCH_MAX_SAMPLERS`).
-static NR_SAMPLERS: AtomicU32 = AtomicU32::new(0);
+/// What all samplers together ask of the machine (the limits of
+/// `Documentation/sampling.md`): how many exist, how many of them descriptors
+/// confined by the allowlist made, and each CPU's ops per second.
+struct Load {
+    samplers: u32,
+    confined: u32,
+    /// By CPU number (grown on demand): ops per second of all samplers.
+    rate: KVec<u64>,
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: Initialised in module init (`init`), before any sampler.
+    unsafe(uninit) static LOAD: Mutex<Load> = Load { samplers: 0, confined: 0, rate: KVec::new() };
+}
+
+/// A lane's ops per second: `nr` ops every `period_ns`, rounded up.
+fn ops_per_sec(nr: usize, period_ns: u64) -> u64 {
+    (nr as u64 * 1_000_000_000).div_ceil(period_ns.max(1))
+}
 
 /// One CPU's share of a sampler.
 struct Lane {
@@ -222,7 +241,7 @@ pub(crate) struct Sampler {
     lanes: KVec<Lane>,
     watermark: u64,
     stopped: AtomicBool,
-    _counted: Counted,
+    _reserved: Reservation,
 }
 
 // SAFETY: The lanes' ops are touched only by their CPU's timer; everything
@@ -296,22 +315,74 @@ fn lanes_of(ops: &[Op]) -> Result<KVec<Lane>, batch::Rejected> {
     Ok(lanes)
 }
 
-/// One of the `MAX_SAMPLERS`, held by a sampler for its life.
-struct Counted;
+/// A sampler's share of the [`Load`], held for its life: one of the
+/// `MAX_SAMPLERS` (of the `MAX_SAMPLERS_CONFINED`, for a confined
+/// descriptor's), and its lanes' ops per second on their CPUs.
+struct Reservation {
+    confined: bool,
+    /// (CPU, ops per second), one per lane.
+    rates: KVec<(u32, u64)>,
+}
 
-impl Counted {
-    /// `ENOSPC` when all are taken.
-    fn new() -> Result<Self> {
-        NR_SAMPLERS
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < uapi::MAX_SAMPLERS).then_some(n + 1))
-            .map(|_| Counted)
-            .map_err(|_| ENOSPC)
+impl Reservation {
+    /// Reserves `lanes` at `period_ns`: `ERANGE` when a lane alone runs more
+    /// than `SAMPLE_MAX_OPS_PER_SEC` (naming its first op, `first_op`),
+    /// `EBUSY` when the other samplers leave a CPU too little, `ENOSPC` when
+    /// all samplers (or all a confined descriptor may have) exist.
+    fn new(
+        lanes: &[Lane],
+        first_op: impl Fn(u32) -> u32,
+        period_ns: u64,
+        confined: bool,
+    ) -> Result<Self, batch::Rejected> {
+        let mut rates = KVec::with_capacity(lanes.len(), GFP_KERNEL_ACCOUNT)?;
+        for l in lanes {
+            // SAFETY: The lane is not running: nothing else touches its ops.
+            let nr = unsafe { &*l.ops.get() }.len();
+            let rate = ops_per_sec(nr, period_ns);
+            if rate > uapi::SAMPLE_MAX_OPS_PER_SEC {
+                return Err(batch::Rejected { err: ERANGE, index: first_op(l.cpu) });
+            }
+            rates.push((l.cpu, rate), GFP_KERNEL_ACCOUNT)?;
+        }
+        let top = lanes.last().map_or(0, |l| l.cpu as usize + 1);
+        let mut load = LOAD.lock();
+        if load.samplers >= uapi::MAX_SAMPLERS
+            || (confined && load.confined >= uapi::MAX_SAMPLERS_CONFINED)
+        {
+            return Err(ENOSPC.into());
+        }
+        if load.rate.len() < top {
+            let more = top - load.rate.len();
+            load.rate.extend_with(more, 0, GFP_KERNEL)?;
+        }
+        let busy = rates.iter().any(|&(cpu, r)| {
+            load.rate.get(cpu as usize).is_none_or(|&used| used + r > uapi::SAMPLE_MAX_OPS_PER_SEC)
+        });
+        if busy {
+            return Err(EBUSY.into());
+        }
+        for &(cpu, r) in rates.iter() {
+            if let Some(used) = load.rate.get_mut(cpu as usize) {
+                *used += r;
+            }
+        }
+        load.samplers += 1;
+        load.confined += u32::from(confined);
+        Ok(Reservation { confined, rates })
     }
 }
 
-impl Drop for Counted {
+impl Drop for Reservation {
     fn drop(&mut self) {
-        NR_SAMPLERS.fetch_sub(1, Ordering::AcqRel);
+        let mut load = LOAD.lock();
+        for &(cpu, r) in self.rates.iter() {
+            if let Some(used) = load.rate.get_mut(cpu as usize) {
+                *used = used.saturating_sub(r);
+            }
+        }
+        load.samplers = load.samplers.saturating_sub(1);
+        load.confined = load.confined.saturating_sub(u32::from(self.confined));
     }
 }
 
@@ -321,13 +392,15 @@ pub(crate) struct NewSampler(KBox<Sampler>);
 impl NewSampler {
     /// Checks `req` and `ops` (a prepared batch's ops, validated) and makes
     /// a sampler, not yet started.
-    pub(crate) fn new(req: &uapi::SampleReq, ops: &[Op]) -> Result<Self, batch::Rejected> {
+    /// `confined`: the descriptor is confined by the allowlist.
+    pub(crate) fn new(req: &uapi::SampleReq, ops: &[Op], confined: bool) -> Result<Self, batch::Rejected> {
         let lanes = lanes_of(ops)?;
         let data_size = u64::from(req.ring_pages) * PAGE_SIZE as u64;
         if u64::from(req.watermark) >= data_size {
             return Err(EINVAL.into());
         }
-        let counted = Counted::new()?;
+        let first_op = |cpu| ops.iter().position(|op| op.cpu == cpu).map_or(uapi::NO_INDEX, |i| i as u32);
+        let reserved = Reservation::new(&lanes, first_op, req.period_ns, confined)?;
         let ring = Ring::new(req.ring_pages, req.period_ns)?;
         let mut s = KBox::new(
             Sampler {
@@ -336,7 +409,7 @@ impl NewSampler {
                 lanes,
                 watermark: u64::from(req.watermark),
                 stopped: AtomicBool::new(false),
-                _counted: counted,
+                _reserved: reserved,
             },
             GFP_KERNEL_ACCOUNT,
         )?;
@@ -491,13 +564,19 @@ impl Sampler {
             return;
         };
         // SAFETY: `g` is this sampler's live C half; process context.
+        // The C half marks the ring stopped (`mark_stopped`) under its stop
+        // lock, so every STOP returns with the ring saying so.
         if unsafe { msrbatch_sampler_stop(g.as_ptr()) } {
-            // Every OFFLINE record is in; a woken poll() must see HUP.
-            self.stopped.store(true, Ordering::Release);
-            self.ring.put32(offset_of!(RingPage, flags), uapi::RING_STOPPED);
             // SAFETY: As above.
             unsafe { msrbatch_sampler_wake_all(g.as_ptr()) };
         }
+    }
+
+    /// The timers are stopped and every OFFLINE record is in: the ring says
+    /// so, and `poll()` reports HUP.
+    fn mark_stopped(&self) {
+        self.stopped.store(true, Ordering::Release);
+        self.ring.put32(offset_of!(RingPage, flags), uapi::RING_STOPPED);
     }
 
     /// What `poll()` reports.
@@ -555,6 +634,13 @@ extern "C" fn msrbatch_sampler_tick(owner: *mut c_void, cpu: c_uint, seq: u64) {
 extern "C" fn msrbatch_sampler_cpu_event(owner: *mut c_void, cpu: c_uint, online: bool, seq: u64) {
     // SAFETY: As `msrbatch_sampler_samples`.
     unsafe { sampler(owner) }.cpu_event(cpu, online, seq);
+}
+
+#[no_mangle]
+extern "C" fn msrbatch_sampler_mark_stopped(owner: *mut c_void) {
+    // SAFETY: Called by `msrbatch_sampler_stop`, whose caller holds the
+    // sampler.
+    unsafe { sampler(owner) }.mark_stopped();
 }
 
 #[no_mangle]

@@ -162,9 +162,9 @@ void msrbatch_sampler_free(struct msrbatch_sampler *s)
 }
 
 /*
- * Stops every timer; each CPU that was sampling appends an OFFLINE record.
- * Returns true the first time (the caller then marks the ring stopped and
- * wakes the waiters). Process context.
+ * Stops every timer; each CPU that was sampling appends an OFFLINE record;
+ * then the ring is marked stopped, before any caller returns. Returns true
+ * the first time (that caller then wakes the waiters). Process context.
  */
 bool msrbatch_sampler_stop(struct msrbatch_sampler *s)
 {
@@ -174,6 +174,8 @@ bool msrbatch_sampler_stop(struct msrbatch_sampler *s)
 	first = !s->stopped;
 	if (first && s->started)
 		cpuhp_state_remove_instance(sampler_state, &s->node);
+	if (first)
+		msrbatch_sampler_mark_stopped(s->owner);
 	s->stopped = true;
 	mutex_unlock(&s->stop_lock);
 	return first;
@@ -234,7 +236,8 @@ static int sampler_mmap(struct file *file, struct vm_area_struct *vma)
 {
 	struct msrbatch_sampler *s = file->private_data;
 
-	if (vma->vm_pgoff != 0)
+	/* A private copy would hide data_head from the reader, data_tail from us. */
+	if (vma->vm_pgoff != 0 || !(vma->vm_flags & VM_SHARED))
 		return -EINVAL;
 	vm_flags_set(vma, VM_DONTCOPY);
 	return msrbatch_sampler_mmap(s->owner, vma, vma->vm_end - vma->vm_start);

@@ -169,6 +169,10 @@ pub(crate) const SAMPLE_MAX_OPS: usize = 64;
 pub(crate) const SAMPLE_MAX_RING_PAGES: u32 = 1024;
 /// `MSRBATCH_MAX_SAMPLERS`.
 pub(crate) const MAX_SAMPLERS: u32 = 64;
+/// `MSRBATCH_MAX_SAMPLERS_CONFINED`.
+pub(crate) const MAX_SAMPLERS_CONFINED: u32 = 16;
+/// `MSRBATCH_SAMPLE_MAX_OPS_PER_SEC`.
+pub(crate) const SAMPLE_MAX_OPS_PER_SEC: u64 = 64000;
 /// `MSRBATCH_RING_VERSION`.
 pub(crate) const RING_VERSION: u32 = 1;
 /// `MSRBATCH_RING_STOPPED`.

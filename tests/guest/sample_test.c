@@ -367,6 +367,44 @@ static void test_refusals(void)
 		check((int)r.err_index == want, "err_index names CPU 0's 65th op (%u, want %d)",
 		      r.err_index, want);
 	}
+	/* The per-CPU op rate: 7 ops every 100 us are 70000 a second. */
+	for (i = 0; i < 7; i++)
+		ops[i] = mkop(MSRBATCH_OP_RDTSC, ncpus > 1 ? i % 2 : 0, 0, 0, 0);
+	ops[7] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
+	ops[8] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
+	ops[9] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
+	h = prepare(fd, ops, 10);	/* CPU 0: 7 ops (with 2 CPUs), else 10 */
+	req_init(&r, h, MSRBATCH_SAMPLE_MIN_PERIOD_NS, 1);
+	s = sample(fd, &r);
+	check(s == -ERANGE && r.err_index == 0,
+	      "over %d ops a second on one CPU: ERANGE naming its first op (%d, %u)",
+	      MSRBATCH_SAMPLE_MAX_OPS_PER_SEC, s, r.err_index);
+	if (s >= 0)
+		close(s);
+	{
+		int a, b, c;
+
+		for (i = 0; i < 6; i++)
+			ops[i] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
+		h = prepare(fd, ops, 6);
+		req_init(&r, h, MSRBATCH_SAMPLE_MIN_PERIOD_NS, 1);
+		a = sample(fd, &r);
+		h = prepare(fd, ops, 1);
+		req_init(&r, h, MSRBATCH_SAMPLE_MIN_PERIOD_NS, 1);
+		b = sample(fd, &r);
+		check(a >= 0 && b == -EBUSY,
+		      "60000 ops/s on CPU 0, then 10000 more: the first runs, the second EBUSY (%d, %d)", a, b);
+		if (a >= 0)
+			close(a);
+		c = sample(fd, &r);
+		check(c >= 0, "after the first is closed, the second runs (%d)", c);
+		if (b >= 0)
+			close(b);
+		if (c >= 0)
+			close(c);
+	}
+	for (i = 0; i < 80; i++)
+		ops[i] = mkop(MSRBATCH_OP_RDTSC, (ncpus > 1 && i % 10 == 9) ? 1 : 0, 0, 0, 0);
 	h = prepare(fd, ops, 64);
 	req_init(&r, h, 1000000, 1);
 	s = sample(fd, &r);

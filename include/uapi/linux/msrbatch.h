@@ -215,7 +215,11 @@ struct msrbatch_result {
 #define MSRBATCH_SAMPLE_MAX_PERIOD_NS	60000000000ULL	/* 60 s */
 #define MSRBATCH_SAMPLE_MAX_OPS		64	/* ops of one CPU per sample */
 #define MSRBATCH_SAMPLE_MAX_RING_PAGES	1024	/* data pages of one ring */
-#define MSRBATCH_MAX_SAMPLERS		64	/* running or not yet closed, system-wide */
+#define MSRBATCH_SAMPLE_MAX_OPS_PER_SEC	64000	/* all samplers' ops on one CPU */
+#define MSRBATCH_MAX_SAMPLERS		64	/* until their files are released, system-wide */
+#define MSRBATCH_MAX_SAMPLERS_CONFINED	16	/* of them, made by descriptors without
+						 * CAP_SYS_RAWIO
+						 */
 
 /**
  * struct msrbatch_sample_req - argument of MSRBATCH_IOC_SAMPLE (48 bytes)
@@ -228,7 +232,10 @@ struct msrbatch_result {
  * @ring_pages: pages of the ring's data area: a power of two (EINVAL), at
  *              most MSRBATCH_SAMPLE_MAX_RING_PAGES (E2BIG).
  * @period_ns:  MSRBATCH_SAMPLE_MIN_PERIOD_NS..MSRBATCH_SAMPLE_MAX_PERIOD_NS
- *              (ERANGE).
+ *              (ERANGE), and long enough that no CPU runs more than
+ *              MSRBATCH_SAMPLE_MAX_OPS_PER_SEC ops a second (ERANGE,
+ *              err_index names that CPU's first op); EBUSY when, with the
+ *              other samplers' ops, a CPU would.
  * @watermark:  poll() reports the sampler readable (EPOLLIN) once this many
  *              bytes are unread; 0 means one record. Less than the data
  *              area (EINVAL).
@@ -403,10 +410,13 @@ struct msrbatch_rec_cpu {
 
 /*
  * MSRBATCH_IOC_SAMPLE returns the sampler's descriptor. Needs a descriptor
- * opened for reading; ENOSPC with MSRBATCH_MAX_SAMPLERS open. On the sampler
- * descriptor, MSRBATCH_SAMPLER_IOC_STOP (argument 0) stops every CPU's timer
- * (each CPU then appends an OFFLINE record) and sets MSRBATCH_RING_STOPPED;
- * the ring stays readable until the last close.
+ * opened for reading; ENOSPC while MSRBATCH_MAX_SAMPLERS exist (a sampler
+ * exists until its file is released: a mapping holds it), or
+ * MSRBATCH_MAX_SAMPLERS_CONFINED made without CAP_SYS_RAWIO, for such a
+ * descriptor. On the sampler descriptor, MSRBATCH_SAMPLER_IOC_STOP (argument
+ * 0) stops every CPU's timer (each CPU then appends an OFFLINE record) and
+ * sets MSRBATCH_RING_STOPPED before it returns; the ring stays readable
+ * until it is unmapped.
  */
 #define MSRBATCH_IOC_SAMPLE	_IOWR(MSRBATCH_IOC_MAGIC, 0x07, struct msrbatch_sample_req)
 #define MSRBATCH_SAMPLER_IOC_STOP	_IO(MSRBATCH_IOC_MAGIC, 0x20)

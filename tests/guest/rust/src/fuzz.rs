@@ -696,6 +696,7 @@ fn fuzz_sampler(
                 libc::ERANGE,
                 libc::ENOENT,
                 libc::ENOSPC,
+                libc::EBUSY,
             ];
             if !documented.contains(&e) {
                 st.problem(format!(
