@@ -440,7 +440,23 @@ fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, stop: &AtomicBool, st: &Stats
         // address above the user range or unmapped, a page edge with the op
         // crossing into the hole); a huge `nr_ops` is refused before any copy.
         let before = ops.clone();
+        // A write batch changes TSC_AUX and puts it back at the end of each
+        // CPU's sequence, interrupts off: no other batch can see it changed,
+        // unless the CPU's busy credit runs out in between (-ETIME for the
+        // rest, the put-back included; the credit is per CPU, shared by all
+        // callers). So write batches run alone, and put TSC_AUX back
+        // themselves when that happens, before other batches run again.
+        let _write_guard;
+        let _read_guard;
+        if writes {
+            _write_guard = AUX_LOCK.write().unwrap_or_else(|e| e.into_inner());
+        } else {
+            _read_guard = AUX_LOCK.read().unwrap_or_else(|e| e.into_inner());
+        }
         let res = unsafe { sys::batch_raw(fd, &mut hdr) };
+        if writes && res.is_ok() && valid_memory {
+            put_tsc_aux_back(fd, &ops[..hdr.nr_ops as usize], st);
+        }
         match res {
             Ok(()) => {
                 if !valid_memory {
@@ -709,6 +725,57 @@ fn fuzz_sampler(
 }
 
 static PAT_VALUE: AtomicU64 = AtomicU64::new(0);
+
+/// Write batches hold it exclusively, every other batch shared.
+static AUX_LOCK: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// After a write batch that ran: where its final TSC_AUX put-back did not
+/// run (-ETIME: the CPU's busy credit ran out), writes it again until it does.
+fn put_tsc_aux_back(fd: std::os::fd::BorrowedFd<'_>, ran: &[msrbatch_op], st: &Stats) {
+    let mut cpus: Vec<u32> = Vec::new();
+    for o in ran.iter().rev() {
+        if u32::from(o.op) == MSRBATCH_OP_WRMSR && o.reg == TSC_AUX && o.arg[0] == u64::from(o.cpu)
+        {
+            if o.status != 0 && !cpus.contains(&o.cpu) {
+                cpus.push(o.cpu);
+            }
+        } else {
+            break; // the put-backs are the batch's last ops
+        }
+    }
+    for _ in 0..2000 {
+        if cpus.is_empty() {
+            return;
+        }
+        let mut ops: Vec<msrbatch_op> = cpus
+            .iter()
+            .map(|&c| msrbatch_op {
+                op: MSRBATCH_OP_WRMSR as u16,
+                cpu: c,
+                reg: TSC_AUX,
+                arg: [u64::from(c), 0],
+                ..Default::default()
+            })
+            .collect();
+        let mut hdr = msrbatch_batch {
+            version: MSRBATCH_ABI_VERSION,
+            nr_ops: ops.len() as u32,
+            ops: ops.as_mut_ptr() as u64,
+            ..Default::default()
+        };
+        // SAFETY: `hdr` describes `ops`, ours, for the whole call.
+        if unsafe { sys::batch_raw(fd, &mut hdr) }.is_ok() {
+            let done: Vec<u32> = ops
+                .iter()
+                .filter(|o| o.status == 0)
+                .map(|o| o.cpu)
+                .collect();
+            cpus.retain(|c| !done.contains(c));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    st.problem(format!("TSC_AUX could not be put back on CPUs {cpus:?}"));
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
