@@ -488,6 +488,32 @@ impl Sampler {
         }
     }
 
+    /// Appends a record of type `ty` for `lane`'s CPU, `fields` bytes long
+    /// before padding, with `nr` in its header; `body` writes what follows
+    /// the header. Reports the lane's lost records first; a record that does
+    /// not fit is lost. Then wakes `poll()` if the watermark is reached.
+    fn append(&self, lane: &Lane, ty: u32, fields: usize, nr: u32, body: impl FnOnce(&Ring, &Slot)) {
+        let size = fields.next_multiple_of(lay::ALIGN);
+        {
+            let Some(_locked) = self.lock() else {
+                return;
+            };
+            let slot = if self.flush_lost(lane) { self.ring.reserve(lane.cpu, size as u64) } else { None };
+            match slot {
+                Some(slot) => {
+                    self.ring.put_header(slot.off, ty, lane.cpu, size as u64, nr);
+                    body(&self.ring, &slot);
+                    if size > fields {
+                        self.ring.put_field(&slot, fields, 0);
+                    }
+                    self.ring.commit(slot);
+                }
+                None => self.lose(lane),
+            }
+        }
+        self.wake_if_ready();
+    }
+
     /// One period on `cpu`: runs its ops and appends the sample. Hard
     /// interrupt context, on `cpu`.
     fn tick(&self, cpu: u32, seq: u64) {
@@ -507,30 +533,15 @@ impl Sampler {
             .filter(|(_, op)| op.status != 0)
             .fold(0u64, |m, (i, _)| m | (1u64 << (i % 64)));
         let fields = lay::SAMPLE_VAL + 16 * ops.len();
-        let size = fields.next_multiple_of(lay::ALIGN);
-        let Some(_locked) = self.lock() else {
-            return;
-        };
-        let slot = if self.flush_lost(lane) { self.ring.reserve(cpu, size as u64) } else { None };
-        match slot {
-            Some(slot) => {
-                self.ring.put_header(slot.off, rec::SAMPLE, cpu, size as u64, ops.len() as u32);
-                self.ring.put_field(&slot, lay::SAMPLE_SEQ, seq);
-                self.ring.put_field(&slot, lay::SAMPLE_TSC, tsc);
-                self.ring.put_field(&slot, lay::SAMPLE_FAILED, failed);
-                for (i, op) in ops.iter().enumerate() {
-                    self.ring.put_field(&slot, lay::SAMPLE_VAL + 16 * i, op.val[0]);
-                    self.ring.put_field(&slot, lay::SAMPLE_VAL + 16 * i + 8, op.val[1]);
-                }
-                if size > fields {
-                    self.ring.put_field(&slot, fields, 0);
-                }
-                self.ring.commit(slot);
+        self.append(lane, rec::SAMPLE, fields, ops.len() as u32, |ring, slot| {
+            ring.put_field(slot, lay::SAMPLE_SEQ, seq);
+            ring.put_field(slot, lay::SAMPLE_TSC, tsc);
+            ring.put_field(slot, lay::SAMPLE_FAILED, failed);
+            for (i, op) in ops.iter().enumerate() {
+                ring.put_field(slot, lay::SAMPLE_VAL + 16 * i, op.val[0]);
+                ring.put_field(slot, lay::SAMPLE_VAL + 16 * i + 8, op.val[1]);
             }
-            None => self.lose(lane),
-        }
-        drop(_locked);
-        self.wake_if_ready();
+        });
     }
 
     /// `cpu` starts (`online`) or stops sampling at period `seq`.
@@ -540,22 +551,10 @@ impl Sampler {
         };
         let tsc = crate::insn::rdtsc().unwrap_or(0);
         let ty = if online { rec::ONLINE } else { rec::OFFLINE };
-        {
-            let Some(_locked) = self.lock() else {
-                return;
-            };
-            let slot = if self.flush_lost(lane) { self.ring.reserve(cpu, lay::CPU_SIZE as u64) } else { None };
-            match slot {
-                Some(slot) => {
-                    self.ring.put_header(slot.off, ty, cpu, lay::CPU_SIZE as u64, 0);
-                    self.ring.put_field(&slot, lay::CPU_SEQ, seq);
-                    self.ring.put_field(&slot, lay::CPU_TSC, tsc);
-                    self.ring.commit(slot);
-                }
-                None => self.lose(lane),
-            }
-        }
-        self.wake_if_ready();
+        self.append(lane, ty, lay::CPU_SIZE, 0, |ring, slot| {
+            ring.put_field(slot, lay::CPU_SEQ, seq);
+            ring.put_field(slot, lay::CPU_TSC, tsc);
+        });
     }
 
     /// Stops the timers (idempotent); the ring says so.
