@@ -32,26 +32,10 @@
 #include <time.h>
 
 #include "testlib.h"
+#include "samplelib.h"
 
-#define PAGE 4096u
 
 static int ncpus;
-
-static int dev_open(int flags)
-{
-	return open("/dev/msrbatch", flags | O_CLOEXEC);
-}
-
-static int prepare(int fd, struct msrbatch_op *ops, unsigned int n)
-{
-	struct msrbatch_prepare p;
-
-	memset(&p, 0, sizeof(p));
-	p.version = MSRBATCH_ABI_VERSION;
-	p.nr_ops = n;
-	p.ops = (__u64)(uintptr_t)ops;
-	return ioctl(fd, MSRBATCH_IOC_PREPARE, &p) ? -errno : (int)p.handle;
-}
 
 /* @per_cpu ops of code @code (CPUID: leaf 0) on each of CPUs 0..@cpus-1,
  * the last of each CPU an RDTSC when @end_tsc. */
@@ -67,30 +51,6 @@ static int prepare_n(int fd, int cpus, unsigned int per_cpu, __u16 code, int end
 	h = prepare(fd, ops, n);
 	free(ops);
 	return h;
-}
-
-static void req_init(struct msrbatch_sample_req *r, int handle, __u64 period, __u32 pages)
-{
-	memset(r, 0, sizeof(*r));
-	r->version = MSRBATCH_ABI_VERSION;
-	r->handle = handle;
-	r->period_ns = period;
-	r->ring_pages = pages;
-}
-
-static int sample(int fd, struct msrbatch_sample_req *r)
-{
-	int s = ioctl(fd, MSRBATCH_IOC_SAMPLE, r);
-
-	return s < 0 ? -errno : s;
-}
-
-static void sleep_us(long us)
-{
-	struct timespec ts = { us / 1000000, (us % 1000000) * 1000L };
-
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		;
 }
 
 static double now_s(void)

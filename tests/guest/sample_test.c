@@ -20,45 +20,11 @@
 #include <time.h>
 
 #include "testlib.h"
+#include "samplelib.h"
 
 #define TSC_AUX 0xc0000103u
-#define PAGE 4096u
 
 static int ncpus;
-
-static int dev_open(int flags)
-{
-	return open("/dev/msrbatch", flags | O_CLOEXEC);
-}
-
-/* Prepares ops on fd; the handle or -errno. */
-static int prepare(int fd, struct msrbatch_op *ops, unsigned int n)
-{
-	struct msrbatch_prepare p;
-
-	memset(&p, 0, sizeof(p));
-	p.version = MSRBATCH_ABI_VERSION;
-	p.nr_ops = n;
-	p.ops = (__u64)(uintptr_t)ops;
-	return ioctl(fd, MSRBATCH_IOC_PREPARE, &p) ? -errno : (int)p.handle;
-}
-
-static void req_init(struct msrbatch_sample_req *r, int handle, __u64 period, __u32 pages)
-{
-	memset(r, 0, sizeof(*r));
-	r->version = MSRBATCH_ABI_VERSION;
-	r->handle = handle;
-	r->period_ns = period;
-	r->ring_pages = pages;
-}
-
-/* Starts a sampler; its descriptor or -errno. */
-static int sample(int fd, struct msrbatch_sample_req *r)
-{
-	int s = ioctl(fd, MSRBATCH_IOC_SAMPLE, r);
-
-	return s < 0 ? -errno : s;
-}
 
 struct ring {
 	int fd;
@@ -146,14 +112,6 @@ static unsigned long ring_read(struct ring *rg, struct seen *sn)
 	}
 	__atomic_store_n(&rg->page->data_tail, tail, __ATOMIC_RELEASE);
 	return n;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		;
 }
 
 /*
