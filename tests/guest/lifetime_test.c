@@ -6,25 +6,36 @@
  * 1. A grant freed while the scheduler still walks the notifier list that
  *    links it. A thread's final switch calls the grant's sched_out, which
  *    marks it dead; whoever frees dead grants must not do so until the
- *    scheduler has read the list entry's next pointer. Here threads take a
- *    grant through a shared file and exit at once, while another thread asks
- *    for grants through the same file without pause (every grant call is a
- *    chance to free the dead ones) and the file is closed while the last of
- *    them exit (so is a release).
+ *    scheduler has read the list entry's next pointer. Here threads on CPU 0
+ *    take a grant through a shared file and exit at once, one after another,
+ *    while a thread on CPU 1 asks for grants through the same file without
+ *    pause (every grant call is a chance to free the dead ones), and the
+ *    file is replaced and closed every 128 exits (so is a release). The
+ *    window is a few instructions with interrupts off: nothing in the guest
+ *    can stretch it, but the host can. make check runs this part with
+ *    tests/harness/vcpu-preempt.c taking vCPU 0 off its host CPU at random
+ *    moments (hundreds of microseconds at a time, about half the time);
+ *    whatever vCPU 0 was doing, CPU 1 sees it stop there.
  *
  * 2. Module code running after the module's last reference is gone. A grant
  *    holds a module reference; after its file is closed by another thread,
  *    that reference is the module's last one, and it is dropped when the
- *    grant's thread exits (or, in the old design, returns to user mode). Here
- *    a thread calls delete_module() without pause while that happens, so
- *    unload starts the moment the reference goes, then the module is loaded
- *    again.
+ *    grant's thread exits (or, in the old design, by task work when it
+ *    returns to user mode). A thread on CPU 1 calls delete_module() without
+ *    pause while that happens, so unload starts the moment the reference
+ *    goes. Unload waits for an RCU grace period before it frees the module's
+ *    text, so the code after the last module_put() must be preempted for the
+ *    race to be lost; a SCHED_FIFO thread on the grant thread's CPU preempts
+ *    it every few microseconds of its progress and, once the module's
+ *    refcnt reads 0, holds the CPU until the unload has finished. Where the
+ *    last module_put() is followed by module code, some round preempts it
+ *    there, and the grant thread resumes in freed text (an oops).
  *
  * On the debug kernel (KASAN), a grant read after its free is a KASAN report,
  * and module text run after its unload an oops; the harness fails the run on
- * either. The windows are a few instructions wide in a correct-looking but
- * wrong design; tests/guest/lifetime-widen/ has the demonstration builds that
- * widen them with a delay, against which this test fails in seconds.
+ * either. tests/guest/lifetime-widen/ builds the old design (and, for
+ * comparison, the current one with the same delays), with or without a busy
+ * wait that widens the windows.
  *
  * "lifetime_test [SECONDS [ROUNDS]]": part 1 runs SECONDS (default 8), part 2
  * ROUNDS unloads (default 10).
@@ -33,6 +44,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +57,7 @@
 #include "testlib.h"
 
 #define MODULE_PATH "/lib/modules/msrbatch.ko"
+#define REFCNT_PATH "/sys/module/msrbatch/refcnt"
 
 static int dev_open(void)
 {
@@ -73,9 +86,19 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* The CPU for the threads that only watch (main, the unloader): the last one. */
+static int spare_cpu(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 2 ? (int)n - 1 : 1;
+}
+
 /* ---- 1. freed while on the notifier list ---------------------------------- */
 
-static int shared_fd;
+#define EXITS_PER_FILE 128
+
+static volatile int shared_fd;
 static volatile int stop_churn;
 static volatile long churn_grants, exit_grants;
 
@@ -87,13 +110,36 @@ static void *grant_and_exit(void *arg)
 	return NULL;	/* exits with the grant in force */
 }
 
+/*
+ * Holds a grant of its own on another file while part 1 runs, so that the
+ * other grants' preempt_notifier_inc()/dec() never take the static key's
+ * slow path (text patching, which waits for every CPU, vCPU 0 included):
+ * more exits and churned grants per second.
+ */
+static void *keeper(void *arg)
+{
+	int fd = dev_open();
+
+	(void)arg;
+	pin(spare_cpu());
+	if (fd >= 0 && pce_grant(fd) == 0)
+		while (!stop_churn)
+			usleep(10000);
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
 static void *churn(void *arg)
 {
 	(void)arg;
+	pin(1);
 	while (!stop_churn) {
-		if (pce_grant(shared_fd) == 0) {
+		int fd = shared_fd;
+
+		if (pce_grant(fd) == 0) {
 			churn_grants++;
-			pce_revoke(shared_fd);
+			pce_revoke(fd);
 		}
 	}
 	return NULL;
@@ -101,52 +147,65 @@ static void *churn(void *arg)
 
 static void test_free_on_list(int seconds)
 {
-	double end = now() + seconds;
-	int rounds = 0, i;
-	pthread_t t[4], c;
+	double start = now(), end = start + seconds;
+	long exits = 0, files = 1;
+	pthread_attr_t attr;
+	cpu_set_t cpu0;
+	pthread_t t[2], c, k;
+	int i, fd;
 
+	CPU_ZERO(&cpu0);
+	CPU_SET(0, &cpu0);
+	pthread_attr_init(&attr);
+	pthread_attr_setaffinity_np(&attr, sizeof(cpu0), &cpu0);
+	pin(spare_cpu());
 	exit_grants = churn_grants = 0;
+	shared_fd = dev_open();
+	if (shared_fd < 0)
+		return;
+	stop_churn = 0;
+	pthread_create(&k, NULL, keeper, NULL);
+	pthread_create(&c, NULL, churn, NULL);
 	while (now() < end) {
-		shared_fd = dev_open();
-		if (shared_fd < 0)
-			break;
-		stop_churn = 0;
-		pthread_create(&c, NULL, churn, NULL);
-		for (i = 0; i < 4; i++)
-			pthread_create(&t[i], NULL, grant_and_exit, NULL);
-		for (i = 0; i < 4; i++)
+		for (i = 0; i < 2; i++)
+			pthread_create(&t[i], &attr, grant_and_exit, NULL);
+		for (i = 0; i < 2; i++)
 			pthread_join(t[i], NULL);
-		/*
-		 * pthread_join() returns when the thread's exit clears its TID,
-		 * before its final switch: the churn goes on a little longer.
-		 */
-		usleep(20000);
-		stop_churn = 1;
-		pthread_join(c, NULL);
-		/* The last exits' grants may be dead or dying: the release frees them. */
-		for (i = 0; i < 4; i++)
-			pthread_create(&t[i], NULL, grant_and_exit, NULL);
-		close(shared_fd);
-		for (i = 0; i < 4; i++)
-			pthread_join(t[i], NULL);
-		rounds++;
+		exits += 2;
+		if (exits % EXITS_PER_FILE == 0) {
+			/* The last exits' grants may be dead or dying: the release frees them. */
+			fd = dev_open();
+			if (fd < 0)
+				break;
+			i = shared_fd;
+			shared_fd = fd;
+			close(i);
+			files++;
+		}
 	}
-	check(rounds > 0 && exit_grants > 0 && churn_grants > 0,
-	      "%d rounds: %ld grants of threads that exited with them in force, %ld churned grants on the same file",
-	      rounds, exit_grants, churn_grants);
+	stop_churn = 1;
+	pthread_join(c, NULL);
+	pthread_join(k, NULL);
+	close(shared_fd);
+	pthread_attr_destroy(&attr);
+	check(exit_grants > 0 && churn_grants > 0,
+	      "%ld threads on CPU 0 exited with a grant in force (%.0f/s), %ld grants churned on CPU 1 through the same %ld files",
+	      exit_grants, exits / (now() - start), churn_grants, files);
 }
 
 /* ---- 2. the module's last reference ---------------------------------------- */
 
 static int wake_pipe[2];
-static volatile int granted, stop_unload;
+static volatile int granted, stop_unload, preempting, stop_preemptor;
 static volatile double unloaded_at;
+static volatile long preemptions, held;
 
 static void *grant_then_wait(void *arg)
 {
 	int fd = *(int *)arg;
 	char c;
 
+	pin(0);
 	granted = pce_grant(fd) == 0 ? 1 : -1;
 	if (read(wake_pipe[0], &c, 1) != 1)
 		granted = -1;
@@ -156,11 +215,67 @@ static void *grant_then_wait(void *arg)
 static void *unload_loop(void *arg)
 {
 	(void)arg;
+	pin(1);
 	while (!stop_unload) {
 		if (syscall(SYS_delete_module, "msrbatch", O_NONBLOCK) == 0) {
 			unloaded_at = now();
 			return NULL;
 		}
+	}
+	return NULL;
+}
+
+/* The module's refcnt, or 0 once it is going (no sysfs file, or unreadable). */
+static long refcnt(int fd)
+{
+	char buf[32];
+	ssize_t n = fd < 0 ? -1 : pread(fd, buf, sizeof(buf) - 1, 0);
+
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	return strtol(buf, NULL, 10);
+}
+
+/*
+ * On CPU 0 at SCHED_FIFO: while a round runs, wakes every few microseconds,
+ * preempting the grant's thread wherever it is; once the module's last
+ * reference is gone, keeps the CPU until the unload has finished (or 300 ms).
+ */
+static void *preemptor(void *arg)
+{
+	struct sched_param sp = { .sched_priority = 10 };
+	struct timespec step = { 0, 2000 };
+
+	(void)arg;
+	pin(0);
+	if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp))
+		printf("# preemptor: SCHED_FIFO: %s\n", strerror(errno));
+	while (!stop_preemptor) {
+		int fd;
+
+		if (!preempting) {
+			usleep(1000);
+			continue;
+		}
+		fd = open(REFCNT_PATH, O_RDONLY | O_CLOEXEC);
+		while (preempting) {
+			double until;
+
+			clock_nanosleep(CLOCK_MONOTONIC, 0, &step, NULL);
+			preemptions++;
+			if (refcnt(fd) > 0)
+				continue;
+			until = now() + 0.3;
+			while (!unloaded_at && now() < until)
+				;
+			held++;
+			break;
+		}
+		if (fd >= 0)
+			close(fd);
+		while (preempting)
+			usleep(1000);
 	}
 	return NULL;
 }
@@ -180,8 +295,12 @@ static void test_last_reference(int rounds)
 {
 	int round, unloads = 0, refused = 0, loaded = 1, fd;
 	double worst = 0;
-	pthread_t g, u;
+	pthread_t g, u, p;
 
+	pin(spare_cpu());
+	preemptions = held = 0;
+	stop_preemptor = preempting = 0;
+	pthread_create(&p, NULL, preemptor, NULL);
 	for (round = 0; round < rounds && loaded; round++) {
 		double woke;
 
@@ -214,6 +333,7 @@ static void test_last_reference(int rounds)
 		unloaded_at = 0;
 		stop_unload = 0;
 		pthread_create(&u, NULL, unload_loop, NULL);
+		preempting = 1;
 		woke = now();
 		if (write(wake_pipe[1], "x", 1) != 1)
 			printf("# round %d: write: %s\n", round, strerror(errno));
@@ -221,6 +341,7 @@ static void test_last_reference(int rounds)
 		/* The reaper needs a grace period; 10 s is far beyond it. */
 		while (!unloaded_at && now() < woke + 10)
 			usleep(1000);
+		preempting = 0;
 		stop_unload = 1;
 		pthread_join(u, NULL);
 		close(wake_pipe[0]);
@@ -234,11 +355,15 @@ static void test_last_reference(int rounds)
 			worst = unloaded_at - woke;
 		loaded = load_module() == 0;
 	}
+	stop_preemptor = 1;
+	pthread_join(p, NULL);
 	check(refused == rounds, "rmmod refused in %d of %d rounds while only an exiting thread's grant held the module",
 	      refused, rounds);
 	check(unloads == rounds && loaded,
 	      "%d of %d rounds: unloaded the moment that grant let go (at most %.0f ms after the thread was woken), loaded again",
 	      unloads, rounds, worst * 1e3);
+	check(held > 0, "the grant's thread was preempted %ld times; %ld times its CPU was held with the module's refcnt at 0 until the unload",
+	      preemptions, held);
 	fd = loaded ? dev_open() : -1;
 	check(fd >= 0 && pce_grant(fd) == 0 && pce_revoke(fd) == 0, "the reloaded module grants and revokes");
 	if (fd >= 0)

@@ -51,7 +51,14 @@ guest_module() {
 		return 1
 	fi
 	cp "$mod/rust/msrbatch.ko" "$GUEST_DIR/msrbatch-unsigned.ko"
-	"$KBUILD/scripts/sign-file" "$hash" "$key" "$cert" "$mod/rust/msrbatch.ko" "$GUEST_DIR/msrbatch.ko"
+	"$KBUILD/scripts/sign-file" "$hash" "$key" "$cert" "$mod/rust/msrbatch.ko" "$GUEST_DIR/msrbatch.ko" || return
+	# The test PMU (a perf "rdpmc" knob in a guest without a PMU), loaded by
+	# tests/guest/pce_policy_test.sh only.
+	mkdir -p "$mod/test-pmu"
+	cp "$MSRB_TOP"/tests/guest/test-pmu/Kbuild "$MSRB_TOP"/tests/guest/test-pmu/*.c "$mod/test-pmu/"
+	make -s -C "$KBUILD" M="$mod/test-pmu" LLVM="$LLVM" W=1 modules >&2 || return
+	"$KBUILD/scripts/sign-file" "$hash" "$key" "$cert" "$mod/test-pmu/msrbatch_test_pmu.ko" \
+		"$GUEST_DIR/msrbatch_test_pmu.ko"
 }
 
 # Static binaries: the guest has busybox and nothing else.
@@ -98,7 +105,7 @@ guest_rootfs() {
 	cp /bin/busybox "$root/bin/"
 	ln -s busybox "$root/bin/sh"
 	cp "$MSRB_TOP/tests/harness/init" "$root/init"
-	cp "$GUEST_DIR/msrbatch.ko" "$GUEST_DIR/msrbatch-unsigned.ko" "$root/lib/modules/"
+	cp "$GUEST_DIR/msrbatch.ko" "$GUEST_DIR/msrbatch-unsigned.ko" "$GUEST_DIR/msrbatch_test_pmu.ko" "$root/lib/modules/"
 	# Our binaries stripped: the initramfs is unpacked by the guest kernel,
 	# which is slow under TCG (and slower still with KASAN).
 	for f in "$rel"/* "$rel"/examples/* "$GUEST_OUT"/cbin/*; do
@@ -159,15 +166,38 @@ guest_boot() {
 	# every run (vCPUs then run one at a time).
 	[ "${GUEST_ICOUNT:-0}" = 1 ] && accel+=(-icount shift=0,sleep=off)
 	[ "${MSRBATCH_KVM:-0}" = 1 ] && accel=(-accel kvm -cpu host)
-	timeout --kill-after=10 "$timeout" qemu-system-x86_64 "${accel[@]}" \
+	# GUEST_VCPU_PREEMPT="VCPU HOST_CPU RUN_US STOP_US": the host takes that
+	# vCPU off its CPU at random moments (tests/harness/vcpu-preempt.c), to
+	# widen race windows; debug-threads names the vCPU threads for it.
+	local preempt=()
+	if [ -n "${GUEST_VCPU_PREEMPT:-}" ]; then
+		cc -O2 -Wall -o "$GUEST_DIR/vcpu-preempt" "$MSRB_TOP/tests/harness/vcpu-preempt.c" || return 125
+		preempt=("$GUEST_DIR/vcpu-preempt")
+	fi
+	timeout --kill-after=10 "$timeout" qemu-system-x86_64 "${accel[@]}" -name msrbatch,debug-threads=on \
 		-smp "$GUEST_CPUS" -m "$mem" -display none -monitor none -no-reboot \
 		-kernel "$KBUILD/arch/x86/boot/bzImage" -initrd "$dir/initrd" \
 		-append "console=ttyS0 panic=-1 rdinit=/init printk.time=1 kunit.filter_glob=msrbatch* pty.legacy_count=0 no5lvl $append" \
 		-serial "file:$dir/console.log" -serial "file:$dir/output.log" </dev/null &
 	local qemu=$!
+	local preempter='' qpid='' i
+	if [ ${#preempt[@]} -gt 0 ]; then
+		for i in $(seq 50); do
+			qpid=$(pgrep -P "$qemu" -x qemu-system-x86) && break
+			sleep 0.1
+		done
+		# shellcheck disable=SC2086 # four numbers
+		"${preempt[@]}" "${qpid:-0}" $GUEST_VCPU_PREEMPT 2>"$dir/vcpu-preempt.log" &
+		preempter=$!
+	fi
 	tail -n +1 -f --pid="$qemu" "$dir/output.log" 2>/dev/null
 	wait "$qemu"
 	local qrc=$? timed=()
+	if [ -n "$preempter" ]; then
+		wait "$preempter"
+		cat "$dir/vcpu-preempt.log" >&2
+		grep -q ' times, ' "$dir/vcpu-preempt.log" || return 125
+	fi
 	[ $qrc -eq 124 ] || [ $qrc -eq 137 ] && timed=(--timed-out)
 	local verdict vrc
 	verdict=$(python3 "$MSRB_TOP/tests/harness/analyze.py" "$dir/console.log" "${timed[@]}" "$@")

@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * #13 item 8: perf's rdpmc policy changing while a grant stands. Run by
+ * pce_policy_test.sh with the test PMU loaded (tests/guest/test-pmu: the
+ * guest has no PMU, so the real knob does not exist) and msrbatch loaded
+ * after it, so that msrbatch reads that knob.
+ *
+ * rdpmc 1 -> 0 must end user RDPMC for a thread whose grant stands: the
+ * kernel writes no CR4 for it (the granted thread's CR4 shadow has PCE clear
+ * before and after), so a grant that checks the policy only when it is made
+ * leaves PCE set for as long as the thread lives. 0 -> 1 gives the standing
+ * grant PCE back at its next switch; a new grant under 0 is refused.
+ *
+ * The probe is testlib.h's: RDPMC in user mode raises #GP with PCE clear,
+ * #UD with it set (QEMU TCG has no counters). The knob is put back.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+#include <linux/msrbatch.h>
+
+#include "testlib.h"
+
+#define KNOB "/sys/bus/event_source/devices/cpu/rdpmc"
+
+static int knob_read(void)
+{
+	char buf[8] = "";
+	int fd = open(KNOB, O_RDONLY), n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return n > 0 ? atoi(buf) : -EIO;
+}
+
+static int knob_write(int v)
+{
+	char buf[4];
+	int fd = open(KNOB, O_WRONLY), n;
+
+	if (fd < 0)
+		return -errno;
+	n = snprintf(buf, sizeof(buf), "%d\n", v);
+	n = write(fd, buf, n) == n ? 0 : -errno;
+	close(fd);
+	return n;
+}
+
+/* A context switch of the calling thread: it sleeps, then runs again. */
+static void switch_out_and_in(void)
+{
+	usleep(2000);
+}
+
+static int dev_fd;
+
+static void *grant_in_new_thread(void *arg)
+{
+	int r = ioctl(dev_fd, MSRBATCH_IOC_PCE_GRANT, 0) ? -errno : 0;
+
+	if (r == 0)
+		ioctl(dev_fd, MSRBATCH_IOC_PCE_REVOKE, 0);
+	*(int *)arg = r;
+	return NULL;
+}
+
+int main(void)
+{
+	int saved, r, other = 1;
+	pthread_t t;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("# perf's rdpmc policy changing while a PCE grant stands\n");
+	saved = knob_read();
+	if (saved < 0 || access("/sys/module/msrbatch_test_pmu", F_OK)) {
+		skip("rdpmc policy changes", "no test PMU loaded (run through pce_policy_test.sh)");
+		return tally();
+	}
+	probe_setup();
+	pin(0);
+	dev_fd = open("/dev/msrbatch", O_RDWR | O_CLOEXEC);
+	if (dev_fd < 0) {
+		check(0, "open /dev/msrbatch: %s", strerror(errno));
+		return tally();
+	}
+	check(knob_write(1) == 0 && knob_read() == 1, "rdpmc set to 1 (user RDPMC for processes with a perf mapping)");
+	check(!pce_on(), "no PCE before the grant");
+	r = ioctl(dev_fd, MSRBATCH_IOC_PCE_GRANT, 0) ? -errno : 0;
+	check(r == 0, "grant under rdpmc=1 (%s)", r ? strerror(-r) : "0");
+	check(pce_on(), "PCE with the grant");
+
+	check(knob_write(0) == 0, "rdpmc 1 -> 0 while the grant stands");
+	switch_out_and_in();
+	check(!pce_on(), "after the thread's next switch: no PCE (the grant no longer applies)");
+	pin(1);
+	check(!pce_on(), "nor on another CPU");
+	pthread_create(&t, NULL, grant_in_new_thread, &other);
+	pthread_join(t, NULL);
+	check(other == -EACCES, "a new grant under rdpmc=0 is refused with EACCES (%s)",
+	      other ? strerror(-other) : "granted");
+
+	check(knob_write(1) == 0, "rdpmc 0 -> 1");
+	switch_out_and_in();
+	check(pce_on(), "the standing grant applies again after the next switch");
+	pin(0);
+	check(pce_on(), "on another CPU too");
+	r = ioctl(dev_fd, MSRBATCH_IOC_PCE_REVOKE, 0) ? -errno : 0;
+	check(r == 0 && !pce_on(), "revoke: no PCE");
+	close(dev_fd);
+	check(knob_write(saved) == 0 && knob_read() == saved, "rdpmc put back to %d", saved);
+	return tally();
+}
