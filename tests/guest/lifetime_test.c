@@ -8,14 +8,15 @@
  *    marks it dead; whoever frees dead grants must not do so until the
  *    scheduler has read the list entry's next pointer. Here threads on CPU 0
  *    take a grant through a shared file and exit at once, one after another,
- *    while a thread on CPU 1 asks for grants through the same file without
- *    pause (every grant call is a chance to free the dead ones), and the
- *    file is replaced and closed every 128 exits (so is a release). The
- *    window is a few instructions with interrupts off: nothing in the guest
- *    can stretch it, but the host can. make check runs this part with
- *    tests/harness/vcpu-preempt.c taking vCPU 0 off its host CPU at random
- *    moments (hundreds of microseconds at a time, about half the time);
- *    whatever vCPU 0 was doing, CPU 1 sees it stop there.
+ *    while a thread on CPU 1 asks for grants through the same file, with a
+ *    short sleep between calls (every grant call is a chance to free the
+ *    dead ones), and the file is replaced and closed every 128 exits (so is
+ *    a release). The window is a few instructions with interrupts off:
+ *    nothing in the guest can stretch it, but the host can. make check runs
+ *    this test with vCPUs 0 and 1 on one host CPU (GUEST_VCPU_SHARE in
+ *    tests/harness/guest.sh): whenever the host switches from vCPU 0 to
+ *    vCPU 1 (CPU 1 woke from its sleep, or vCPU 0's host time slice ran out),
+ *    CPU 0 stands still wherever it is while CPU 1 makes its grant calls.
  *
  * 2. Module code running after the module's last reference is gone. A grant
  *    holds a module reference; after its file is closed by another thread,
@@ -141,6 +142,8 @@ static void *churn(void *arg)
 			churn_grants++;
 			pce_revoke(fd);
 		}
+		/* Idle, so that CPU 1 wakes again (see above). */
+		usleep(20);
 	}
 	return NULL;
 }

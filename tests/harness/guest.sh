@@ -132,7 +132,41 @@ guest_prepare() {
 	msrb_stage "initramfs" guest_rootfs
 }
 
+# guest_vcpu_share QEMU_PID A B: QEMU's vCPUs A and B run on host CPU 0
+# only, its other vCPUs on the other host CPUs. Whenever the host switches
+# from A to B (B woke from its idle halt, or A's time slice ended while B
+# was waiting), A stands still wherever it is, even with the guest's
+# interrupts off, while B runs: a race window a few instructions wide on
+# CPU A is, now and then, as wide as what B does before the host switches
+# back. It changes nothing in the guest.
+guest_vcpu_share() {
+	local q=$1 a=$2 b=$3 i t c n rest
+	rest=1-$(($(nproc) - 1))
+	if [ "$(nproc)" -lt 2 ] || [ -z "$q" ]; then
+		echo "msrbatch: guest_vcpu_share needs 2 host CPUs and QEMU's pid" >&2
+		return 1
+	fi
+	for i in $(seq 100); do
+		n=0
+		for t in /proc/"$q"/task/*; do
+			c=$(cat "$t/comm" 2>/dev/null) || continue
+			case "$c" in
+			"CPU $a/TCG" | "CPU $b/TCG") taskset -pc 0 "${t##*/}" >/dev/null && n=$((n + 1)) ;;
+			"CPU "*"/TCG") taskset -pc "$rest" "${t##*/}" >/dev/null ;;
+			esac
+		done
+		if [ "$n" -eq 2 ]; then
+			echo "msrbatch: vCPUs $a and $b share host CPU 0; the others run on host CPUs $rest" >&2
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "msrbatch: no QEMU threads \"CPU $a/TCG\" and \"CPU $b/TCG\" in process $q" >&2
+	return 1
+}
+
 # guest_boot NAME CMD [TIMEOUT] [APPEND] [ANALYZE_ARGS...]
+# GUEST_VCPU_SHARE="A B": see guest_vcpu_share.
 # Files named in $EXTRA are copied to /extra. Streams the command's output;
 # returns the command's exit status, or 125 when the harness found a problem
 # (panic, oops, splat, timeout, failed load/unload, KUnit failure).
@@ -166,38 +200,25 @@ guest_boot() {
 	# every run (vCPUs then run one at a time).
 	[ "${GUEST_ICOUNT:-0}" = 1 ] && accel+=(-icount shift=0,sleep=off)
 	[ "${MSRBATCH_KVM:-0}" = 1 ] && accel=(-accel kvm -cpu host)
-	# GUEST_VCPU_PREEMPT="VCPU HOST_CPU RUN_US STOP_US": the host takes that
-	# vCPU off its CPU at random moments (tests/harness/vcpu-preempt.c), to
-	# widen race windows; debug-threads names the vCPU threads for it.
-	local preempt=()
-	if [ -n "${GUEST_VCPU_PREEMPT:-}" ]; then
-		cc -O2 -Wall -o "$GUEST_DIR/vcpu-preempt" "$MSRB_TOP/tests/harness/vcpu-preempt.c" || return 125
-		preempt=("$GUEST_DIR/vcpu-preempt")
-	fi
+	# debug-threads: QEMU names its vCPU threads ("CPU 0/TCG"), for guest_vcpu_share.
 	timeout --kill-after=10 "$timeout" qemu-system-x86_64 "${accel[@]}" -name msrbatch,debug-threads=on \
 		-smp "$GUEST_CPUS" -m "$mem" -display none -monitor none -no-reboot \
 		-kernel "$KBUILD/arch/x86/boot/bzImage" -initrd "$dir/initrd" \
 		-append "console=ttyS0 panic=-1 rdinit=/init printk.time=1 kunit.filter_glob=msrbatch* pty.legacy_count=0 no5lvl $append" \
 		-serial "file:$dir/console.log" -serial "file:$dir/output.log" </dev/null &
 	local qemu=$!
-	local preempter='' qpid='' i
-	if [ ${#preempt[@]} -gt 0 ]; then
+	if [ -n "${GUEST_VCPU_SHARE:-}" ]; then
+		local qpid='' i
 		for i in $(seq 50); do
 			qpid=$(pgrep -P "$qemu" -x qemu-system-x86) && break
 			sleep 0.1
 		done
-		# shellcheck disable=SC2086 # four numbers
-		"${preempt[@]}" "${qpid:-0}" $GUEST_VCPU_PREEMPT 2>"$dir/vcpu-preempt.log" &
-		preempter=$!
+		# shellcheck disable=SC2086 # two numbers
+		guest_vcpu_share "$qpid" $GUEST_VCPU_SHARE || { kill "$qemu"; wait "$qemu"; return 125; }
 	fi
 	tail -n +1 -f --pid="$qemu" "$dir/output.log" 2>/dev/null
 	wait "$qemu"
 	local qrc=$? timed=()
-	if [ -n "$preempter" ]; then
-		wait "$preempter"
-		cat "$dir/vcpu-preempt.log" >&2
-		grep -q ' times, ' "$dir/vcpu-preempt.log" || return 125
-	fi
 	[ $qrc -eq 124 ] || [ $qrc -eq 137 ] && timed=(--timed-out)
 	local verdict vrc
 	verdict=$(python3 "$MSRB_TOP/tests/harness/analyze.py" "$dir/console.log" "${timed[@]}" "$@")
