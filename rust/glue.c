@@ -107,6 +107,7 @@ int msrbatch_filter_writes(u32 msr, u32 nr_writes)
  * assume; the raw lock serialises its users (it may be taken in the
  * scheduler's notifiers, under the runqueue lock, as the innermost lock).
  */
+static struct module *rdpmc_pmu_module;
 static struct device *rdpmc_dev;
 static struct device_attribute *rdpmc_attr;
 static char *rdpmc_buf;
@@ -161,12 +162,20 @@ void msrbatch_rdpmc_policy_init(void)
 	}
 	if (event->pmu->dev)
 		da = find_dev_attr(event->pmu->dev, "rdpmc");
-	if (da && da->show) {
+	/*
+	 * The show method is the PMU driver's code: a modular PMU (none on x86
+	 * but the test PMU of tests/guest/test-pmu) stays loaded while we may
+	 * call it.
+	 */
+	if (da && da->show && try_module_get(event->pmu->module)) {
 		rdpmc_buf = (char *)__get_free_page(GFP_KERNEL);
 		if (rdpmc_buf) {
+			rdpmc_pmu_module = event->pmu->module;
 			rdpmc_dev = get_device(event->pmu->dev);
 			rdpmc_attr = da;
 			rdpmc_state = 0;
+		} else {
+			module_put(event->pmu->module);
 		}
 	}
 	perf_event_release_kernel(event);
@@ -176,8 +185,10 @@ void msrbatch_rdpmc_policy_init(void)
 
 void msrbatch_rdpmc_policy_exit(void)
 {
-	if (rdpmc_dev)
+	if (rdpmc_dev) {
 		put_device(rdpmc_dev);
+		module_put(rdpmc_pmu_module);
+	}
 	free_page((unsigned long)rdpmc_buf);
 }
 

@@ -78,14 +78,14 @@ static inline int cpu_set_online(int cpu, int on)
 	return r;
 }
 
-/* Pins the calling thread to cpu. */
-static inline void pin(int cpu)
+/* Pins the calling thread to cpu; 0, or -1 with errno set. */
+static inline int pin(int cpu)
 {
 	cpu_set_t set;
 
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);
-	sched_setaffinity(0, sizeof(set), &set);
+	return sched_setaffinity(0, sizeof(set), &set);
 }
 
 /* Lets the calling thread run on CPUs 0 .. ncpus - 1 again. */

@@ -132,36 +132,66 @@ guest_prepare() {
 	msrb_stage "initramfs" guest_rootfs
 }
 
-# guest_vcpu_share QEMU_PID A B: QEMU's vCPUs A and B run on host CPU 0
-# only, its other vCPUs on the other host CPUs. Whenever the host switches
-# from A to B (B woke from its idle halt, or A's time slice ended while B
-# was waiting), A stands still wherever it is, even with the guest's
-# interrupts off, while B runs: a race window a few instructions wide on
-# CPU A is, now and then, as wide as what B does before the host switches
-# back. It changes nothing in the guest.
+# guest_vcpu_share QEMU_PID A B [C D ...]: QEMU's vCPUs A and B run on one
+# host CPU (the first this harness may use), C and D on the next, and so on
+# (round robin over the host CPUs); its other vCPUs on the host CPUs no pair
+# has. Whenever the host switches from A to B (B woke from its idle halt, or
+# A's time slice ended while B was waiting), A stands still wherever it is,
+# even with the guest's interrupts off, while B runs: a race window a few
+# instructions wide on CPU A is, now and then, as wide as what B does before
+# the host switches back. It changes nothing in the guest.
 guest_vcpu_share() {
-	local q=$1 a=$2 b=$3 i t c n rest
-	rest=1-$(($(nproc) - 1))
-	if [ "$(nproc)" -lt 2 ] || [ -z "$q" ]; then
-		echo "msrbatch: guest_vcpu_share needs 2 host CPUs and QEMU's pid" >&2
+	local q=$1 i j t c n range cpus=() pairs=() host desc=
+	shift
+	# The host CPUs this harness may use (its cpuset and affinity).
+	for range in $(taskset -pc $$ | sed 's/.*: //; s/,/ /g'); do
+		case "$range" in
+		*-*) mapfile -t -O ${#cpus[@]} cpus < <(seq "${range%-*}" "${range#*-}") ;;
+		*) cpus+=("$range") ;;
+		esac
+	done
+	if [ ${#cpus[@]} -lt 2 ]; then
+		echo "msrbatch: one host CPU: all vCPUs share it already" >&2
+		return 0
+	fi
+	if [ -z "$q" ] || [ $(($# % 2)) -ne 0 ]; then
+		echo "msrbatch: guest_vcpu_share QEMU_PID A B [C D ...]" >&2
 		return 1
 	fi
+	pairs=("$@")
+	for ((j = 0; j < ${#pairs[@]}; j += 2)); do
+		desc+="${desc:+, }vCPUs ${pairs[j]} and ${pairs[j + 1]} on host CPU ${cpus[$((j / 2 % ${#cpus[@]}))]}"
+	done
+	local others=("${cpus[@]:$(($# / 2))}")
+	[ ${#others[@]} -gt 0 ] || others=("${cpus[@]}")
 	for i in $(seq 100); do
 		n=0
 		for t in /proc/"$q"/task/*; do
 			c=$(cat "$t/comm" 2>/dev/null) || continue
 			case "$c" in
-			"CPU $a/TCG" | "CPU $b/TCG") taskset -pc 0 "${t##*/}" >/dev/null && n=$((n + 1)) ;;
-			"CPU "*"/TCG") taskset -pc "$rest" "${t##*/}" >/dev/null ;;
+			"ALL CPUs/"*)
+				echo "msrbatch: QEMU runs all vCPUs in one thread (round robin): nothing to pin" >&2
+				return 0
+				;;
+			"CPU "*/*) ;;
+			*) continue ;;
 			esac
+			c=${c#CPU }
+			c=${c%%/*}
+			host=$(IFS=,; echo "${others[*]}")
+			for ((j = 0; j < ${#pairs[@]}; j++)); do
+				[ "${pairs[j]}" = "$c" ] && host=${cpus[$((j / 2 % ${#cpus[@]}))]}
+			done
+			taskset -pc "$host" "${t##*/}" >/dev/null || return 1
+			case " ${pairs[*]} " in *" $c "*) n=$((n + 1)) ;; esac
 		done
-		if [ "$n" -eq 2 ]; then
-			echo "msrbatch: vCPUs $a and $b share host CPU 0; the others run on host CPUs $rest" >&2
+		if [ "$n" -eq ${#pairs[@]} ]; then
+			echo "msrbatch: $desc" >&2
 			return 0
 		fi
 		sleep 0.1
 	done
-	echo "msrbatch: no QEMU threads \"CPU $a/TCG\" and \"CPU $b/TCG\" in process $q" >&2
+	echo "msrbatch: not all of QEMU's vCPU threads ${pairs[*]} found in process $q" >&2
 	return 1
 }
 
@@ -213,7 +243,7 @@ guest_boot() {
 			qpid=$(pgrep -P "$qemu" -x qemu-system-x86) && break
 			sleep 0.1
 		done
-		# shellcheck disable=SC2086 # two numbers
+		# shellcheck disable=SC2086 # a list of numbers
 		guest_vcpu_share "$qpid" $GUEST_VCPU_SHARE || { kill "$qemu"; wait "$qemu"; return 125; }
 	fi
 	tail -n +1 -f --pid="$qemu" "$dir/output.log" 2>/dev/null

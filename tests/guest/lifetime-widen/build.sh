@@ -17,7 +17,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../../harness/common.sh"
-[ $# -eq 3 ] || msrb_die "usage: build.sh COMMIT PATCH OUT.ko"
+[ $# -eq 3 ] || msrb_die "usage: build.sh COMMIT PATCH|- OUT.ko"
 commit=$1 patch=$2 out=$(realpath -m "$3")
 [ "$patch" = - ] || patch=$(realpath "$patch")
 flavour=${GUEST_FLAVOUR:-debug}

@@ -13,10 +13,12 @@
  *
  * A write to the real knob also calls cr4_update_pce() on every CPU, which
  * makes the kernel's CR4 shadow follow the new policy for the current mm;
- * this one does not (that function is not exported). For 1 -> 0, the case
- * tests/guest/pce_policy_test.c checks, the two agree: the granted thread's
- * shadow has PCE clear before and after, so the kernel writes no CR4 either
- * way, and only msrbatch itself can end the PCE it set.
+ * this one does not (that function is not exported). For 1 -> 0 and 0 -> 1,
+ * the cases tests/guest/pce_policy_test.c checks, the two agree: the granted
+ * thread's shadow has PCE clear before and after, so the kernel writes no
+ * CR4 either way, and only msrbatch itself can end or restore the PCE it
+ * sets. msrbatch holds a reference on this module while it may call the
+ * knob's show method: unload msrbatch first.
  */
 #include <linux/device.h>
 #include <linux/kstrtox.h>
@@ -109,7 +111,7 @@ static int __init test_pmu_init(void)
 
 static void __exit test_pmu_exit(void)
 {
-	perf_pmu_unregister(&test_pmu);
+	WARN_ON(perf_pmu_unregister(&test_pmu));
 }
 
 module_init(test_pmu_init);
