@@ -162,8 +162,9 @@ guest_vcpu_share() {
 	for ((j = 0; j < ${#pairs[@]}; j += 2)); do
 		desc+="${desc:+, }vCPUs ${pairs[j]} and ${pairs[j + 1]} on host CPU ${cpus[$((j / 2 % ${#cpus[@]}))]}"
 	done
-	local others=("${cpus[@]:$(($# / 2))}")
+	local others=("${cpus[@]:$(($# / 2))}") rest
 	[ ${#others[@]} -gt 0 ] || others=("${cpus[@]}")
+	rest=$(IFS=,; echo "${others[*]}")
 	for i in $(seq 100); do
 		n=0
 		for t in /proc/"$q"/task/*; do
@@ -178,7 +179,7 @@ guest_vcpu_share() {
 			esac
 			c=${c#CPU }
 			c=${c%%/*}
-			host=$(IFS=,; echo "${others[*]}")
+			host=$rest
 			for ((j = 0; j < ${#pairs[@]}; j++)); do
 				[ "${pairs[j]}" = "$c" ] && host=${cpus[$((j / 2 % ${#cpus[@]}))]}
 			done
