@@ -39,16 +39,24 @@ VERSION := $(shell scripts/version.sh)
 KVER ?= $(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"/\1/p' "$(KDIR)/include/generated/utsrelease.h" 2>/dev/null)
 CARGO_OUT := target/release
 
-.PHONY: all modules module-check clean provision kernel vm-run vm-demo check \
+.PHONY: all modules module-check clean provision kernel vm-run vm-demo check debian-kdir \
 	install install-module install-userspace uninstall rust-analyzer \
 	userspace harness-selftest bench fuzz version
 
 all: modules
 
 modules:
-	@scripts/check-kdir.sh "$(KDIR)" "$(RUSTC)"
+	@LLVM="$(LLVM)" scripts/check-kdir.sh "$(KDIR)" "$(RUSTC)"
 	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" $(KBUILD_VARS) modules
+	@scripts/check-modinfo.sh rust/msrbatch.ko >/dev/null
 	@echo "built $(CURDIR)/rust/msrbatch.ko"
+
+# A KDIR for an installed Debian kernel (default: the running one), without
+# building a kernel: make debian-kdir [KVER=7.3.4+deb13-amd64] [INSTALL=1]
+# (scripts/debian-kdir.sh; Documentation/install.md).
+debian-kdir:
+	@scripts/debian-kdir.sh $(if $(INSTALL),--install) \
+		$(if $(filter command line environment,$(origin KVER)),$(KVER))
 
 clean:
 	-$(MAKE) -C "$(KDIR)" M="$(CURDIR)" clean 2>/dev/null
@@ -65,7 +73,7 @@ userspace:
 
 # Editor support for the module: writes rust-project.json (rust-analyzer).
 rust-analyzer:
-	@scripts/check-kdir.sh "$(KDIR)" "$(RUSTC)"
+	@LLVM="$(LLVM)" scripts/check-kdir.sh "$(KDIR)" "$(RUSTC)"
 	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" $(KBUILD_VARS) rust-analyzer
 
 install: install-module install-userspace

@@ -81,7 +81,7 @@ fn text_errno(kind: ErrorKind) -> Error {
     match kind {
         ErrorKind::TooLong => E2BIG,
         ErrorKind::TooLarge => ERANGE,
-        ErrorKind::Duplicate(_) => ENOTUNIQ,
+        ErrorKind::Duplicate(_) => crate::compat::enotuniq(),
         ErrorKind::BadNumber | ErrorKind::BadLine | ErrorKind::UnknownAllow | ErrorKind::Unterminated => {
             EINVAL
         }
@@ -315,7 +315,7 @@ mod tests {
     #[test]
     fn parse_errors_are_msr_safes_errnos() -> Result {
         let cases = [
-            ("0x10 0\n0x10 1\n", ENOTUNIQ),
+            ("0x10 0\n0x10 1\n", crate::compat::enotuniq()),
             ("0x10\n", EINVAL),
             ("0x10 0xq\n", EINVAL),
             ("0x10 0", EINVAL),

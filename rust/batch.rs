@@ -20,6 +20,7 @@
 //!    does not allocate, lock, copy to user space or panic: every lookup is
 //!    a `get()`, every sum `wrapping_*`/`saturating_*`.
 
+use crate::compat::local_interrupt_disable;
 use crate::insn;
 use crate::uapi::{self, opcode, Batch, Op};
 use core::ffi::c_void;
@@ -27,7 +28,6 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::{
     bindings,
     cpu::{nr_cpu_ids, CpuId},
-    interrupt::local_interrupt_disable,
     cpumask::{Cpumask, CpumaskVar},
     prelude::*,
 };
@@ -86,7 +86,7 @@ pub(crate) mod status {
 /// Checks the batch header.
 pub(crate) fn check_header(b: &Batch) -> Result<(), Rejected> {
     if b.version != uapi::ABI_VERSION {
-        return Err(EPROTONOSUPPORT.into());
+        return Err(crate::compat::eprotonosupport().into());
     }
     // `nr_failed`, `err_index`, `out_flags` and `start_spread` are outputs:
     // ignored here.
@@ -114,7 +114,7 @@ pub(crate) fn is_write(op: &Op) -> bool {
 #[inline]
 pub(crate) fn check_op(op: &Op) -> Result {
     if op.op == 0 || op.op > opcode::MAX {
-        return Err(EOPNOTSUPP);
+        return Err(crate::compat::eopnotsupp());
     }
     if op.flags != 0 {
         return Err(EINVAL);
@@ -807,7 +807,7 @@ unsafe fn execute_one(ops: &mut [Op], cpu: u32, mode: Mode) -> Result<Executed, 
     // SAFETY: `run_one_cpu` gets a `OneCpu` that lives until this call returns
     // (`wait`), describing `ops`, which we do not touch meanwhile; the writes
     // are allowed by our own requirements. Process context, interrupts on.
-    let r = unsafe { bindings::smp_call_function_single(cpu, Some(run_one_cpu), info, true) };
+    let r = unsafe { crate::compat::smp_call_function_single(cpu, run_one_cpu, info) };
     if r != 0 {
         return Err(Rejected { err: ENXIO, index: 0 });
     }
@@ -921,8 +921,8 @@ mod tests {
             Batch { nr_failed: 3, err_index: 7, out_flags: uapi::OUT_RAN, start_spread: 9, ..header(1) };
         assert_eq!(check_header(&reused), Ok(()));
         let bad = [
-            (Batch { version: 0, ..header(1) }, EPROTONOSUPPORT),
-            (Batch { version: 2, ..header(1) }, EPROTONOSUPPORT),
+            (Batch { version: 0, ..header(1) }, crate::compat::eprotonosupport()),
+            (Batch { version: 2, ..header(1) }, crate::compat::eprotonosupport()),
             (Batch { reserved0: 1, ..header(1) }, EINVAL),
             (Batch { flags: 1 << 3, ..header(1) }, EINVAL),
             (header(0), EINVAL),
@@ -952,9 +952,9 @@ mod tests {
             assert_eq!(check_op(o), Ok(()));
         }
         let bad = [
-            (op(0, 0, 0, [0, 0]), EOPNOTSUPP),
-            (op(opcode::MAX + 1, 0, 0, [0, 0]), EOPNOTSUPP),
-            (op(u16::MAX, 0, 0, [0, 0]), EOPNOTSUPP),
+            (op(0, 0, 0, [0, 0]), crate::compat::eopnotsupp()),
+            (op(opcode::MAX + 1, 0, 0, [0, 0]), crate::compat::eopnotsupp()),
+            (op(u16::MAX, 0, 0, [0, 0]), crate::compat::eopnotsupp()),
             (Op { flags: 1, ..good[0] }, EINVAL),
             (op(opcode::RDMSR, 0, 0x10, [1, 0]), EINVAL),
             (op(opcode::WRMSR, 0, 0x10, [1, 1]), EINVAL),
@@ -1074,7 +1074,7 @@ mod tests {
         let cases = [
             ([ok, op(opcode::RDTSC, 4, 0, [0, 0])], ENODEV, 1),
             ([op(opcode::RDTSC, 3, 0, [0, 0]), ok], ENODEV, 0),
-            ([ok, op(99, 0, 0, [0, 0])], EOPNOTSUPP, 1),
+            ([ok, op(99, 0, 0, [0, 0])], crate::compat::eopnotsupp(), 1),
         ];
         for (ops, err, index) in cases {
             let r = Plan::new(&ops, 0, 4, |cpu| cpu != 3).err();

@@ -31,6 +31,15 @@
 
 #include "glue.h"
 
+/*
+ * The version in modinfo (the Rust module! macro has no field for it). In C
+ * because MODULE_VERSION's .modinfo entry is what every linker keeps as one
+ * section: a Rust `#[used]` static there, which recent rustc emits as
+ * used(linker), became a second .modinfo section under GNU ld, and the loader,
+ * which reads only the first, refused the module (scripts/check-modinfo.sh).
+ */
+MODULE_VERSION(MSRBATCH_VERSION);
+
 /* ---- allow_writes: msr.c's switch, for this module ---------------------- */
 
 enum allow_writes {
@@ -311,4 +320,19 @@ struct msrbatch_credit *msrbatch_this_cpu_credit(void)
 {
 	lockdep_assert_irqs_disabled();
 	return this_cpu_ptr(&msrbatch_credit);
+}
+
+/* ---- interrupts off on 7.2 (compat.rs; 7.3 has kernel::interrupt) -------- */
+
+unsigned long msrbatch_irq_save(void)
+{
+	unsigned long flags;
+
+	local_irq_save(flags);
+	return flags;
+}
+
+void msrbatch_irq_restore(unsigned long flags)
+{
+	local_irq_restore(flags);
 }

@@ -26,6 +26,8 @@ void msrbatch_results_free(void *addr);
 int msrbatch_results_mmap(struct vm_area_struct *vma, void *addr);
 void msrbatch_kick_reaper(void);
 void msrbatch_reaper_sync(void);
+unsigned long msrbatch_irq_save(void);
+void msrbatch_irq_restore(unsigned long flags);
 
 /* A CPU's busy credit: the storage only; batch.rs's Credit (same layout) has the rule. */
 struct msrbatch_credit {

@@ -21,6 +21,10 @@ extern "C" {
     fn msrbatch_results_mmap(vma: *mut core::ffi::c_void, addr: *mut core::ffi::c_void) -> c_int;
     fn msrbatch_kick_reaper();
     fn msrbatch_reaper_sync();
+    #[cfg(kernel_7_2)]
+    fn msrbatch_irq_save() -> core::ffi::c_ulong;
+    #[cfg(kernel_7_2)]
+    fn msrbatch_irq_restore(flags: core::ffi::c_ulong);
     fn msrbatch_this_cpu_credit() -> *mut crate::batch::Credit;
     pub(crate) fn msrbatch_preempt_notifier_init(
         n: *mut bindings::preempt_notifier,
@@ -194,4 +198,21 @@ mod tests {
         assert!(p != RdpmcPolicy::Unknown);
         Ok(())
     }
+}
+
+/// `local_irq_save()`: interrupts off on this CPU; returns what
+/// [`irq_restore`] puts back (7.2's `compat::local_interrupt_disable`).
+#[cfg(kernel_7_2)]
+pub(crate) fn irq_save() -> core::ffi::c_ulong {
+    // SAFETY: No preconditions.
+    unsafe { msrbatch_irq_save() }
+}
+
+/// `local_irq_restore(flags)`, with `flags` from [`irq_save`] on this CPU.
+#[cfg(kernel_7_2)]
+pub(crate) fn irq_restore(flags: core::ffi::c_ulong) {
+    // SAFETY: Restoring interrupt flags is memory-safe whatever they are;
+    // that they are this CPU's own saved flags is the caller's (the guard's)
+    // invariant.
+    unsafe { msrbatch_irq_restore(flags) }
 }

@@ -34,6 +34,7 @@ use kernel::{
 
 mod allowlist;
 mod batch;
+mod compat;
 mod glue;
 mod insn;
 #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
@@ -72,12 +73,6 @@ mod generated {
 }
 
 use generated::VERSION;
-
-/// `modinfo` version field (the `module!` macro has none).
-#[cfg(MODULE)]
-#[link_section = ".modinfo"]
-#[used]
-static MODINFO_VERSION: [u8; generated::MODINFO_VERSION.len()] = generated::MODINFO_VERSION;
 
 #[pin_data]
 struct MsrBatchModule {
@@ -373,14 +368,14 @@ fn pce_grant(file: &File, arg: usize, access: Access) -> Result {
     if !access.write {
         return Err(EBADF);
     }
-    pce::grant(binding, <MsrBatchModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr())
+    pce::grant(binding, crate::compat::this_module())
 }
 
 /// Without preempt notifiers a grant could not follow the thread.
 #[cfg(not(CONFIG_PREEMPT_NOTIFIERS))]
 fn pce_grant(_file: &File, _arg: usize, _access: Access) -> Result {
     pr_info_once!("PCE grants need a kernel with CONFIG_PREEMPT_NOTIFIERS\n");
-    Err(EOPNOTSUPP)
+    Err(crate::compat::eopnotsupp())
 }
 
 #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
@@ -390,7 +385,7 @@ fn pce_revoke() -> Result {
 
 #[cfg(not(CONFIG_PREEMPT_NOTIFIERS))]
 fn pce_revoke() -> Result {
-    Err(EOPNOTSUPP)
+    Err(crate::compat::eopnotsupp())
 }
 
 /// Whether the caller holds `CAP_SYS_RAWIO`.
@@ -439,7 +434,7 @@ fn run_batch(file: &MsrBatchFile, arg: usize, access: Access) -> Result<isize> {
         // The ops ran but their results could not be copied back (another
         // thread unmapped or write-protected the array meanwhile): never
         // EFAULT, which says that nothing ran.
-        Ok(Ran { ran, copied: false }) => (Err(ENOTRECOVERABLE), ran, uapi::NO_INDEX, uapi::OUT_RAN),
+        Ok(Ran { ran, copied: false }) => (Err(crate::compat::enotrecoverable()), ran, uapi::NO_INDEX, uapi::OUT_RAN),
         // EFAULT on the ops array leaves the header alone, like any EFAULT.
         Err(r) if r.err == EFAULT => return Err(EFAULT),
         Err(r) => (Err(r.err), batch::Executed { nr_failed: 0, start_spread: 0 }, r.index, 0),
@@ -449,7 +444,7 @@ fn run_batch(file: &MsrBatchFile, arg: usize, access: Access) -> Result<isize> {
     hdr.err_index = err_index;
     hdr.out_flags = out_flags;
     match hdr_writer.write(&hdr) {
-        Err(_) if out_flags & uapi::OUT_RAN != 0 => Err(ENOTRECOVERABLE),
+        Err(_) if out_flags & uapi::OUT_RAN != 0 => Err(crate::compat::enotrecoverable()),
         Err(e) => Err(e),
         Ok(()) => ret,
     }

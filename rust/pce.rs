@@ -50,12 +50,12 @@
 //! ([`glue::reaper_sync`]), so no module code runs after `module_put` without
 //! unload waiting for it.
 
+use crate::compat::local_interrupt_disable;
 use crate::{glue, insn};
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::{
     bindings,
-    interrupt::local_interrupt_disable,
     prelude::*,
     sync::{aref::ARef, Arc},
     task::Task,
@@ -224,7 +224,7 @@ unsafe extern "C" fn revoke_on_cpu(info: *mut core::ffi::c_void) {
 fn grant_allowed() -> Result {
     if glue::xen_pv() {
         glue::log_refused_grant(c"Xen PV owns CR4");
-        return Err(EOPNOTSUPP);
+        return Err(crate::compat::eopnotsupp());
     }
     match glue::RdpmcPolicy::now() {
         glue::RdpmcPolicy::Never => {

@@ -10,6 +10,7 @@
 set -uo pipefail
 export GUEST_FLAVOUR=${GUEST_FLAVOUR:-debug}
 . "$(dirname "$0")/guest.sh"
+. "$(dirname "$0")/stock.sh"
 
 total_start=$(date +%s)
 passed=0
@@ -32,6 +33,7 @@ host_checks() {
 	RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p msrbatch -p msrbatch-sys &&
 	scripts/gen-uapi.sh --check &&
 	tests/harness/test-check-kdir.sh &&
+	tests/harness/test-check-modinfo.sh &&
 	tests/harness/test-abi-layout.py &&
 	KSRC="$KSRC" tests/harness/test-c-api.sh &&
 	tests/harness/test-man.sh &&
@@ -112,6 +114,11 @@ if guest_prepare; then
 	stage "guest ($GUEST_FLAVOUR): lockdown=integrity" lockdown_tests
 	stage "icount budget (base kernel, guest instructions)" icount_budget
 	stage "harness self-test (msrbatch loaded, failing command, panic, timeout)" selftest
+	# Debian's own kernels: built as a user builds it, booted, tested.
+	while IFS=$'\t' read -r name suite apt_suites from; do
+		stage "stock kernel $name ($from): debian-kdir, build, DKMS, boot, tests" \
+			stock_kernel "$name" "$suite" "$apt_suites" "$from"
+	done < <(stock_kernels_list)
 else
 	failed=$((failed + 1))
 	failures+=("build (kernel, module, userspace, initramfs)")

@@ -33,3 +33,33 @@ msrb_stage() {
 		"$([ $rc -eq 0 ] || echo " (FAILED, exit $rc)")" >&2
 	return $rc
 }
+
+# The Debian mirror the system already uses (so no host name lives in this repo).
+debian_mirror() {
+	if [ -n "${MSRBATCH_DEBIAN_MIRROR:-}" ]; then
+		echo "$MSRBATCH_DEBIAN_MIRROR"
+		return
+	fi
+	local uri
+	uri=$(cat /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null |
+		grep -Eo '(https?)://[^ ]+/debian/?( |$)' | head -n1 | tr -d ' ')
+	[ -n "$uri" ] || uri=$(apt-get indextargets --format '$(REPO_URI)' 2>/dev/null |
+		grep -E '/debian/?$' | head -n1)
+	[ -n "$uri" ] || msrb_die "cannot find the system's Debian mirror; set MSRBATCH_DEBIAN_MIRROR"
+	echo "$uri"
+}
+
+# msrb_unpack_linux_source DEB DEST VERSION: the kernel tree of a Debian
+# linux-source-X.Y package into DEST (made whole or not at all), with the
+# package's version in DEST/.msrbatch-debian-version.
+msrb_unpack_linux_source() {
+	local deb=$1 dest=$2 ver=$3
+	rm -rf "$dest.tmp"
+	mkdir -p "$dest.tmp"
+	dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$dest.tmp" --wildcards './usr/src/*.tar.xz' || return
+	tar -xJf "$dest.tmp"/usr/src/*.tar.xz -C "$dest.tmp" || return
+	rm -rf "$dest.tmp/usr" "$dest"
+	mv "$dest.tmp"/linux-source-* "$dest" || return
+	rmdir "$dest.tmp"
+	echo "$ver" >"$dest/.msrbatch-debian-version"
+}

@@ -44,6 +44,7 @@ guest_module() {
 	cp "$MSRB_TOP/Cargo.toml" "$mod/"	# the version's one source
 	echo 'obj-m += rust/' >"$mod/Kbuild"
 	make -s -C "$KBUILD" M="$mod" LLVM="$LLVM" RUSTC="$RUSTC" BINDGEN="$BINDGEN" modules >&2 || return
+	"$MSRB_TOP/scripts/check-modinfo.sh" "$mod/rust/msrbatch.ko" "$(cat "$KBUILD/include/config/kernel.release")" >&2 || return
 	local hash key="$KBUILD/certs/signing_key.pem" cert="$KBUILD/certs/signing_key.x509"
 	hash=$(sed -n 's/^CONFIG_MODULE_SIG_HASH="\(.*\)"$/\1/p' "$KBUILD/.config")
 	if [ -z "$hash" ] || [ ! -f "$key" ] || [ ! -f "$cert" ]; then
@@ -197,7 +198,8 @@ guest_vcpu_share() {
 }
 
 # guest_boot NAME CMD [TIMEOUT] [APPEND] [ANALYZE_ARGS...]
-# GUEST_VCPU_SHARE="A B": see guest_vcpu_share.
+# GUEST_VCPU_SHARE="A B": see guest_vcpu_share. GUEST_KERNEL and GUEST_ROOTFS
+# boot another kernel image and initramfs (tests/harness/stock.sh).
 # Files named in $EXTRA are copied to /extra. Streams the command's output;
 # returns the command's exit status, or 125 when the harness found a problem
 # (panic, oops, splat, timeout, failed load/unload, KUnit failure).
@@ -215,7 +217,7 @@ guest_boot() {
 	# KASAN's shadow memory needs the extra room.
 	local mem=1024
 	[ "$GUEST_FLAVOUR" = debug ] && mem=2048
-	cat "$GUEST_DIR/rootfs.cpio" "$dir/overlay.cpio" >"$dir/initrd"
+	cat "${GUEST_ROOTFS:-$GUEST_DIR/rootfs.cpio}" "$dir/overlay.cpio" >"$dir/initrd"
 	: >"$dir/console.log"
 	: >"$dir/output.log"
 
@@ -234,7 +236,7 @@ guest_boot() {
 	# debug-threads: QEMU names its vCPU threads ("CPU 0/TCG"), for guest_vcpu_share.
 	timeout --kill-after=10 "$timeout" qemu-system-x86_64 "${accel[@]}" -name msrbatch,debug-threads=on \
 		-smp "$GUEST_CPUS" -m "$mem" -display none -monitor none -no-reboot \
-		-kernel "$KBUILD/arch/x86/boot/bzImage" -initrd "$dir/initrd" \
+		-kernel "${GUEST_KERNEL:-$KBUILD/arch/x86/boot/bzImage}" -initrd "$dir/initrd" \
 		-append "console=ttyS0 panic=-1 rdinit=/init printk.time=1 kunit.filter_glob=msrbatch* pty.legacy_count=0 no5lvl $append" \
 		-serial "file:$dir/console.log" -serial "file:$dir/output.log" </dev/null &
 	local qemu=$!

@@ -16,7 +16,7 @@ set -euo pipefail
 
 PKGS=(rustc-web rust-web-src "clang$MSRB_LLVM_SUFFIX" "lld$MSRB_LLVM_SUFFIX"
       "llvm$MSRB_LLVM_SUFFIX" "libclang$MSRB_LLVM_SUFFIX-dev" qemu-system-x86
-      busybox-static flex bison bc libelf-dev libssl-dev cpio kmod python3 xz-utils
+      busybox-static flex bison bc libelf-dev libssl-dev cpio kmod python3 xz-utils debootstrap
       dkms gcc-multilib libc6-dev-i386 rust-web-clippy
       msr-tools man-db groff-base pkgconf)
 
@@ -51,21 +51,6 @@ install_bindgen() {
 	mv "$root.tmp" "$root"
 }
 
-# The Debian mirror the system already uses (so no host name lives in this repo).
-debian_mirror() {
-	if [ -n "${MSRBATCH_DEBIAN_MIRROR:-}" ]; then
-		echo "$MSRBATCH_DEBIAN_MIRROR"
-		return
-	fi
-	local uri
-	uri=$(cat /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null |
-		grep -Eo '(https?)://[^ ]+/debian/?( |$)' | head -n1 | tr -d ' ')
-	[ -n "$uri" ] || uri=$(apt-get indextargets --format '$(REPO_URI)' 2>/dev/null |
-		grep -E '/debian/?$' | head -n1)
-	[ -n "$uri" ] || msrb_die "cannot find the system's Debian mirror; set MSRBATCH_DEBIAN_MIRROR"
-	echo "$uri"
-}
-
 fetch_linux_source() {
 	local apt="$MSRB_CACHE/apt" srcroot="$MSRB_CACHE/src" deb ver
 	# A previous run may have left the extracted tree: reuse it.
@@ -87,14 +72,7 @@ fetch_linux_source() {
 	(cd "$apt" && apt-get "${opts[@]}" download -qq "$MSRB_LINUX_SERIES=$ver")
 	deb=$(ls "$apt"/"$MSRB_LINUX_SERIES"_*.deb | head -n1)
 	local dest="$srcroot/$MSRB_LINUX_SERIES-$ver"
-	rm -rf "$dest.tmp"
-	mkdir -p "$dest.tmp"
-	dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$dest.tmp" --wildcards './usr/src/*.tar.xz'
-	tar -xJf "$dest.tmp"/usr/src/*.tar.xz -C "$dest.tmp"
-	rm -rf "$dest.tmp/usr" "$dest"
-	mv "$dest.tmp"/linux-source-* "$dest"
-	rmdir "$dest.tmp"
-	echo "$ver" >"$dest/.msrbatch-debian-version"
+	msrb_unpack_linux_source "$deb" "$dest" "$ver"
 	echo "$dest" >"$srcroot/current"
 	rm -f "$deb"
 }

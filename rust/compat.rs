@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What differs between the kernel series the module builds for (7.2 and
+//! 7.3), bridged here and nowhere else.
+//!
+//! `rust/Kbuild` passes `--cfg kernel_7_2` for a 7.2 kernel. The rest of the
+//! module takes these items from here and compiles unchanged on both:
+//!
+//! - [`local_interrupt_disable`]: `kernel::interrupt` is new in 7.3; on 7.2 a
+//!   guard of the same shape over `local_irq_save()`/`local_irq_restore()`
+//!   (`glue.c`).
+//! - [`this_module`]: 7.3 has `ModuleMetadata::THIS_MODULE`, 7.2 the
+//!   `THIS_MODULE` static that `module!` puts at the crate root.
+//! - [`smp_call_function_single`]: its `wait` is a C `int` in 7.2 and a
+//!   `bool` in 7.3.
+//! - [`enotuniq`], [`eprotonosupport`], [`eopnotsupp`], [`enotrecoverable`]:
+//!   7.2's `kernel::error::code` lacks them (7.3 added about a hundred codes),
+//!   and its `Error` has no constant constructor, so on both series they are
+//!   made from the C constants when used.
+
+use core::ffi::{c_int, c_void};
+use kernel::{bindings, prelude::*};
+
+#[cfg(not(kernel_7_2))]
+pub(crate) use kernel::interrupt::local_interrupt_disable;
+
+/// Interrupts stay off on this CPU while this guard lives (7.2's stand-in for
+/// 7.3's `kernel::interrupt::LocalInterruptDisabled`).
+///
+/// # Invariants
+///
+/// `flags` is what `local_irq_save()` returned on this CPU when the guard was
+/// made, and interrupts have been off since.
+#[cfg(kernel_7_2)]
+pub(crate) struct LocalInterruptDisabled {
+    flags: core::ffi::c_ulong,
+    // Restoring interrupts on another CPU than the one that saved them would
+    // be wrong: the guard must not move between threads.
+    _not_send: core::marker::PhantomData<*mut ()>,
+}
+
+/// Turns interrupts off on this CPU until the returned guard is dropped.
+#[cfg(kernel_7_2)]
+pub(crate) fn local_interrupt_disable() -> LocalInterruptDisabled {
+    // INVARIANT: the flags `local_irq_save()` returned, interrupts now off.
+    LocalInterruptDisabled {
+        flags: crate::glue::irq_save(),
+        _not_send: core::marker::PhantomData,
+    }
+}
+
+#[cfg(kernel_7_2)]
+impl Drop for LocalInterruptDisabled {
+    fn drop(&mut self) {
+        // By the type invariants, `flags` was saved on this CPU, interrupts
+        // off since: putting them back is the matching restore.
+        crate::glue::irq_restore(self.flags);
+    }
+}
+
+/// This module's `struct module`, for references that keep it loaded.
+pub(crate) fn this_module() -> *mut bindings::module {
+    #[cfg(not(kernel_7_2))]
+    let this = <crate::MsrBatchModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr();
+    #[cfg(kernel_7_2)]
+    let this = crate::THIS_MODULE.as_ptr();
+    this
+}
+
+/// `smp_call_function_single(cpu, func, info, wait = true)`: runs `func(info)`
+/// on `cpu` and returns when it has run; 0, or `-ENXIO` for an offline CPU.
+///
+/// # Safety
+///
+/// `func` may be called with `info` on `cpu` in hard-interrupt context before
+/// this returns: `info` must be valid for what `func` does with it until then.
+pub(crate) unsafe fn smp_call_function_single(
+    cpu: c_int,
+    func: unsafe extern "C" fn(*mut c_void),
+    info: *mut c_void,
+) -> c_int {
+    // `wait` is an `int` in 7.2 and a `bool` in 7.3: `From<bool>` makes either.
+    // SAFETY: as this function's own requirements; process context.
+    unsafe { bindings::smp_call_function_single(cpu, Some(func), info, true.into()) }
+}
+
+/// An errno from its C constant.
+fn errno(code: u32) -> Error {
+    Error::from_errno(-(code as c_int))
+}
+
+/// `ENOTUNIQ`: an allowlist names an MSR twice.
+pub(crate) fn enotuniq() -> Error {
+    errno(bindings::ENOTUNIQ)
+}
+
+/// `EPROTONOSUPPORT`: a batch of another ABI version.
+pub(crate) fn eprotonosupport() -> Error {
+    errno(bindings::EPROTONOSUPPORT)
+}
+
+/// `EOPNOTSUPP`: an opcode or request this module or kernel does not do.
+pub(crate) fn eopnotsupp() -> Error {
+    errno(bindings::EOPNOTSUPP)
+}
+
+/// `ENOTRECOVERABLE`: a batch ran but its results could not be copied out.
+pub(crate) fn enotrecoverable() -> Error {
+    errno(bindings::ENOTRECOVERABLE)
+}

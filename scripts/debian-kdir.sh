@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# make debian-kdir [KVER=...]: a kernel build tree against which the module
+# builds for an installed Debian kernel, without building a kernel.
+#
+# Debian's Rust-enabled kernels ship headers without the Rust artifacts that
+# an out-of-tree Rust module needs (rust/*.rmeta, the proc-macro libraries,
+# scripts/target.json). They are a pure function of the kernel's source, its
+# .config and the exact rustc that built it (the v0 symbol hashes depend only
+# on the crate name and rustc's version string), so this script rebuilds them:
+# the headers' .config and .kernelvariables over the matching Debian
+# linux-source-X.Y, `make olddefconfig` (which must leave the config as it
+# is), `make modules_prepare`, then Debian's Module.symvers and vmlinux. It
+# checks that every Rust symbol name the rebuilt tree exports is the one
+# Debian's kernel exports, and prints the tree's path as the last line of
+# stdout: KDIR=... Cached per kernel and Debian version in
+# $MSRBATCH_CACHE/debian-kdir.
+#
+# Usage: debian-kdir.sh [--deps | --install] [KVER]   (KVER: default uname -r)
+#   --deps     print the Debian packages the build needs, in two lines, and
+#              exit: the exact toolchain (name=version, from the suite that
+#              built the kernel: apt-get install them without -t), then the
+#              build tools (apt-get install them with the -t that brought the
+#              headers, e.g. -t trixie-backports: their libraries must match)
+#   --install  also copy the 12 missing files into the installed headers, so
+#              that plain `make` and DKMS find them (no package owns them then)
+# Every failure is one line on stderr naming what to do.
+set -euo pipefail
+. "$(dirname "$0")/../tests/harness/common.sh"
+
+mode=build
+case "${1:-}" in
+--deps) mode=deps; shift ;;
+--install) mode=install; shift ;;
+-*) msrb_die "usage: debian-kdir.sh [--deps | --install] [KVER]" ;;
+esac
+kver=${1:-$(uname -r)}
+fail() {
+	echo "msrbatch: debian-kdir: $kver: $*" >&2
+	exit 1
+}
+
+hdr=/usr/src/linux-headers-$kver
+[ -f "$hdr/.config" ] || hdr=/lib/modules/$kver/build
+[ -f "$hdr/.config" ] || fail "no kernel headers; install them: apt-get install linux-headers-$kver"
+hdr=$(realpath "$hdr")
+[ -f "$hdr/.kernelvariables" ] || fail "$hdr is not a Debian kernel headers tree (no .kernelvariables); build a kernel with CONFIG_RUST=y and point KDIR at it"
+conf_text() { sed -n "s/^$1=\"\(.*\)\"$/\1/p" "$hdr/.config"; }
+grep -q '^CONFIG_RUST=y' "$hdr/.config" || fail "this kernel was built without CONFIG_RUST=y: it cannot load Rust modules"
+want_rustc=$(conf_text CONFIG_RUSTC_VERSION_TEXT)
+want_bindgen=$(conf_text CONFIG_BINDGEN_VERSION_TEXT)
+want_pahole=$(sed -n 's/^CONFIG_PAHOLE_VERSION=//p' "$hdr/.config")
+cc=$(sed -n 's/^CC = .*)\(.*\)$/\1/p; s/^CC = \([^$]*\)$/\1/p' "$hdr/.kernelvariables")
+cc=${cc//\$(CROSS_COMPILE)/$(sed -n 's/^override CROSS_COMPILE = //p' "$hdr/.kernelvariables")}
+hdrpkg=$(dpkg-query -S "$hdr/.config" 2>/dev/null | cut -d: -f1) || true
+[ -n "$hdrpkg" ] || fail "no package owns $hdr/.config: cannot tell which Debian source built it"
+srcver=$(dpkg-query -W -f='${source:Version}' "$hdrpkg")
+series=$(echo "$kver" | sed -n 's/^\([0-9]*\.[0-9]*\).*/\1/p')
+srcpkg=linux-source-$series
+
+# The Debian package version whose binary prints TEXT (e.g. rustc's
+# "rustc 1.85.1 (...)" is rustc 1.85.1+dfsg1-*), the newest the apt sources
+# offer; empty when none does.
+debian_version_for() { # PACKAGE UPSTREAM_VERSION
+	apt-cache madison "$1" 2>/dev/null | awk -F'|' '{gsub(/ /, "", $2); print $2}' |
+		grep -E "^([0-9]+:)?$(printf '%s' "$2" | sed 's/\./\\./g')([+~-]|$)" |
+		sort -V | tail -n1
+}
+rustc_up=$(echo "$want_rustc" | awk '{print $2}')
+bindgen_up=$(echo "$want_bindgen" | awk '{print $2}')
+rustc_deb=$(debian_version_for rustc "$rustc_up")
+bindgen_deb=$(debian_version_for bindgen "$bindgen_up")
+need_pkg() { # PACKAGE DEBIAN_VERSION UPSTREAM_TEXT
+	[ -n "$2" ] && echo "$1=$2" && return
+	fail "the kernel was built by '$3', and no apt source here offers $1 of that version: add the Debian suite that built this kernel (trixie for +deb13 kernels, sid for +deb14) to apt's sources"
+}
+
+if [ "$mode" = deps ]; then
+	toolchain=("$(need_pkg rustc "$rustc_deb" "$want_rustc")" "$(need_pkg rust-src "$rustc_deb" "$want_rustc")")
+	[ -z "$want_bindgen" ] || toolchain+=("$(need_pkg bindgen "$bindgen_deb" "$want_bindgen")")
+	tools=(make flex bison bc openssl libelf-dev libssl-dev xz-utils)
+	[ -z "$want_pahole" ] || [ "$want_pahole" = 0 ] || tools+=(dwarves)
+	echo "${toolchain[*]}"
+	echo "${tools[*]}"
+	exit 0
+fi
+
+# The toolchain must be the one that built the kernel, to the letter.
+have_rustc=$(${RUSTC:-rustc} --version 2>/dev/null) || have_rustc=none
+[ "$have_rustc" = "$want_rustc" ] ||
+	fail "built by '$want_rustc' but ${RUSTC:-rustc} is '$have_rustc': install $(need_pkg rustc "$rustc_deb" "$want_rustc") $(need_pkg rust-src "$rustc_deb" "$want_rustc") (a newer rustc, e.g. from backports, names every symbol differently)"
+sysroot=$(${RUSTC:-rustc} --print sysroot)
+[ -f "$sysroot/lib/rustlib/src/rust/library/core/src/lib.rs" ] ||
+	fail "the Rust standard library source is missing: install $(need_pkg rust-src "$rustc_deb" "$want_rustc")"
+if [ -n "$want_bindgen" ]; then
+	have_bindgen=$(${BINDGEN:-bindgen} --version 2>/dev/null | head -n1) || have_bindgen=none
+	[ "$have_bindgen" = "$want_bindgen" ] ||
+		fail "built with '$want_bindgen' but ${BINDGEN:-bindgen} is '$have_bindgen': install $(need_pkg bindgen "$bindgen_deb" "$want_bindgen")"
+fi
+command -v "$cc" >/dev/null || fail "the kernel's C compiler $cc is missing: install ${cc#x86_64-linux-gnu-}"
+if [ -n "$want_pahole" ] && [ "$want_pahole" != 0 ]; then
+	have_pahole=$(pahole --version 2>/dev/null | tr -d 'v.') || have_pahole=none
+	[ "$have_pahole" = "$want_pahole" ] ||
+		fail "built with pahole $want_pahole (CONFIG_PAHOLE_VERSION) but pahole here is '$have_pahole': install the dwarves package of the kernel's suite"
+fi
+for tool in make flex bison bc openssl; do
+	command -v "$tool" >/dev/null || fail "$tool is missing: install $tool"
+done
+
+# The matching Debian source, shared with the test harness's cache.
+src=$MSRB_CACHE/src/$srcpkg-$srcver
+if [ ! -f "$src/Makefile" ]; then
+	dl=$(mktemp -d "$MSRB_CACHE/dl.XXXXXX")
+	msrb_log "fetching $srcpkg=$srcver"
+	(cd "$dl" && apt-get download -qq "$srcpkg=$srcver" 2>/dev/null) ||
+		{ rm -rf "$dl"; fail "apt cannot download $srcpkg=$srcver: add the Debian suite of this kernel to apt's sources"; }
+	msrb_unpack_linux_source "$dl"/"$srcpkg"_*.deb "$src" "$srcver"
+	rm -rf "$dl"
+fi
+
+out=$MSRB_CACHE/debian-kdir/$kver-$srcver
+if [ ! -f "$out/.msrbatch-built" ]; then
+	rm -rf "$out"
+	mkdir -p "$out"
+	cp "$hdr/.config" "$hdr/.kernelvariables" "$out/"
+	msrb_log "rebuilding the Rust artifacts of $kver in $out (a few minutes on 2 cores)"
+	make -s -C "$src" O="$out" olddefconfig >"$out/.olddefconfig.log" 2>&1 ||
+		fail "make olddefconfig failed: see $out/.olddefconfig.log"
+	changed=$(diff <(grep '^CONFIG_' "$hdr/.config" | sort) <(grep '^CONFIG_' "$out/.config" | sort) |
+		sed -n 's/^[<>] //p' | tr '\n' ' ') || true
+	[ -z "$changed" ] ||
+		fail "this toolchain changes the kernel's configuration ($changed): the build would not match Debian's kernel"
+	make -s -C "$src" O="$out" -j"$(nproc)" modules_prepare >"$out/.modules_prepare.log" 2>&1 ||
+		fail "make modules_prepare failed: see $out/.modules_prepare.log"
+	cp "$hdr/Module.symvers" "$out/"
+	[ ! -f "$hdr/vmlinux" ] || cp "$hdr/vmlinux" "$out/"
+	touch "$out/.msrbatch-built"
+fi
+
+# Every Rust symbol this tree exports must be one Debian's kernel exports.
+ours=$(sed -n 's/^EXPORT_SYMBOL_RUST_GPL(\(_R[^)]*\));$/\1/p' "$out"/rust/exports_*_generated.h | sort -u)
+debian=$(awk '$2 ~ /^_R/ {print $2}' "$out/Module.symvers" | sort -u)
+n_ours=$(printf '%s\n' "$ours" | grep -c .)
+n_debian=$(printf '%s\n' "$debian" | grep -c .)
+missing=$(comm -23 <(printf '%s\n' "$ours") <(printf '%s\n' "$debian") | head -n3 | tr '\n' ' ')
+[ -z "$missing" ] && [ "$n_ours" -eq "$n_debian" ] ||
+	fail "the rebuilt Rust symbols differ from Debian's Module.symvers ($n_ours here, $n_debian there; e.g. $missing): the toolchain or source does not match"
+msrb_log "$kver: all $n_ours Rust symbol names equal those in Debian's Module.symvers"
+
+if [ "$mode" = install ]; then
+	kbuild_scripts=$(realpath "$hdr/scripts")
+	# The crates' metadata and the proc-macro libraries (7.3: 9 and 3).
+	files=("$out"/rust/*.rmeta "$out"/rust/*.so)
+	[ -f "$out/rust/libkernel.rmeta" ] || fail "the rebuilt tree lacks rust/libkernel.rmeta"
+	mkdir -p "$hdr/rust"
+	install -m 0644 "${files[@]}" "$hdr/rust/"
+	install -m 0644 "$out/scripts/target.json" "$kbuild_scripts/target.json"
+	msrb_log "installed ${#files[@]} files into $hdr/rust and $kbuild_scripts/target.json; no package owns them: remove them by hand after removing the headers package"
+	out=$hdr
+fi
+echo "KDIR=$out"
