@@ -888,12 +888,18 @@ mod tests {
     #[test]
     fn version_2_and_absent_msrs() {
         let m = Model::new(&dump("core2-conroe.txt"));
-        // Version 2: no AnyThread, no STATUS_SET/INUSE, no fixed counters
-        // enumerated, 40-bit counters.
+        // Version 2: no AnyThread, no STATUS_SET/INUSE, 40-bit counters;
+        // the 3 fixed counters CPUID does not enumerate (the decode's quirk)
+        // are there, 40 bits wide, with no AnyThread bit and no fourth.
         assert!(!m.wrmsr(0, msr::IA32_PERFEVTSEL0, evsel::ANY));
         assert!(!m.wrmsr(0, msr::IA32_PERF_GLOBAL_STATUS_SET, 1));
         assert_eq!(m.rdmsr(0, msr::IA32_PERF_GLOBAL_INUSE), None);
-        assert!(!m.wrmsr(0, msr::IA32_FIXED_CTR_CTRL, 1));
+        assert!(m.wrmsr(0, msr::IA32_FIXED_CTR_CTRL, 0xbbb));
+        assert!(!m.wrmsr(0, msr::IA32_FIXED_CTR_CTRL, 0x4));
+        assert!(!m.wrmsr(0, msr::IA32_FIXED_CTR_CTRL, 0x1000));
+        assert!(m.wrmsr(0, msr::IA32_FIXED_CTR0 + 2, 0xff_ffff_ffff));
+        assert!(!m.wrmsr(0, msr::IA32_FIXED_CTR0 + 2, 1 << 40));
+        assert_eq!(m.rdmsr(0, msr::IA32_FIXED_CTR0 + 3), None);
         assert!(m.wrmsr(0, msr::IA32_PMC0 + 1, 0xffff_ffff));
         assert_eq!(m.rdmsr(0, msr::IA32_PMC0 + 1), Some(0xff_ffff_ffff));
         assert_eq!(m.rdmsr(0, msr::IA32_PMC0 + 2), None);
