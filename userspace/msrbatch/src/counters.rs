@@ -343,7 +343,10 @@ impl Plan {
         if !pmu.present() {
             return Err(Error::new(libc::ENODEV, pmu.absence()));
         }
-        let configs: Vec<u64> = events.iter().map(|e| e.config(pmu)).collect::<Result<_>>()?;
+        let configs: Vec<u64> = events
+            .iter()
+            .map(|e| e.config(pmu))
+            .collect::<Result<_>>()?;
         let mut placed: Vec<Option<(Counter, u64)>> = vec![None; events.len()];
         let mut used = Vec::new();
         for (k, &config) in configs.iter().enumerate() {
@@ -410,7 +413,7 @@ impl Plan {
             );
         }
         let what = if pmu.is_p5() {
-            format!("2 Pentium counters (CTR0, CTR1)")
+            "2 Pentium counters (CTR0, CTR1)".to_string()
         } else {
             format!(
                 "{} general-purpose and {} fixed counters",
@@ -447,6 +450,37 @@ impl Plan {
         Ok(groups)
     }
 
+    /// Packs `events` into as few groups as fit the counters, for a sweep
+    /// that counts each event exactly in one run of the measured work: each
+    /// group takes, in order, every event not yet placed that still fits
+    /// beside the ones it has (so an event that only one counter counts
+    /// does not end a group another event could fill). Returns each group's
+    /// plan and the indices of its events in `events`.
+    pub fn pack(pmu: &PmuInfo, cpu: u32, events: &[EventSpec]) -> Result<Vec<(Plan, Vec<usize>)>> {
+        let mut left: Vec<usize> = (0..events.len()).collect();
+        let mut out = Vec::new();
+        while let Some(&first) = left.first() {
+            let mut taken = vec![first];
+            let mut plan = Plan::new(pmu, cpu, &events[first..=first])?;
+            for &k in &left[1..] {
+                let mut more = taken.clone();
+                more.push(k);
+                let evs: Vec<EventSpec> = more.iter().map(|&i| events[i].clone()).collect();
+                match Plan::new(pmu, cpu, &evs) {
+                    Ok(p) => {
+                        plan = p;
+                        taken = more;
+                    }
+                    Err(e) if e.errno().0 == libc::ENOSPC => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            left.retain(|k| !taken.contains(k));
+            out.push((plan, taken));
+        }
+        Ok(out)
+    }
+
     /// The global control bits of the planned counters.
     pub fn mask(&self) -> u64 {
         self.slots.iter().fold(0, |m, s| m | s.counter.global_bit())
@@ -464,17 +498,19 @@ impl Plan {
     /// Pentium: the CESR bits of the planned counters' halves, their CC
     /// fields, and the halves' values (counting).
     fn cesr_fields(&self) -> (u64, u64, u64) {
-        self.slots.iter().fold((0, 0, 0), |(half, cc, set), s| match s.counter {
-            Counter::Gp(i) => {
-                let sh = p5::cesr_shift(i);
-                (
-                    half | CESR_HALF << sh,
-                    cc | CESR_CC << sh,
-                    set | s.config << sh,
-                )
-            }
-            Counter::Fixed(_) => (half, cc, set),
-        })
+        self.slots
+            .iter()
+            .fold((0, 0, 0), |(half, cc, set), s| match s.counter {
+                Counter::Gp(i) => {
+                    let sh = p5::cesr_shift(i);
+                    (
+                        half | CESR_HALF << sh,
+                        cc | CESR_CC << sh,
+                        set | s.config << sh,
+                    )
+                }
+                Counter::Fixed(_) => (half, cc, set),
+            })
     }
 
     fn has_fixed(&self) -> bool {
@@ -596,7 +632,9 @@ pub fn check_ownership<B: Backend + ?Sized>(dev: &B, plan: &Plan) -> Result<Vec<
         let value = u64_of(&b, i)?;
         let counting = match counter {
             // CC 000 and 100 count nothing.
-            Counter::Gp(j) if pmu.is_p5() => (value >> p5::cesr_shift(j)) & p5::CESR_CC & !p5::CESR_CC_CLOCKS != 0,
+            Counter::Gp(j) if pmu.is_p5() => {
+                (value >> p5::cesr_shift(j)) & p5::CESR_CC & !p5::CESR_CC_CLOCKS != 0
+            }
             _ => value & evsel::EN != 0,
         };
         if counting {
@@ -884,13 +922,33 @@ impl Plan {
         if pmu.is_p5() {
             let (half, cc, set) = self.cesr_fields();
             let cesr = msr::P5_CESR;
-            b.push(cpu, Op::RmwMsr { msr: cesr, clear: cc, set: 0 });
+            b.push(
+                cpu,
+                Op::RmwMsr {
+                    msr: cesr,
+                    clear: cc,
+                    set: 0,
+                },
+            );
             for s in &self.slots {
                 if let Counter::Gp(i) = s.counter {
-                    b.push(cpu, Op::WrMsr { msr: pmu.counter_msrs(i).1, value: 0 });
+                    b.push(
+                        cpu,
+                        Op::WrMsr {
+                            msr: pmu.counter_msrs(i).1,
+                            value: 0,
+                        },
+                    );
                 }
             }
-            b.push(cpu, Op::RmwMsr { msr: cesr, clear: half, set: set & !cc });
+            b.push(
+                cpu,
+                Op::RmwMsr {
+                    msr: cesr,
+                    clear: half,
+                    set: set & !cc,
+                },
+            );
             return;
         }
         let global = pmu.has_global();
@@ -954,7 +1012,14 @@ impl Plan {
             // counters together: their CC fields, nothing else.
             let (_, cc, set) = self.cesr_fields();
             let (clear, set) = if on { (cc, set & cc) } else { (cc, 0) };
-            b.push(self.cpu, Op::RmwMsr { msr: msr::P5_CESR, clear, set });
+            b.push(
+                self.cpu,
+                Op::RmwMsr {
+                    msr: msr::P5_CESR,
+                    clear,
+                    set,
+                },
+            );
             return;
         }
         if pmu.has_global() {
@@ -1027,11 +1092,24 @@ impl Plan {
             // as they were (the other half is not touched).
             self.push_stop(&mut b);
             for (s, &(_, ctr)) in self.slots.iter().zip(&saved.slots) {
-                b.push(cpu, Op::WrMsr { msr: s.counter.counter_msr(pmu), value: ctr });
+                b.push(
+                    cpu,
+                    Op::WrMsr {
+                        msr: s.counter.counter_msr(pmu),
+                        value: ctr,
+                    },
+                );
             }
             let (half, _, _) = self.cesr_fields();
             let old = saved.slots.first().map_or(0, |s| s.0);
-            b.push(cpu, Op::RmwMsr { msr: msr::P5_CESR, clear: half, set: old & half });
+            b.push(
+                cpu,
+                Op::RmwMsr {
+                    msr: msr::P5_CESR,
+                    clear: half,
+                    set: old & half,
+                },
+            );
             return (b, report);
         }
         let global = pmu.has_global();

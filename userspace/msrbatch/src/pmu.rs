@@ -18,8 +18,7 @@ use std::fmt::Write as _;
 
 pub mod p5;
 pub use p5::{
-    cesr_decode, cesr_describe, cesr_encode, p5_event, p5_event_at, P5Event, P5_ALIASES,
-    P5_EVENTS,
+    cesr_decode, cesr_describe, cesr_encode, p5_event, p5_event_at, P5Event, P5_ALIASES, P5_EVENTS,
 };
 
 /// Event select bits (IA32_PERFEVTSELx and AMD PERF_CTLx share bits 31:0).
@@ -640,7 +639,9 @@ impl PmuInfo {
             "events (SDM Table A-19; flags: os = CPL 0-2, usr = CPL 3, clocks = duration, pc = pin on overflow):"
         );
         for e in P5_EVENTS.iter().filter(|e| p.mmx || !e.mmx) {
-            let only = e.counter.map_or(String::new(), |c| format!("  CTR{c} only"));
+            let only = e
+                .counter
+                .map_or(String::new(), |c| format!("  CTR{c} only"));
             let _ = writeln!(s, "  {:<46} event=0x{:02x}{only}", e.name, e.event);
         }
         for (alias, name) in P5_ALIASES {
@@ -693,7 +694,11 @@ impl PmuInfo {
             "\"rdpmc_ok\":{}",
             self.rdpmc_ok.map_or("null".into(), |b| b.to_string())
         ));
-        let quirks: Vec<String> = self.quirks.iter().map(|q| json_str(&q.to_string())).collect();
+        let quirks: Vec<String> = self
+            .quirks
+            .iter()
+            .map(|q| json_str(&q.to_string()))
+            .collect();
         f.push(format!("\"quirks\":[{}]", quirks.join(",")));
         f.push(format!("\"hypervisor\":{}", self.hypervisor));
         f.push(match self.p5 {

@@ -511,8 +511,16 @@ fn pentium_one_half_is_changed_the_other_left_alone() {
     let end = s.stop().unwrap();
     assert_eq!(s.deltas(&start, &end), [50]);
     s.restore().unwrap();
-    assert_eq!(m.rdmsr(0, msr::P5_CESR), Some(theirs | 0x3f), "CTR0's half back");
-    assert_eq!(m.rdmsr(0, msr::P5_CTR1), Some(57), "CTR1 counted throughout");
+    assert_eq!(
+        m.rdmsr(0, msr::P5_CESR),
+        Some(theirs | 0x3f),
+        "CTR0's half back"
+    );
+    assert_eq!(
+        m.rdmsr(0, msr::P5_CTR1),
+        Some(57),
+        "CTR1 counted throughout"
+    );
 }
 
 #[test]
@@ -528,13 +536,21 @@ fn pentium_modes_clocks_and_wrap() {
         ],
     );
     let end = s.stop().unwrap();
-    assert_eq!(s.deltas(&start, &end), [20, 15], "CC 010 (CPL 3), CC 001 (CPL 0-2)");
+    assert_eq!(
+        s.deltas(&start, &end),
+        [20, 15],
+        "CC 010 (CPL 3), CC 001 (CPL 0-2)"
+    );
     drop(s);
     // Clocks: the cycles in which the event happens, not how often.
     let s = session(&m, 0, "PIPELINE_AGI_STALLS:clocks,PIPELINE_AGI_STALLS");
     assert_eq!(m.rdmsr(0, msr::P5_CESR), Some(0x1f_001f));
     let start = s.start().unwrap();
-    assert_eq!(m.rdmsr(0, msr::P5_CESR), Some(0xdf_01df), "CC0 111, CC1 011");
+    assert_eq!(
+        m.rdmsr(0, msr::P5_CESR),
+        Some(0xdf_01df),
+        "CC0 111, CC1 011"
+    );
     m.execute(
         0,
         &[
@@ -562,7 +578,9 @@ fn pentium_without_mmx_reads_with_rdmsr() {
     let s = session(&m, 0, "instructions,BRANCHES:usr");
     let mut b = Batch::new();
     let r = s.push_read(&mut b);
-    let ops: Vec<Op> = (r.fence() + 1..b.len()).map(|i| b.op(i).unwrap().1).collect();
+    let ops: Vec<Op> = (r.fence() + 1..b.len())
+        .map(|i| b.op(i).unwrap().1)
+        .collect();
     assert_eq!(
         ops,
         [
@@ -571,7 +589,10 @@ fn pentium_without_mmx_reads_with_rdmsr() {
         ]
     );
     let start = s.start().unwrap();
-    m.execute(0, &[Phase::user(10).with("instructions", 1).with("BRANCHES", 1)]);
+    m.execute(
+        0,
+        &[Phase::user(10).with("instructions", 1).with("BRANCHES", 1)],
+    );
     assert_eq!(s.deltas(&start, &s.stop().unwrap()), [10, 10]);
     // RDPMC came with MMX: without it, it faults.
     let mut b = Batch::new();
@@ -607,10 +628,18 @@ fn pentium_placement_and_errors() {
     let err = |ev: &str| Plan::new(&info, 0, &events(ev)).unwrap_err();
     let e = err("cycles,RETURNS");
     assert_eq!(e.errno().0, libc::ENOSPC);
-    assert!(e.to_string().contains("counts only on P5_CTR0, which 'cycles' has"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("counts only on P5_CTR0, which 'cycles' has"),
+        "{e}"
+    );
     let e = err("DATA_READ,DATA_WRITE,BRANCHES");
     assert_eq!(e.errno().0, libc::ENOSPC);
-    assert!(e.to_string().contains("3 events do not fit CPU 0's 2 Pentium counters"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("3 events do not fit CPU 0's 2 Pentium counters"),
+        "{e}"
+    );
     let e = err("event=0x40");
     assert!(e.to_string().contains("6 bits, up to 0x3f"), "{e}");
     let e = err("BRANCHES:cmask=1:edge");
@@ -622,11 +651,19 @@ fn pentium_placement_and_errors() {
     let p54c = probe(&model(P54C), 0).unwrap();
     let e = Plan::new(&p54c, 0, &events("cycles")).unwrap_err();
     assert_eq!(e.errno().0, libc::EOPNOTSUPP);
-    assert!(e.to_string().contains("needs a Pentium with MMX technology"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("needs a Pentium with MMX technology"),
+        "{e}"
+    );
     // And `clocks` is the Pentium's alone.
     let sky = probe(&model("skylake.txt"), 0).unwrap();
     let e = Plan::new(&sky, 0, &events("branches:clocks")).unwrap_err();
-    assert!(e.to_string().contains("clocks is a Pentium (P5) counter control"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("clocks is a Pentium (P5) counter control"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -650,4 +687,67 @@ fn pentium_ownership() {
         }]
     );
     assert!(c[0].to_string().contains("P5_CESR = 0x570000"), "{}", c[0]);
+}
+
+#[test]
+fn sweep_packing_on_2_4_and_8_counters() {
+    let packed = |name: &str, ev: &str| -> Vec<Vec<usize>> {
+        let info = probe(&model(name), 0).unwrap();
+        Plan::pack(&info, 0, &events(ev))
+            .unwrap()
+            .into_iter()
+            .map(|(plan, idx)| {
+                assert_eq!(plan.slots.len(), idx.len());
+                idx
+            })
+            .collect()
+    };
+    // Pentium, 2 counters: two counter-0-only events cannot share a run;
+    // each takes a free event beside it. Two runs, where the events in
+    // order (Plan::groups) take three.
+    let ev = "cycles,RETURNS,DATA_READ,DATA_WRITE";
+    assert_eq!(
+        packed("pentium-mmx-tillamook.txt", ev),
+        [vec![0, 2], vec![1, 3]]
+    );
+    let info = probe(&model("pentium-mmx-tillamook.txt"), 0).unwrap();
+    assert_eq!(Plan::groups(&info, 0, &events(ev)).unwrap().len(), 3);
+    // P5Stat's 38 events without MMX: 19 runs of two.
+    let all: Vec<&str> = pmu::P5_EVENTS
+        .iter()
+        .filter(|e| !e.mmx)
+        .map(|e| e.name)
+        .collect();
+    let g = packed("pentium-p54c.txt", &all.join(","));
+    assert_eq!(all.len(), 38);
+    assert_eq!(g.len(), 19);
+    assert!(g.iter().all(|r| r.len() == 2));
+    // Nehalem, 4 general-purpose and 3 fixed counters.
+    let raw: Vec<String> = (0..8)
+        .map(|i| format!("event=0x{:x}:umask=1", 0x10 + i))
+        .collect();
+    let ev = format!("instructions,{},cycles", raw.join(","));
+    assert_eq!(
+        packed("nehalem-ep.txt", &ev),
+        [vec![0, 1, 2, 3, 4, 9], vec![5, 6, 7, 8]]
+    );
+    // Skylake, 8 general-purpose counters.
+    assert_eq!(
+        packed("skylake.txt", &ev),
+        [vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9]]
+    );
+    let ev10 = format!("{},event=0x20,event=0x21", raw.join(","));
+    assert_eq!(
+        packed("skylake.txt", &ev10),
+        [(0..8).collect::<Vec<_>>(), vec![8, 9]]
+    );
+    // An event no CPU counter can take is an error, not an endless sweep.
+    let info = probe(&model("pentium-p54c.txt"), 0).unwrap();
+    assert_eq!(
+        Plan::pack(&info, 0, &events("DATA_READ,cycles"))
+            .unwrap_err()
+            .errno()
+            .0,
+        libc::EOPNOTSUPP
+    );
 }

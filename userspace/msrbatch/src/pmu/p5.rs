@@ -140,7 +140,11 @@ pub const P5_EVENTS: &[P5Event] = &[
         0x35,
         1,
     ),
-    mmx("MISALIGNED_DATA_MEMORY_REFERENCE_ON_MMX_INSTRUCTIONS", 0x36, 0),
+    mmx(
+        "MISALIGNED_DATA_MEMORY_REFERENCE_ON_MMX_INSTRUCTIONS",
+        0x36,
+        0,
+    ),
     mmx(
         "PIPELINE_ISTALL_FOR_MMX_INSTRUCTION_DATA_MEMORY_READS",
         0x36,
@@ -149,7 +153,11 @@ pub const P5_EVENTS: &[P5Event] = &[
     mmx("MISPREDICTED_OR_UNPREDICTED_RETURNS", 0x37, 0),
     mmx("PREDICTED_RETURNS", 0x37, 1),
     mmx("MMX_MULTIPLY_UNIT_INTERLOCK", 0x38, 0),
-    mmx("MOVD_MOVQ_STORE_STALL_DUE_TO_PREVIOUS_MMX_OPERATION", 0x38, 1),
+    mmx(
+        "MOVD_MOVQ_STORE_STALL_DUE_TO_PREVIOUS_MMX_OPERATION",
+        0x38,
+        1,
+    ),
     mmx("RETURNS", 0x39, 0),
     mmx("BTB_FALSE_ENTRIES", 0x3a, 0),
     mmx("BTB_MISS_PREDICTION_ON_NOT_TAKEN_BRANCH", 0x3a, 1),

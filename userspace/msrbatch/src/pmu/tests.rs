@@ -66,7 +66,12 @@ fn core2_under_a_hypervisor_gets_no_assumed_fixed_counters() {
 fn the_quirk_leaves_cpus_that_report_their_fixed_counters_alone() {
     // Nehalem (v3), Sandy Bridge (v3), Skylake (v4) report 3; Ice Lake (v5)
     // is outside the quirk's versions.
-    for name in ["nehalem-ep.txt", "sandybridge.txt", "skylake.txt", "icelake-u.txt"] {
+    for name in [
+        "nehalem-ep.txt",
+        "sandybridge.txt",
+        "skylake.txt",
+        "icelake-u.txt",
+    ] {
         let p = dump(name).cpus[0].pmu();
         assert!(p.quirks.is_empty(), "{name}: {:?}", p.quirks);
     }
@@ -93,7 +98,10 @@ fn pentium_mmx() {
     // Named events: the SDM's mnemonics in any case, the generic names, and
     // the MMX events (counter 0's and counter 1's at the same select).
     assert_eq!(p.event_by_name("instructions"), Some((0x16, 0, true)));
-    assert_eq!(p.event_by_name("instructions_executed_v_pipe"), Some((0x17, 0, true)));
+    assert_eq!(
+        p.event_by_name("instructions_executed_v_pipe"),
+        Some((0x17, 0, true))
+    );
     assert_eq!(p.event_by_name("cycles"), Some((0x30, 0, true)));
     let (e, ok) = p.p5_event("MMX_INSTRUCTIONS_EXECUTED_V_PIPE").unwrap();
     assert_eq!((e.event, e.counter, ok), (0x2b, Some(1), true));
@@ -110,7 +118,10 @@ fn pentium_mmx() {
     }
     assert!(!r.contains("architectural"), "{r}");
     let j: String = p.to_json("CPU 0");
-    assert!(j.contains("\"p5\":{\"mmx\":true,\"rdpmc\":true,\"cesr\":null}"), "{j}");
+    assert!(
+        j.contains("\"p5\":{\"mmx\":true,\"rdpmc\":true,\"cesr\":null}"),
+        "{j}"
+    );
     assert!(j.contains("\"MMX_INSTRUCTIONS_EXECUTED_V_PIPE\""), "{j}");
 }
 
@@ -126,8 +137,14 @@ fn pentium_without_mmx() {
     // Events 2AH-3BH (and so `cycles`) need MMX.
     assert_eq!(p.event_by_name("cycles"), Some((0x30, 0, false)));
     let r = p.report("CPU 0");
-    assert!(r.contains("counters read with RDMSR (no RDPMC before MMX)"), "{r}");
-    assert!(!r.contains("MMX_INSTRUCTIONS") && !r.contains("cycles is"), "{r}");
+    assert!(
+        r.contains("counters read with RDMSR (no RDPMC before MMX)"),
+        "{r}"
+    );
+    assert!(
+        !r.contains("MMX_INSTRUCTIONS") && !r.contains("cycles is"),
+        "{r}"
+    );
     assert!(r.contains("  PIPELINE_AGI_STALLS"), "{r}");
     // Family 5 without RDMSR (CPUID.01H:EDX[5] clear) has no counters to use.
     let mut c = dump("pentium-p54c.txt").cpus[0].clone();
@@ -139,8 +156,9 @@ fn pentium_without_mmx() {
 fn cesr_fields_round_trip() {
     // P5Stat's pair: instructions in both pipes on CTR0, in the V-pipe on
     // CTR1, both at every CPL: ES0=16H, CC0=011; ES1=17H, CC1=011.
-    let v = cesr_encode("ctr0=INSTRUCTIONS_EXECUTED:os:usr,ctr1=instructions_executed_v_pipe:usr:os")
-        .unwrap();
+    let v =
+        cesr_encode("ctr0=INSTRUCTIONS_EXECUTED:os:usr,ctr1=instructions_executed_v_pipe:usr:os")
+            .unwrap();
     assert_eq!(v, 0x00d7_00d6);
     assert_eq!(
         cesr_decode(v).unwrap(),
@@ -167,7 +185,10 @@ fn cesr_fields_round_trip() {
         assert_eq!(cesr_encode(&spec), Ok(v), "{spec}");
     }
     // The MMX events are per counter.
-    assert_eq!(cesr_encode("ctr1=MMX_INSTRUCTIONS_EXECUTED_V_PIPE:usr"), Ok(0x2b_0000 | 1 << 23));
+    assert_eq!(
+        cesr_encode("ctr1=MMX_INSTRUCTIONS_EXECUTED_V_PIPE:usr"),
+        Ok(0x2b_0000 | 1 << 23)
+    );
     assert_eq!(
         cesr_decode(0x2b_002b).unwrap(),
         "ctr0=MMX_INSTRUCTIONS_EXECUTED_U_PIPE,ctr1=MMX_INSTRUCTIONS_EXECUTED_V_PIPE"
@@ -176,13 +197,23 @@ fn cesr_fields_round_trip() {
     let e = cesr_encode("ctr0=event=0x40").unwrap_err();
     assert!(e.contains("up to 0x3f") && e.contains("6 bits"), "{e}");
     let e = cesr_encode("ctr0=MMX_INSTRUCTIONS_EXECUTED_V_PIPE").unwrap_err();
-    assert_eq!(e, "MMX_INSTRUCTIONS_EXECUTED_V_PIPE counts only on CTR1, not on CTR0");
+    assert_eq!(
+        e,
+        "MMX_INSTRUCTIONS_EXECUTED_V_PIPE counts only on CTR1, not on CTR0"
+    );
     let e = cesr_encode("ctr2=BRANCHES").unwrap_err();
     assert!(e.contains("two counters, ctr0 and ctr1"), "{e}");
-    assert!(cesr_encode("ctr0=BRANCHES,ctr0=BTB_HITS").unwrap_err().contains("twice"));
-    assert!(cesr_encode("ctr0=bogus").unwrap_err().contains("unknown item 'bogus'"));
+    assert!(cesr_encode("ctr0=BRANCHES,ctr0=BTB_HITS")
+        .unwrap_err()
+        .contains("twice"));
+    assert!(cesr_encode("ctr0=bogus")
+        .unwrap_err()
+        .contains("unknown item 'bogus'"));
     let e = cesr_decode(1 << 10).unwrap_err();
-    assert!(e.contains("0x400") && e.contains("bits 9:0 and 25:16"), "{e}");
+    assert!(
+        e.contains("0x400") && e.contains("bits 9:0 and 25:16"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -201,7 +232,9 @@ fn cesr_in_words() {
     assert!(words[0].contains("disabled"));
     assert!(words[1].contains("events") && words[1].contains("0, 1 or 2"));
     assert!(words[2].contains("events") && words[2].contains("CPL is 3"));
-    assert!(words[5].contains("clocks") && words[6].contains("clocks") && words[7].contains("any CPL"));
+    assert!(
+        words[5].contains("clocks") && words[6].contains("clocks") && words[7].contains("any CPL")
+    );
     // Without MMX, 2BH is reserved.
     assert!(cesr_describe(0x2b, false)[0].contains("(reserved)"));
 }
