@@ -97,7 +97,8 @@ batch flags are ignored."
     /// Write an MSR, with msr-tools' wrmsr options and exit statuses.
     Wrmsr(msrtools::WrmsrArgs),
     /// Decode the CPU's performance monitoring unit (CPUID leaves 0AH and
-    /// 23H; AMD 80000001H and 80000022H), live or from a CPUID dump.
+    /// 23H; AMD 80000001H and 80000022H; the original Pentium's CESR, CTR0
+    /// and CTR1 on family 5), live or from a CPUID dump.
     Pmu {
         /// CPU to ask.
         #[arg(short = 'C', long = "cpu", default_value_t = 0, value_parser = parse_u32)]
