@@ -906,6 +906,30 @@ mod tests {
         assert_eq!(m.rdmsr(0, msr::IA32_PERF_CAPABILITIES), Some(0), "PDCM");
     }
 
+    #[test]
+    fn pentium_msr_semantics() {
+        let m = Model::new(&dump("pentium-mmx-tillamook.txt"));
+        // CESR: both halves' fields; bits 15:10 and 31:26 (and above) #GP.
+        assert!(m.wrmsr(0, msr::P5_CESR, 0x03ff_03ff));
+        assert_eq!(m.rdmsr(0, msr::P5_CESR), Some(0x03ff_03ff));
+        for bit in [10, 15, 26, 31, 32] {
+            assert!(!m.wrmsr(0, msr::P5_CESR, 1 << bit), "bit {bit}");
+        }
+        // CTR0/CTR1: 40 bits.
+        assert!(m.wrmsr(0, msr::P5_CTR1, 0xff_ffff_ffff));
+        assert!(!m.wrmsr(0, msr::P5_CTR1, 1 << 40));
+        assert_eq!(rdpmc(&m, 1), Ok(0xff_ffff_ffff));
+        // No architectural MSRs on a Pentium.
+        assert_eq!(m.rdmsr(0, msr::IA32_PMC0), None);
+        assert_eq!(m.rdmsr(0, msr::IA32_PERFEVTSEL0), None);
+        assert_eq!(m.rdmsr(0, 0x14), None);
+        // Without MMX: no RDPMC at all.
+        let p54c = Model::new(&dump("pentium-p54c.txt"));
+        assert!(p54c.wrmsr(0, msr::P5_CTR0, 5));
+        assert_eq!(rdpmc(&p54c, 0), Err(libc::EIO));
+        assert_eq!(p54c.rdmsr(0, msr::P5_CTR0), Some(5));
+    }
+
     fn rdpmc(m: &Model, ecx: u32) -> std::result::Result<u64, i32> {
         let mut b = Batch::new();
         b.push(0, Op::RdPmc { ecx });
