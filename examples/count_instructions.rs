@@ -67,7 +67,10 @@ mod tests {
         // instructions retire per cycle.
         for (name, counter) in [
             ("skylake.txt", "IA32_FIXED_CTR0"),
-            ("core2-conroe.txt", "IA32_PERFEVTSEL0"),
+            // Core 2 has the fixed counters CPUID does not enumerate.
+            ("core2-conroe.txt", "IA32_FIXED_CTR0"),
+            ("zen2-matisse.txt", "AMD_PERF_CTL0"),
+            ("pentium-mmx-tillamook.txt", "P5_CESR bits 9:0"),
             ("zen4-raphael.txt", "AMD_PERF_CTL0"),
         ] {
             let m = model(name);

@@ -97,7 +97,8 @@ batch flags are ignored."
     /// Write an MSR, with msr-tools' wrmsr options and exit statuses.
     Wrmsr(msrtools::WrmsrArgs),
     /// Decode the CPU's performance monitoring unit (CPUID leaves 0AH and
-    /// 23H; AMD 80000001H and 80000022H), live or from a CPUID dump.
+    /// 23H; AMD 80000001H and 80000022H; the original Pentium's CESR, CTR0
+    /// and CTR1 on family 5), live or from a CPUID dump.
     Pmu {
         /// CPU to ask.
         #[arg(short = 'C', long = "cpu", default_value_t = 0, value_parser = parse_u32)]
@@ -111,10 +112,17 @@ batch flags are ignored."
         json: bool,
     },
     /// Encode 'event=0x..,umask=0x..,usr,os,en' into an IA32_PERFEVTSEL
-    /// value, or decode a value (a number) into its fields.
+    /// value, or decode a value (a number) into its fields. With --pentium,
+    /// the original Pentium's CESR: 'ctr0=EVENT:os:usr,ctr1=EVENT:usr:clocks:pc'.
     Evsel {
         /// A spec to encode, or a number to decode.
         spec: String,
+        /// The Pentium's (P5) CESR (MSR 11H) instead of IA32_PERFEVTSEL: per
+        /// counter an event of SDM Table A-19 (or event=N up to 0x3f) and
+        /// the flags os (CPL 0-2), usr (CPL 3), clocks (duration), pc (pin
+        /// on overflow). A number is decoded with both halves in words.
+        #[arg(long)]
+        pentium: bool,
     },
     /// Count events while CMD runs pinned to one CPU.
     Stat(stat::StatArgs),
@@ -300,8 +308,17 @@ fn info(device: &str) -> Result<Exit, Failure> {
 
 /// `msrbatch evsel`: decode a number, or encode a spec. A word that starts
 /// with a digit is a number (in the one number grammar).
-fn evsel(spec: &str) -> Result<Exit, Failure> {
-    let out = if spec.starts_with(|c: char| c.is_ascii_digit()) {
+fn evsel(spec: &str, pentium: bool) -> Result<Exit, Failure> {
+    let number = spec.starts_with(|c: char| c.is_ascii_digit());
+    let out = if pentium && number {
+        let v = parse_u64(spec).map_err(|e| Failure::nothing_ran(format!("evsel: {e}")))?;
+        pmu::cesr_decode(v).map(|s| {
+            let words = pmu::cesr_describe(v, true);
+            format!("{s}\n  # {}", words.join("\n  # "))
+        })
+    } else if pentium {
+        pmu::cesr_encode(spec).map(|v| format!("{v:#x}"))
+    } else if number {
         let v = parse_u64(spec).map_err(|e| Failure::nothing_ran(format!("evsel: {e}")))?;
         pmu::evsel_decode(v).map(|s| {
             let name = pmu::event_name(v)
@@ -372,7 +389,7 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             .map_err(Failure::nothing_ran)?;
             Ok(Exit::Success)
         }
-        Cmd::Evsel { spec } => evsel(&spec),
+        Cmd::Evsel { spec, pentium } => evsel(&spec, pentium),
         Cmd::Stat(a) => {
             // A dry run of a CPUID dump needs no device.
             let dev = if a.offline() {

@@ -2,7 +2,9 @@
 //! `msrbatch pmu`, live or offline from a CPUID dump. The PMU knowledge
 //! itself is the library's (`msrbatch::pmu`).
 
-pub use msrbatch::pmu::{event_name, evsel_decode, evsel_encode};
+pub use msrbatch::pmu::{
+    cesr_decode, cesr_describe, cesr_encode, event_name, evsel_decode, evsel_encode,
+};
 use msrbatch::pmu::{probe, CpuidDump};
 use msrbatch::Backend;
 use std::io::Write;
@@ -109,6 +111,55 @@ mod tests {
             (Some(true), Some(true))
         );
         assert_eq!(j["amd"]["umc_counters"], 8);
+    }
+
+    #[test]
+    fn pmu_on_pentium_and_core2_dumps() {
+        let text = run(None, Some(&testdata("pentium-mmx-tillamook.txt")), false);
+        assert!(
+            text.starts_with(
+                "CPU 0: GenuineIntel signature 0x582\nPentium (P5) counters: 2, 40 bits wide"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("  TRANSITIONS_BETWEEN_MMX_AND_FP_INSTRUCTIONS    event=0x2d  CTR1 only"),
+            "{text}"
+        );
+        // Live, through the model: probe reads CESR and says both halves in words.
+        let m = Model::from_file(testdata("pentium-mmx-tillamook.txt")).unwrap();
+        assert!(m.wrmsr(0, 0x11, 0x00d7_01d6));
+        let text = run(Some(&m), None, false);
+        for l in [
+            "CESR = 0xd701d6:",
+            "  CTR0: ES0=0x16 (INSTRUCTIONS_EXECUTED), CC0=111: counts clocks (duration) at any CPL; PC0=0: the PM0/BP0 pin signals when it increments",
+            "  CTR1: ES1=0x17 (INSTRUCTIONS_EXECUTED_V_PIPE), CC1=011: counts events at any CPL; PC1=0: the PM1/BP1 pin signals when it increments",
+        ] {
+            assert!(text.lines().any(|x| x == l), "{l} in\n{text}");
+        }
+        let j: serde_json::Value = serde_json::from_str(run(Some(&m), None, true).trim()).unwrap();
+        assert_eq!(j["p5"]["cesr"], "0xd701d6");
+        assert_eq!(j["p5"]["rdpmc"], true);
+        let j: serde_json::Value =
+            serde_json::from_str(run(None, Some(&testdata("pentium-p54c.txt")), true).trim())
+                .unwrap();
+        assert_eq!(
+            (j["p5"]["mmx"].as_bool(), j["p5"]["rdpmc"].as_bool()),
+            (Some(false), Some(false))
+        );
+        assert_eq!(j["events"].as_array().unwrap().len(), 38);
+        // Core 2: the fixed counters CPUID leaves out, and why.
+        let text = run(None, Some(&testdata("core2-conroe.txt")), false);
+        assert!(text.contains("fixed counters: 3, 40 bits wide"), "{text}");
+        assert!(
+            text.contains("quirk: CPUID.0AH:EDX reports 0 fixed counters"),
+            "{text}"
+        );
+        let j: serde_json::Value =
+            serde_json::from_str(run(None, Some(&testdata("core2-conroe.txt")), true).trim())
+                .unwrap();
+        assert_eq!(j["fixed_counters"], 3);
+        assert_eq!(j["quirks"].as_array().unwrap().len(), 1);
     }
 
     #[test]

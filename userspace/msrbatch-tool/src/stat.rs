@@ -3,24 +3,32 @@
 //! the library's counter API (`msrbatch::counters`).
 
 use clap::Args;
-use msrbatch::counters::{check_ownership, parse_events, Plan, Session};
+use msrbatch::counters::{check_ownership, parse_events, EventSpec, Plan, Session};
 use msrbatch::model::Model;
-use msrbatch::pmu::{probe_cpuid, CpuidCpu, CpuidDump};
+use msrbatch::pmu::{probe_cpuid, CpuidCpu, CpuidDump, PmuInfo};
 use msrbatch::{script, Backend, Batch};
 use std::cell::Cell;
 use std::io::Write;
 
-/// `msrbatch stat -e EVENTS [-C CPU] [-r N] [--dry-run [--cpuid-dump FILE]] [--force] -- CMD...`
+/// `msrbatch stat (-e EVENTS | --sweep EVENTS) [-C CPU] [-r N] [--dry-run [--cpuid-dump FILE]] [--force] -- CMD...`
 #[derive(Args, Debug)]
 pub struct StatArgs {
-    /// Events: names (instructions, cycles, branches, ...) or
-    /// event=0x..:umask=0x..[:usr:os:cmask=..] items, comma-separated.
-    #[arg(short = 'e', long = "events", required = true)]
+    /// Events: names (instructions, cycles, branches, ...; on a Pentium the
+    /// mnemonics of SDM Table A-19) or event=0x..:umask=0x..[:usr:os:cmask=..]
+    /// items, comma-separated.
+    #[arg(short = 'e', long = "events", required_unless_present = "sweep")]
     events: Vec<String>,
+    /// Count every one of EVENTS exactly, as P5Stat did: CMD runs once to
+    /// warm up, then once per group of events that fit the counters together
+    /// (and -r times each); one table of counts, their spread over the -r
+    /// runs, and which events shared a run. Nothing is multiplexed or scaled.
+    #[arg(long, value_name = "EVENTS", conflicts_with = "events")]
+    sweep: Vec<String>,
     /// CPU to pin CMD to and count on (with --cpuid-dump: the dump's Nth CPU).
     #[arg(short = 'C', long = "cpu", default_value_t = 0, value_parser = msrbatch::number::parse_u32)]
     cpu: u32,
-    /// Run CMD N times per event group; the counts are averaged.
+    /// Run CMD N times per event group; the counts are averaged (with
+    /// --sweep: and their spread shown).
     #[arg(short = 'r', long = "repeat", default_value_t = 1, value_parser = msrbatch::number::parse_u32)]
     repeat: u32,
     /// Print the batches it would issue, and touch nothing: the counter code
@@ -122,18 +130,14 @@ impl Say for Quiet {
     fn say(&self, _: &str) {}
 }
 
-/// The stat sequence on `dev` (the device, or the model for a dry run):
-/// plan groups, check ownership, then per repetition and group program,
-/// start, run CMD (`run`), stop and restore. Returns the totals per event
-/// and CMD's last non-zero exit code.
-fn measure<B: Backend + ?Sized>(
+/// Probes CPU `a.cpu` and parses `list`: the PMU (with counters) and the events.
+fn probe_events<B: Backend + ?Sized>(
     dev: &B,
     a: &StatArgs,
     say: &dyn Say,
-    warn: &mut dyn Write,
-    run: &mut dyn FnMut() -> Result<i32, String>,
-) -> Result<(Vec<String>, Vec<u128>, i32), String> {
-    let events = parse_events(&a.events).map_err(|e| e.to_string())?;
+    list: &[String],
+) -> Result<(PmuInfo, Vec<EventSpec>), String> {
+    let events = parse_events(list).map_err(|e| e.to_string())?;
     say.say(&format!(
         "probe CPU {}: CPUID leaves, RDPMC 0, IA32_PERF_CAPABILITIES",
         a.cpu
@@ -146,14 +150,16 @@ fn measure<B: Backend + ?Sized>(
             info.absence()
         ));
     }
-    let groups = Plan::groups(&info, a.cpu, &events).map_err(|e| e.to_string())?;
-    if groups.len() > 1 {
-        say.say(&format!(
-            "{} events, {} groups: CMD runs once per group and repetition",
-            events.len(),
-            groups.len()
-        ));
-    }
+    Ok((info, events))
+}
+
+/// Checks that nobody owns the counters of any group (unless --force).
+fn check_groups<B: Backend + ?Sized>(
+    dev: &B,
+    a: &StatArgs,
+    say: &dyn Say,
+    groups: &[Plan],
+) -> Result<(), String> {
     for (g, plan) in groups.iter().enumerate() {
         let names: Vec<&str> = plan.slots.iter().map(|s| s.event.name.as_str()).collect();
         say.say(&format!(
@@ -171,38 +177,74 @@ fn measure<B: Backend + ?Sized>(
             ));
         }
     }
+    Ok(())
+}
+
+/// One run of CMD counting group `g`: program, start, run, stop, restore.
+/// Returns the counts of its slots and CMD's exit code.
+fn count_group<B: Backend + ?Sized>(
+    dev: &B,
+    a: &StatArgs,
+    say: &dyn Say,
+    warn: &mut dyn Write,
+    run: &mut dyn FnMut() -> Result<i32, String>,
+    g: usize,
+    plan: &Plan,
+) -> Result<(Vec<u64>, i32), String> {
+    say.say(&format!(
+        "group {}: save every MSR it touches, stop, zero and program ({})",
+        g + 1,
+        plan.describe().join("; ")
+    ));
+    let mut s = Session::program(dev, plan.clone()).map_err(|e| e.to_string())?;
+    say.say(&format!("group {}: start, fence, read", g + 1));
+    let start = s.start().map_err(|e| e.to_string())?;
+    say.say(&format!("group {}: CMD runs: {}", g + 1, a.cmd.join(" ")));
+    let st = run();
+    say.say(&format!("group {}: fence, read, stop", g + 1));
+    let end = s.stop();
+    say.say(&format!("group {}: restore what was saved", g + 1));
+    let report = s.restore().map_err(|e| e.to_string())?;
+    for line in report.inexact {
+        let _ = writeln!(warn, "msrbatch: stat: warning: {line}");
+    }
+    let end = end.map_err(|e| e.to_string())?;
+    let code = st?;
+    Ok((s.deltas(&start, &end), code))
+}
+
+/// The stat sequence on `dev` (the device, or the model for a dry run):
+/// plan groups, check ownership, then per repetition and group program,
+/// start, run CMD (`run`), stop and restore. Returns the totals per event
+/// and CMD's last non-zero exit code.
+fn measure<B: Backend + ?Sized>(
+    dev: &B,
+    a: &StatArgs,
+    say: &dyn Say,
+    warn: &mut dyn Write,
+    run: &mut dyn FnMut() -> Result<i32, String>,
+) -> Result<(Vec<String>, Vec<u128>, i32), String> {
+    let (info, events) = probe_events(dev, a, say, &a.events)?;
+    let groups = Plan::groups(&info, a.cpu, &events).map_err(|e| e.to_string())?;
+    if groups.len() > 1 {
+        say.say(&format!(
+            "{} events, {} groups: CMD runs once per group and repetition",
+            events.len(),
+            groups.len()
+        ));
+    }
+    check_groups(dev, a, say, &groups)?;
     let mut totals = vec![0u128; events.len()];
     let mut status = 0;
     for _ in 0..a.repeat.max(1) {
         let mut first = 0;
         for (g, plan) in groups.iter().enumerate() {
             let n = plan.slots.len();
-            say.say(&format!(
-                "group {}: save every MSR it touches, stop, zero and program ({})",
-                g + 1,
-                plan.describe().join("; ")
-            ));
-            let mut s = Session::program(dev, plan.clone()).map_err(|e| e.to_string())?;
-            say.say(&format!("group {}: start, fence, read", g + 1));
-            let start = s.start().map_err(|e| e.to_string())?;
-            say.say(&format!("group {}: CMD runs: {}", g + 1, a.cmd.join(" ")));
-            let st = run();
-            say.say(&format!("group {}: fence, read, stop", g + 1));
-            let end = s.stop();
-            say.say(&format!("group {}: restore what was saved", g + 1));
-            let report = s.restore().map_err(|e| e.to_string())?;
-            for line in report.inexact {
-                let _ = writeln!(warn, "msrbatch: stat: warning: {line}");
-            }
-            let end = end.map_err(|e| e.to_string())?;
-            let code = st?;
+            let (deltas, code) = count_group(dev, a, say, warn, run, g, plan)?;
             if code != 0 {
                 status = code;
             }
-            for (t, d) in totals[first..first + n]
-                .iter_mut()
-                .zip(s.deltas(&start, &end))
-            {
+            for (t, d) in totals[first..first + n].iter_mut().zip(deltas) {
                 *t += u128::from(d);
             }
             first += n;
@@ -213,6 +255,68 @@ fn measure<B: Backend + ?Sized>(
         .flat_map(|p| p.slots.iter().map(|s| s.event.name.clone()))
         .collect();
     Ok((names, totals, status))
+}
+
+/// What a sweep counted: per event (in the order given) its name, the run
+/// (group, from 1) that counted it and its count in each repetition.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Sweep {
+    events: Vec<(String, usize, Vec<u64>)>,
+    groups: usize,
+    status: i32,
+}
+
+/// `stat --sweep`: CMD once to warm up (nothing counted), then each group
+/// of events that fit the counters together -r times.
+fn sweep<B: Backend + ?Sized>(
+    dev: &B,
+    a: &StatArgs,
+    say: &dyn Say,
+    warn: &mut dyn Write,
+    run: &mut dyn FnMut() -> Result<i32, String>,
+) -> Result<Sweep, String> {
+    let (info, events) = probe_events(dev, a, say, &a.sweep)?;
+    let packed = Plan::pack(&info, a.cpu, &events).map_err(|e| e.to_string())?;
+    let groups: Vec<Plan> = packed.iter().map(|(p, _)| p.clone()).collect();
+    say.say(&format!(
+        "sweep: {} events in {} groups of at most {} (the counters of CPU {}); CMD runs once to warm up, then {} time(s) per group",
+        events.len(),
+        groups.len(),
+        info.gp_counters + info.fixed_counters,
+        a.cpu,
+        a.repeat.max(1)
+    ));
+    check_groups(dev, a, say, &groups)?;
+    let mut out = Sweep {
+        events: events
+            .iter()
+            .map(|e| (e.name.clone(), 0, Vec::new()))
+            .collect(),
+        groups: groups.len(),
+        status: 0,
+    };
+    say.say(&format!(
+        "warm-up: CMD runs, nothing counted: {}",
+        a.cmd.join(" ")
+    ));
+    let code = run()?;
+    if code != 0 {
+        out.status = code;
+    }
+    for _ in 0..a.repeat.max(1) {
+        for (g, (plan, idx)) in packed.iter().enumerate() {
+            let (deltas, code) = count_group(dev, a, say, warn, run, g, plan)?;
+            if code != 0 {
+                out.status = code;
+            }
+            // Plan slots are in the order of the group's events.
+            for (&k, d) in idx.iter().zip(deltas) {
+                out.events[k].1 = g + 1;
+                out.events[k].2.push(d);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The CPUID of the CPU a dry run plans for.
@@ -281,7 +385,11 @@ pub fn stat(dev: Option<&dyn Backend>, a: &StatArgs, out: &mut dyn Write) -> Res
             out: std::cell::RefCell::new(out),
             batches: Cell::new(0),
         };
-        measure(&echo, a, &echo, &mut std::io::sink(), &mut || Ok(0))?;
+        if a.sweep.is_empty() {
+            measure(&echo, a, &echo, &mut std::io::sink(), &mut || Ok(0))?;
+        } else {
+            sweep(&echo, a, &echo, &mut std::io::sink(), &mut || Ok(0))?;
+        }
         echo.say(&format!(
             "{} batches; CMD ({cmd}) would run between each group's start and stop",
             echo.batches.get()
@@ -300,9 +408,65 @@ fn count<B: Backend + ?Sized>(
     out: &mut dyn Write,
     run: &mut dyn FnMut() -> Result<i32, String>,
 ) -> Result<i32, String> {
+    if !a.sweep.is_empty() {
+        let s = sweep(dev, a, &Quiet, &mut std::io::stderr(), run)?;
+        print_sweep(a, &s, out);
+        return Ok(s.status);
+    }
     let (names, totals, status) = measure(dev, a, &Quiet, &mut std::io::stderr(), run)?;
     print_counts(a, &names, &totals, out);
     Ok(status)
+}
+
+/// The spread of `v` around its mean: half the range, in percent of the
+/// mean (`-` for one value; `0` for a mean of zero with no range).
+fn spread(v: &[u64]) -> String {
+    if v.len() < 2 {
+        return "-".into();
+    }
+    let (lo, hi) = (v.iter().min().unwrap(), v.iter().max().unwrap());
+    let mean = v.iter().map(|&x| u128::from(x)).sum::<u128>() as f64 / v.len() as f64;
+    if hi == lo {
+        "±0%".into()
+    } else if mean == 0.0 {
+        format!("±{}", (hi - lo) / 2)
+    } else {
+        format!("±{:.2}%", (hi - lo) as f64 / 2.0 / mean * 100.0)
+    }
+}
+
+fn print_sweep(a: &StatArgs, s: &Sweep, out: &mut dyn Write) {
+    let reps = a.repeat.max(1);
+    let runs = s.groups as u64 * u64::from(reps);
+    let _ = writeln!(
+        out,
+        "Sweep of '{}' on CPU {}: 1 warm-up run, then {runs} counting run{} ({} group{} x {reps}); every count exact, none scaled:",
+        a.cmd.join(" "),
+        a.cpu,
+        if runs > 1 { "s" } else { "" },
+        s.groups,
+        if s.groups > 1 { "s" } else { "" },
+    );
+    let _ = writeln!(
+        out,
+        "{:>20}  {:>9}  {:>5}  event",
+        "count", "spread", "group"
+    );
+    for (name, g, v) in &s.events {
+        let mean = v.iter().map(|&x| u128::from(x)).sum::<u128>() / v.len().max(1) as u128;
+        let _ = writeln!(out, "{mean:>20}  {:>9}  {g:>5}  {name}", spread(v));
+    }
+    let _ = writeln!(out, "events that shared a run:");
+    for g in 1..=s.groups {
+        let names: Vec<&str> = s
+            .events
+            .iter()
+            .filter(|e| e.1 == g)
+            .map(|e| e.0.as_str())
+            .collect();
+        let _ = writeln!(out, "  group {g}: {}", names.join(", "));
+    }
+    let _ = writeln!(out, "(counts include everything that ran on CPU {} while CMD ran, user and kernel unless the event says otherwise; the spread is half the range over the {reps} run{} of each group)", a.cpu, if reps > 1 { "s" } else { "" });
 }
 
 fn print_counts(a: &StatArgs, names: &[String], totals: &[u128], out: &mut dyn Write) {

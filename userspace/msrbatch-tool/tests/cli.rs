@@ -164,6 +164,33 @@ fn one_number_grammar() {
     }
 }
 
+#[test]
+fn evsel_pentium_cesr() {
+    // P5Stat's pair: both pipes on CTR0, the V-pipe on CTR1, every CPL.
+    let (code, out, err) = run(&words(
+        "evsel --pentium ctr0=INSTRUCTIONS_EXECUTED:os:usr,ctr1=INSTRUCTIONS_EXECUTED_V_PIPE:os:usr",
+    ));
+    assert_eq!((code, out.trim()), (0, "0xd700d6"), "{err}");
+    let (code, out, err) = run(&words("evsel --pentium 0xd700d6"));
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "ctr0=INSTRUCTIONS_EXECUTED:os:usr,ctr1=INSTRUCTIONS_EXECUTED_V_PIPE:os:usr",
+            "  # CTR0: ES0=0x16 (INSTRUCTIONS_EXECUTED), CC0=011: counts events at any CPL; PC0=0: the PM0/BP0 pin signals when it increments",
+            "  # CTR1: ES1=0x17 (INSTRUCTIONS_EXECUTED_V_PIPE), CC1=011: counts events at any CPL; PC1=0: the PM1/BP1 pin signals when it increments",
+        ]
+    );
+    // Bad input says which limit, and nothing ran (status 2).
+    let (code, _, err) = run(&words("evsel --pentium ctr0=event=0x40"));
+    assert_eq!(code, 2);
+    assert!(err.contains("want a number up to 0x3f"), "{err}");
+    let (code, _, err) = run(&words("evsel --pentium 0x400"));
+    assert_eq!(code, 2);
+    assert!(err.contains("not CESR fields"), "{err}");
+}
+
 /// The roff source of the man page section of `sub`, with `\-` as `-`.
 fn man_section(man: &str, sub: &str) -> String {
     let start = man

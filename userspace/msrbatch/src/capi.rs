@@ -813,12 +813,7 @@ pub unsafe extern "C" fn msrbatch_model_delay_mix(
     }
     // SAFETY: A NUL-terminated string, by the caller's contract.
     let name = unsafe { CStr::from_ptr(event) }.to_str().unwrap_or("");
-    let Some(name) = crate::pmu::ARCH_EVENTS
-        .iter()
-        .map(|e| e.name)
-        .chain(crate::pmu::AMD_EVENTS.iter().map(|e| e.0))
-        .find(|n| *n == name)
-    else {
+    let Some(name) = crate::pmu::known_event_name(name) else {
         return fail(&crate::Error::new(
             libc::EINVAL,
             format!("no event called '{name}'"),

@@ -25,8 +25,16 @@
 //! are clear, and started and stopped through IA32_PERF_GLOBAL_CTRL; version
 //! 1 starts and stops each IA32_PERFEVTSELx's EN bit. AMD: the same with
 //! PerfCntrGlobalCtl (PerfMonV2), else PERF_CTLx.En.
+//!
+//! The original Pentium (SDM 18.26): both counters share CESR, so every
+//! write of it is a read-modify-write of the planned counters' halves that
+//! leaves the other half alone; a counter is stopped (CC 000) and cleared
+//! before its event changes, started by setting its CC field and stopped by
+//! clearing it; CTR0/CTR1 are read with RDPMC on a Pentium with MMX
+//! technology, else with RDMSR.
 
 use crate::msr;
+use crate::pmu::p5::{self as p5, CESR_CC, CESR_HALF};
 use crate::pmu::{self, evsel, PmuInfo, ARCH_EVENTS};
 use crate::{Backend, Batch, Error, Op, Result, Value};
 use std::fmt;
@@ -89,14 +97,9 @@ pub struct EventSpec {
     pub named: Option<&'static str>,
     /// Event select bits given (fields and flags; for a named event, flags only).
     pub bits: u64,
-}
-
-fn known_name(n: &str) -> Option<&'static str> {
-    ARCH_EVENTS
-        .iter()
-        .map(|e| e.name)
-        .chain(pmu::AMD_EVENTS.iter().map(|e| e.0))
-        .find(|k| *k == n)
+    /// `clocks`: count clocks (the event's duration) instead of events, a
+    /// Pentium (P5) counter control bit.
+    pub clocks: bool,
 }
 
 impl EventSpec {
@@ -108,6 +111,7 @@ impl EventSpec {
             name: spec.to_string(),
             named: None,
             bits: 0,
+            clocks: false,
         };
         let mut raw = false;
         for item in spec
@@ -122,13 +126,15 @@ impl EventSpec {
                 if bit != evsel::EN {
                     e.bits |= bit;
                 }
-            } else if let Some(n) = known_name(item) {
+            } else if item == "clocks" {
+                e.clocks = true;
+            } else if let Some(n) = pmu::known_event_name(item) {
                 if e.named.replace(n).is_some() {
                     return Err(inval("two event names".into()));
                 }
             } else {
                 return Err(inval(format!(
-                    "unknown item '{item}' (fields: event=, umask=, cmask=; flags: usr os edge pc int any inv; names: {})",
+                    "unknown item '{item}' (fields: event=, umask=, cmask=; flags: usr os edge pc int any inv, and clocks on a Pentium; names: {}, and on a Pentium the mnemonics of SDM Table A-19)",
                     ARCH_EVENTS.iter().map(|e| e.name).collect::<Vec<_>>().join(" ")
                 )));
             }
@@ -144,6 +150,18 @@ impl EventSpec {
     /// named event's encoding for the vendor, USR and OS when neither is
     /// given. `EOPNOTSUPP` when the CPU does not have the event.
     pub fn config(&self, pmu: &PmuInfo) -> Result<u64> {
+        if pmu.is_p5() {
+            return self.p5_config(pmu);
+        }
+        if self.clocks {
+            return Err(Error::new(
+                libc::EINVAL,
+                format!(
+                    "event '{}': clocks is a Pentium (P5) counter control; this PMU counts durations with cmask=",
+                    self.name
+                ),
+            ));
+        }
         let mut v = self.bits;
         if let Some(n) = self.named {
             let (ev, um, avail) = pmu.event_by_name(n).ok_or_else(|| {
@@ -176,6 +194,87 @@ impl EventSpec {
             v |= evsel::USR | evsel::OS;
         }
         Ok(v)
+    }
+}
+
+impl EventSpec {
+    /// The CESR half (unshifted, CC set: counting) this event programs on a
+    /// Pentium: its event select, CPL bits (usr: CPL 3, os: CPL 0-2, both
+    /// when neither is given), clocks and pin control.
+    fn p5_config(&self, pmu: &PmuInfo) -> Result<u64> {
+        let inval = |m: String| Error::new(libc::EINVAL, format!("event '{}': {m}", self.name));
+        let event = match self.named {
+            Some(n) => {
+                let (e, avail) = pmu.p5_event(n).ok_or_else(|| {
+                    Error::new(
+                        libc::EOPNOTSUPP,
+                        format!(
+                            "event '{}': the Pentium has no event called {n} (its events are the mnemonics of SDM Table A-19)",
+                            self.name
+                        ),
+                    )
+                })?;
+                if !avail {
+                    return Err(Error::new(
+                        libc::EOPNOTSUPP,
+                        format!(
+                            "event '{}': {} (event 0x{:02x}) needs a Pentium with MMX technology",
+                            self.name, e.name, e.event
+                        ),
+                    ));
+                }
+                e.event
+            }
+            None => {
+                let ev = self.bits & 0xff;
+                if ev > p5::CESR_ES || self.bits & (0xf << 32) != 0 {
+                    return Err(inval(format!(
+                        "event=0x{:x}: the Pentium's event selects are 6 bits, up to 0x3f",
+                        ev | ((self.bits >> 32) & 0xf) << 8
+                    )));
+                }
+                ev as u8
+            }
+        };
+        let unsupported: Vec<&str> = [
+            ("umask", 0xff00),
+            ("cmask", 0xff << evsel::CMASK_SHIFT),
+            ("edge", evsel::EDGE),
+            ("int", evsel::INT),
+            ("any", evsel::ANY),
+            ("inv", evsel::INV),
+        ]
+        .iter()
+        .filter(|(_, b)| self.bits & b != 0)
+        .map(|(n, _)| *n)
+        .collect();
+        if !unsupported.is_empty() {
+            return Err(inval(format!(
+                "the Pentium's CESR has no {} (its fields per counter: event select, usr, os, clocks, pc)",
+                unsupported.join(", ")
+            )));
+        }
+        let (mut usr, mut os) = (self.bits & evsel::USR != 0, self.bits & evsel::OS != 0);
+        if !usr && !os {
+            (usr, os) = (true, true);
+        }
+        Ok(p5::cesr_half(
+            event,
+            os,
+            usr,
+            self.clocks,
+            self.bits & evsel::PC != 0,
+        ))
+    }
+
+    /// The general-purpose counters that can count this event on `pmu`
+    /// (bit i: counter i): all of them, but on a Pentium with MMX technology
+    /// most of the events 2AH-3BH count on one counter only.
+    pub fn counter_mask(&self, pmu: &PmuInfo) -> u64 {
+        match self.named.and_then(|n| pmu.p5_event(n)) {
+            Some((e, _)) => e.counter.map_or(pmu.gp_mask, |c| pmu.gp_mask & (1 << c)),
+            None => pmu.gp_mask,
+        }
     }
 }
 
@@ -237,51 +336,94 @@ fn fixed_for(pmu: &PmuInfo, config: u64, used: &[Counter]) -> Option<u32> {
 impl Plan {
     /// Places `events` on the counters of `pmu` (CPU `cpu`): an event a fixed
     /// counter counts (with no flags but usr/os) goes there, the others on
-    /// general-purpose counters in order. `ENOSPC` if they do not fit,
+    /// general-purpose counters in order, those that only some counters
+    /// count (the Pentium's MMX events) first. `ENOSPC` if they do not fit,
     /// `ENODEV` without a PMU.
     pub fn new(pmu: &PmuInfo, cpu: u32, events: &[EventSpec]) -> Result<Plan> {
         if !pmu.present() {
             return Err(Error::new(libc::ENODEV, pmu.absence()));
         }
-        let mut slots = Vec::new();
+        let configs: Vec<u64> = events
+            .iter()
+            .map(|e| e.config(pmu))
+            .collect::<Result<_>>()?;
+        let mut placed: Vec<Option<(Counter, u64)>> = vec![None; events.len()];
         let mut used = Vec::new();
-        for e in events {
-            let config = e.config(pmu)?;
-            let (counter, config) = match fixed_for(pmu, config, &used) {
-                Some(j) => {
-                    let field = u64::from(config & evsel::OS != 0)
-                        | u64::from(config & evsel::USR != 0) << 1;
-                    (Counter::Fixed(j), field)
-                }
-                None => {
-                    let i = (0..64u32)
-                        .find(|&i| pmu.gp_mask & (1 << i) != 0 && !used.contains(&Counter::Gp(i)))
-                        .ok_or_else(|| {
-                            Error::new(
-                                libc::ENOSPC,
-                                format!(
-                                    "{} events do not fit CPU {cpu}'s {} general-purpose and {} fixed counters",
-                                    events.len(),
-                                    pmu.gp_counters,
-                                    pmu.fixed_counters
-                                ),
-                            )
-                        })?;
-                    (Counter::Gp(i), config)
-                }
-            };
-            used.push(counter);
-            slots.push(Slot {
-                event: e.clone(),
-                counter,
-                config,
-            });
+        for (k, &config) in configs.iter().enumerate() {
+            if let Some(j) = fixed_for(pmu, config, &used) {
+                let field =
+                    u64::from(config & evsel::OS != 0) | u64::from(config & evsel::USR != 0) << 1;
+                used.push(Counter::Fixed(j));
+                placed[k] = Some((Counter::Fixed(j), field));
+            }
         }
+        let mut rest: Vec<(usize, u64)> = (0..events.len())
+            .filter(|&k| placed[k].is_none())
+            .map(|k| (k, events[k].counter_mask(pmu)))
+            .collect();
+        rest.sort_by_key(|&(_, m)| m.count_ones());
+        for (k, mask) in rest {
+            let i = (0..64u32)
+                .find(|&i| mask & (1 << i) != 0 && !used.contains(&Counter::Gp(i)))
+                .ok_or_else(|| Self::no_room(pmu, cpu, events, &placed, k, mask))?;
+            used.push(Counter::Gp(i));
+            placed[k] = Some((Counter::Gp(i), configs[k]));
+        }
+        let slots = events
+            .iter()
+            .zip(placed)
+            .map(|(e, p)| {
+                let (counter, config) = p.expect("every event placed");
+                Slot {
+                    event: e.clone(),
+                    counter,
+                    config,
+                }
+            })
+            .collect();
         Ok(Plan {
             cpu,
             pmu: pmu.clone(),
             slots,
         })
+    }
+
+    /// Why event `k` (which counts on the counters of `mask`) found no counter.
+    fn no_room(
+        pmu: &PmuInfo,
+        cpu: u32,
+        events: &[EventSpec],
+        placed: &[Option<(Counter, u64)>],
+        k: usize,
+        mask: u64,
+    ) -> Error {
+        if mask != pmu.gp_mask && mask.count_ones() == 1 {
+            let i = mask.trailing_zeros();
+            let holder = placed
+                .iter()
+                .position(|p| matches!(p, Some((Counter::Gp(j), _)) if *j == i))
+                .map_or("another event", |h| events[h].name.as_str());
+            return Error::new(
+                libc::ENOSPC,
+                format!(
+                    "event '{}' counts only on {}, which '{holder}' has",
+                    events[k].name,
+                    Counter::Gp(i).name(pmu)
+                ),
+            );
+        }
+        let what = if pmu.is_p5() {
+            "2 Pentium counters (CTR0, CTR1)".to_string()
+        } else {
+            format!(
+                "{} general-purpose and {} fixed counters",
+                pmu.gp_counters, pmu.fixed_counters
+            )
+        };
+        Error::new(
+            libc::ENOSPC,
+            format!("{} events do not fit CPU {cpu}'s {what}", events.len()),
+        )
     }
 
     /// Splits `events` into groups that each fit the counters (for running
@@ -308,6 +450,37 @@ impl Plan {
         Ok(groups)
     }
 
+    /// Packs `events` into as few groups as fit the counters, for a sweep
+    /// that counts each event exactly in one run of the measured work: each
+    /// group takes, in order, every event not yet placed that still fits
+    /// beside the ones it has (so an event that only one counter counts
+    /// does not end a group another event could fill). Returns each group's
+    /// plan and the indices of its events in `events`.
+    pub fn pack(pmu: &PmuInfo, cpu: u32, events: &[EventSpec]) -> Result<Vec<(Plan, Vec<usize>)>> {
+        let mut left: Vec<usize> = (0..events.len()).collect();
+        let mut out = Vec::new();
+        while let Some(&first) = left.first() {
+            let mut taken = vec![first];
+            let mut plan = Plan::new(pmu, cpu, &events[first..=first])?;
+            for &k in &left[1..] {
+                let mut more = taken.clone();
+                more.push(k);
+                let evs: Vec<EventSpec> = more.iter().map(|&i| events[i].clone()).collect();
+                match Plan::new(pmu, cpu, &evs) {
+                    Ok(p) => {
+                        plan = p;
+                        taken = more;
+                    }
+                    Err(e) if e.errno().0 == libc::ENOSPC => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            left.retain(|k| !taken.contains(k));
+            out.push((plan, taken));
+        }
+        Ok(out)
+    }
+
     /// The global control bits of the planned counters.
     pub fn mask(&self) -> u64 {
         self.slots.iter().fold(0, |m, s| m | s.counter.global_bit())
@@ -319,6 +492,24 @@ impl Plan {
             .fold((0, 0), |(clear, set), s| match s.counter {
                 Counter::Fixed(j) => (clear | 0xf << (4 * j), set | s.config << (4 * j)),
                 Counter::Gp(_) => (clear, set),
+            })
+    }
+
+    /// Pentium: the CESR bits of the planned counters' halves, their CC
+    /// fields, and the halves' values (counting).
+    fn cesr_fields(&self) -> (u64, u64, u64) {
+        self.slots
+            .iter()
+            .fold((0, 0, 0), |(half, cc, set), s| match s.counter {
+                Counter::Gp(i) => {
+                    let sh = p5::cesr_shift(i);
+                    (
+                        half | CESR_HALF << sh,
+                        cc | CESR_CC << sh,
+                        set | s.config << sh,
+                    )
+                }
+                Counter::Fixed(_) => (half, cc, set),
             })
     }
 
@@ -334,6 +525,14 @@ impl Plan {
         self.slots
             .iter()
             .map(|s| match s.counter {
+                Counter::Gp(i) if self.pmu.is_p5() => format!(
+                    "{}: P5_CESR bits {}:{} = {:#05x} ({})",
+                    s.event.name,
+                    p5::cesr_shift(i) + 9,
+                    p5::cesr_shift(i),
+                    s.config,
+                    p5::cc_words(s.config >> 6)
+                ),
                 Counter::Gp(i) => {
                     let sel = msr::Reg(self.pmu.counter_msrs(i).0);
                     format!("{}: {sel} = {:#x}", s.event.name, s.config | evsel::EN)
@@ -431,7 +630,14 @@ pub fn check_ownership<B: Backend + ?Sized>(dev: &B, plan: &Plan) -> Result<Vec<
     let mut out = Vec::new();
     for (counter, m, i) in sel {
         let value = u64_of(&b, i)?;
-        if value & evsel::EN != 0 {
+        let counting = match counter {
+            // CC 000 and 100 count nothing.
+            Counter::Gp(j) if pmu.is_p5() => {
+                (value >> p5::cesr_shift(j)) & p5::CESR_CC & !p5::CESR_CC_CLOCKS != 0
+            }
+            _ => value & evsel::EN != 0,
+        };
+        if counting {
             out.push(Conflict::Enabled {
                 counter,
                 msr: m,
@@ -705,9 +911,46 @@ impl Plan {
     /// counter disable, zero and write its event select (with EN where a
     /// global control gates it), then the fixed control fields and zeroed
     /// fixed counters.
+    ///
+    /// Pentium: stop the planned counters (their CC fields cleared in one
+    /// read-modify-write of CESR), clear them, then set their event selects
+    /// and pin controls with CC still 000; the other half of CESR keeps its
+    /// value throughout.
     pub fn push_program(&self, b: &mut Batch) {
         let pmu = &self.pmu;
         let cpu = self.cpu;
+        if pmu.is_p5() {
+            let (half, cc, set) = self.cesr_fields();
+            let cesr = msr::P5_CESR;
+            b.push(
+                cpu,
+                Op::RmwMsr {
+                    msr: cesr,
+                    clear: cc,
+                    set: 0,
+                },
+            );
+            for s in &self.slots {
+                if let Counter::Gp(i) = s.counter {
+                    b.push(
+                        cpu,
+                        Op::WrMsr {
+                            msr: pmu.counter_msrs(i).1,
+                            value: 0,
+                        },
+                    );
+                }
+            }
+            b.push(
+                cpu,
+                Op::RmwMsr {
+                    msr: cesr,
+                    clear: half,
+                    set: set & !cc,
+                },
+            );
+            return;
+        }
         let global = pmu.has_global();
         if global {
             self.push_stop(b);
@@ -764,6 +1007,21 @@ impl Plan {
 
     fn push_enable(&self, b: &mut Batch, on: bool) {
         let pmu = &self.pmu;
+        if pmu.is_p5() {
+            // One read-modify-write of CESR starts (or stops) the planned
+            // counters together: their CC fields, nothing else.
+            let (_, cc, set) = self.cesr_fields();
+            let (clear, set) = if on { (cc, set & cc) } else { (cc, 0) };
+            b.push(
+                self.cpu,
+                Op::RmwMsr {
+                    msr: msr::P5_CESR,
+                    clear,
+                    set,
+                },
+            );
+            return;
+        }
         if pmu.has_global() {
             let (clear, set) = if on {
                 (0, self.mask())
@@ -795,7 +1053,7 @@ impl Plan {
     }
 
     /// Appends a CPUID fence (serializing, as the SDM's RDPMC asks) and one
-    /// RDPMC per slot.
+    /// RDPMC per slot (a Pentium without RDPMC: one RDMSR of CTR0/CTR1).
     pub fn push_read(&self, b: &mut Batch) -> Reading {
         b.push(
             self.cpu,
@@ -805,13 +1063,18 @@ impl Plan {
             },
         );
         let first = b.len();
+        let rdpmc = self.pmu.reads_with_rdpmc();
         for s in &self.slots {
-            b.push(
-                self.cpu,
+            let op = if rdpmc {
                 Op::RdPmc {
                     ecx: s.counter.rdpmc_ecx(),
-                },
-            );
+                }
+            } else {
+                Op::RdMsr {
+                    msr: s.counter.counter_msr(&self.pmu),
+                }
+            };
+            b.push(self.cpu, op);
         }
         Reading { first }
     }
@@ -824,6 +1087,31 @@ impl Plan {
         let cpu = self.cpu;
         let mut b = Batch::new();
         let mut report = RestoreReport::default();
+        if pmu.is_p5() {
+            // Stop, put the counters back, then the planned halves of CESR
+            // as they were (the other half is not touched).
+            self.push_stop(&mut b);
+            for (s, &(_, ctr)) in self.slots.iter().zip(&saved.slots) {
+                b.push(
+                    cpu,
+                    Op::WrMsr {
+                        msr: s.counter.counter_msr(pmu),
+                        value: ctr,
+                    },
+                );
+            }
+            let (half, _, _) = self.cesr_fields();
+            let old = saved.slots.first().map_or(0, |s| s.0);
+            b.push(
+                cpu,
+                Op::RmwMsr {
+                    msr: msr::P5_CESR,
+                    clear: half,
+                    set: old & half,
+                },
+            );
+            return (b, report);
+        }
         let global = pmu.has_global();
         if global {
             self.push_stop(&mut b);

@@ -26,6 +26,17 @@
 //!   with PerfCtrExtCore (the legacy MSRs alias counters 0-3), the PerfMonV2
 //!   global control, status, status-clear and status-set MSRs; #GP on reserved
 //!   PERF_CTL bits and on PERF_CTR bits 63:48.
+//! - The original Pentium (CPUID family 5, SDM 18.26): CESR (11H; #GP on
+//!   bits outside ES0/CC0/PC0 and ES1/CC1/PC1, which the SDM calls
+//!   reserved), CTR0 and CTR1 (12H, 13H; 40 bits, bits above #GP, a choice
+//!   of the model: the SDM says only that they are 40 bits wide); RDPMC of
+//!   counters 0 and 1 with MMX technology, and #UD (an error) without. A
+//!   counter counts its event select's event in the CPLs its CC field
+//!   selects (bit 0: CPL 0-2, the model's kernel mode; bit 1: CPL 3), and
+//!   with CC bit 2 the clocks during which the event happens; the MMX
+//!   events 2AH-3BH count per counter. Counts wrap at 40 bits with no
+//!   status and no interrupt; the pin control bits are kept but drive no
+//!   pin.
 //! - RDPMC: Intel ECX\[30\] selects a fixed counter, ECX\[29:0\] the index;
 //!   anything else, or an absent counter, #GPs. AMD: core counter index.
 //! - Counting: a counter counts when enabled (EN; fixed: its OS/USR field),
@@ -46,7 +57,7 @@
 //! the maximum.
 
 use crate::msr;
-use crate::pmu::{self, evsel, CpuidCpu, CpuidDump, PmuInfo, ARCH_EVENTS};
+use crate::pmu::{self, evsel, p5, CpuidCpu, CpuidDump, PmuInfo, ARCH_EVENTS};
 use crate::{Backend, Batch, Error, Op, Result};
 use std::cell::RefCell;
 
@@ -133,6 +144,7 @@ struct Cpu {
     fixed_ctrl: u64,
     global_ctrl: u64,
     global_status: u64,
+    cesr: u64,
     pmis: u64,
     tsc: u64,
 }
@@ -156,6 +168,7 @@ impl Cpu {
             fixed_ctrl: 0,
             global_ctrl: 0,
             global_status: 0,
+            cesr: 0,
             pmis: 0,
             tsc: 0,
         }
@@ -276,7 +289,20 @@ impl Cpu {
         None
     }
 
+    /// The Pentium counter of CTR0/CTR1 MSR `m`.
+    fn p5_counter(m: u32) -> Option<usize> {
+        (msr::P5_CTR0..=msr::P5_CTR1)
+            .contains(&m)
+            .then(|| (m - msr::P5_CTR0) as usize)
+    }
+
     fn rdmsr(&self, m: u32) -> Access<u64> {
+        if self.pmu.is_p5() {
+            return match m {
+                msr::P5_CESR => Ok(self.cesr),
+                _ => Self::p5_counter(m).map(|i| self.ctr[i]).ok_or(Gp),
+            };
+        }
         if self.amd() {
             if let Some((i, is_ctr)) = self.amd_counter(m) {
                 return Ok(if is_ctr {
@@ -333,6 +359,19 @@ impl Cpu {
     }
 
     fn wrmsr(&mut self, m: u32, v: u64) -> Access<()> {
+        if self.pmu.is_p5() {
+            if m == msr::P5_CESR && v & !p5::CESR_FIELDS == 0 {
+                self.cesr = v;
+                return Ok(());
+            }
+            return match Self::p5_counter(m) {
+                Some(i) if v & !pmu::low_mask(p5::P5_WIDTH) == 0 => {
+                    self.ctr[i] = v;
+                    Ok(())
+                }
+                _ => Err(Gp),
+            };
+        }
         if self.amd() {
             if let Some((i, is_ctr)) = self.amd_counter(m) {
                 if is_ctr {
@@ -427,6 +466,14 @@ impl Cpu {
     }
 
     fn rdpmc(&self, ecx: u32) -> Access<u64> {
+        if let Some(p) = self.pmu.p5 {
+            // RDPMC came with MMX technology; before it, #UD.
+            return if p.mmx && ecx < 2 {
+                Ok(self.ctr[ecx as usize])
+            } else {
+                Err(Gp)
+            };
+        }
         if self.amd() {
             return if ecx < self.pmu.gp_counters {
                 Ok(self.ctr[ecx as usize])
@@ -461,6 +508,51 @@ impl Cpu {
         u64::from(named("cycles") || (!self.amd() && named("ref-cycles")))
     }
 
+    /// The per-cycle increment of Pentium event select `es` on `counter` in
+    /// `phase`: a named event counts where it is that counter's event (the
+    /// MMX events differ per counter); NUMBER_OF_CYCLES_NOT_IN_HALT_STATE
+    /// (MMX, counter 0) counts one per cycle unless listed.
+    fn p5_rate(&self, phase: &Phase, es: u8, counter: u32) -> u64 {
+        let is = |name: &str| {
+            self.pmu.p5_event(name).is_some_and(|(e, ok)| {
+                ok && e.event == es && e.counter.is_none_or(|c| c == counter)
+            })
+        };
+        for &(src, n) in &phase.per_cycle {
+            let hit = match src {
+                Source::Raw { event, umask } => event == u16::from(es) && umask == 0,
+                Source::Named(name) => is(name),
+            };
+            if hit {
+                return u64::from(n);
+            }
+        }
+        u64::from(is("cycles"))
+    }
+
+    fn execute_p5(&mut self, phase: &Phase) {
+        let user = phase.mode == Mode::User;
+        for i in 0..2u32 {
+            let h = (self.cesr >> p5::cesr_shift(i)) & p5::CESR_HALF;
+            let cc = (h & p5::CESR_CC) >> 6;
+            if cc & if user { 2 } else { 1 } == 0 {
+                continue;
+            }
+            let inc = self.p5_rate(phase, (h & p5::CESR_ES) as u8, i);
+            let add = if cc & 4 != 0 {
+                // Clocks: the cycles in which the event happens.
+                if inc > 0 {
+                    phase.cycles
+                } else {
+                    0
+                }
+            } else {
+                inc * phase.cycles
+            };
+            Self::add(&mut self.ctr[i as usize], add, p5::P5_WIDTH);
+        }
+    }
+
     /// Adds `n` to a counter of width `w`; true if it wrapped.
     fn add(counter: &mut u64, n: u64, w: u32) -> bool {
         let m = pmu::low_mask(w);
@@ -472,6 +564,10 @@ impl Cpu {
     fn execute(&mut self, phase: &Phase) {
         self.tsc = self.tsc.wrapping_add(phase.cycles);
         if phase.cycles == 0 {
+            return;
+        }
+        if self.pmu.is_p5() {
+            self.execute_p5(phase);
             return;
         }
         let user = phase.mode == Mode::User;
@@ -792,16 +888,46 @@ mod tests {
     #[test]
     fn version_2_and_absent_msrs() {
         let m = Model::new(&dump("core2-conroe.txt"));
-        // Version 2: no AnyThread, no STATUS_SET/INUSE, no fixed counters
-        // enumerated, 40-bit counters.
+        // Version 2: no AnyThread, no STATUS_SET/INUSE, 40-bit counters;
+        // the 3 fixed counters CPUID does not enumerate (the decode's quirk)
+        // are there, 40 bits wide, with no AnyThread bit and no fourth.
         assert!(!m.wrmsr(0, msr::IA32_PERFEVTSEL0, evsel::ANY));
         assert!(!m.wrmsr(0, msr::IA32_PERF_GLOBAL_STATUS_SET, 1));
         assert_eq!(m.rdmsr(0, msr::IA32_PERF_GLOBAL_INUSE), None);
-        assert!(!m.wrmsr(0, msr::IA32_FIXED_CTR_CTRL, 1));
+        assert!(m.wrmsr(0, msr::IA32_FIXED_CTR_CTRL, 0xbbb));
+        assert!(!m.wrmsr(0, msr::IA32_FIXED_CTR_CTRL, 0x4));
+        assert!(!m.wrmsr(0, msr::IA32_FIXED_CTR_CTRL, 0x1000));
+        assert!(m.wrmsr(0, msr::IA32_FIXED_CTR0 + 2, 0xff_ffff_ffff));
+        assert!(!m.wrmsr(0, msr::IA32_FIXED_CTR0 + 2, 1 << 40));
+        assert_eq!(m.rdmsr(0, msr::IA32_FIXED_CTR0 + 3), None);
         assert!(m.wrmsr(0, msr::IA32_PMC0 + 1, 0xffff_ffff));
         assert_eq!(m.rdmsr(0, msr::IA32_PMC0 + 1), Some(0xff_ffff_ffff));
         assert_eq!(m.rdmsr(0, msr::IA32_PMC0 + 2), None);
         assert_eq!(m.rdmsr(0, msr::IA32_PERF_CAPABILITIES), Some(0), "PDCM");
+    }
+
+    #[test]
+    fn pentium_msr_semantics() {
+        let m = Model::new(&dump("pentium-mmx-tillamook.txt"));
+        // CESR: both halves' fields; bits 15:10 and 31:26 (and above) #GP.
+        assert!(m.wrmsr(0, msr::P5_CESR, 0x03ff_03ff));
+        assert_eq!(m.rdmsr(0, msr::P5_CESR), Some(0x03ff_03ff));
+        for bit in [10, 15, 26, 31, 32] {
+            assert!(!m.wrmsr(0, msr::P5_CESR, 1 << bit), "bit {bit}");
+        }
+        // CTR0/CTR1: 40 bits.
+        assert!(m.wrmsr(0, msr::P5_CTR1, 0xff_ffff_ffff));
+        assert!(!m.wrmsr(0, msr::P5_CTR1, 1 << 40));
+        assert_eq!(rdpmc(&m, 1), Ok(0xff_ffff_ffff));
+        // No architectural MSRs on a Pentium.
+        assert_eq!(m.rdmsr(0, msr::IA32_PMC0), None);
+        assert_eq!(m.rdmsr(0, msr::IA32_PERFEVTSEL0), None);
+        assert_eq!(m.rdmsr(0, 0x14), None);
+        // Without MMX: no RDPMC at all.
+        let p54c = Model::new(&dump("pentium-p54c.txt"));
+        assert!(p54c.wrmsr(0, msr::P5_CTR0, 5));
+        assert_eq!(rdpmc(&p54c, 0), Err(libc::EIO));
+        assert_eq!(p54c.rdmsr(0, msr::P5_CTR0), Some(5));
     }
 
     fn rdpmc(m: &Model, ecx: u32) -> std::result::Result<u64, i32> {

@@ -19,6 +19,13 @@ macro_rules! msrs {
 msrs! {
     /// Time-stamp counter.
     IA32_TSC = 0x10;
+    /// Pentium (P5) control and event select register: ES0/CC0/PC0 in bits
+    /// 9:0 for CTR0, ES1/CC1/PC1 in bits 25:16 for CTR1 (SDM 18.26.1).
+    P5_CESR = 0x11;
+    /// Pentium (P5) counter 0, 40 bits.
+    P5_CTR0 = 0x12;
+    /// Pentium (P5) counter 1, 40 bits.
+    P5_CTR1 = 0x13;
     /// Local APIC base.
     IA32_APIC_BASE = 0x1b;
     /// Feature control (VMX, SGX locks).
@@ -209,6 +216,8 @@ mod tests {
             ("AMD_PERF_CTL1", 0xc001_0202),
             ("AMD_PERF_CTR5", 0xc001_020b),
             ("AMD_PERF_CNTR_GLOBAL_CTL", 0xc000_0301),
+            ("P5_CESR", 0x11),
+            ("p5_ctr1", 0x13),
         ] {
             assert_eq!(msr_by_name(name), Some(msr), "{name}");
             assert_eq!(msr_name(msr).unwrap(), name.to_ascii_uppercase());

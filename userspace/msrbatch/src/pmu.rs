@@ -4,12 +4,22 @@
 //! the architectural event names.
 //!
 //! Intel: SDM Vol. 3B, "Architectural Performance Monitoring" (CPUID leaves
-//! 0AH and 23H). AMD: APM Vol. 2, "Performance Monitoring Counters" (CPUID
-//! 80000001H ECX bit 23 and leaf 80000022H).
+//! 0AH and 23H), and the original Pentium's counters (family 5, [`p5`]).
+//! AMD: APM Vol. 2, "Performance Monitoring Counters" (CPUID 80000001H ECX
+//! bit 23 and leaf 80000022H).
+//!
+//! The decode applies the quirks Linux applies where CPUID is wrong about
+//! the PMU ([`Quirk`]), so that what `pmu` reports and what `stat` programs
+//! is what the CPU has.
 
 use crate::{msr, Backend, Batch, Op, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+
+pub mod p5;
+pub use p5::{
+    cesr_decode, cesr_describe, cesr_encode, p5_event, p5_event_at, P5Event, P5_ALIASES, P5_EVENTS,
+};
 
 /// Event select bits (IA32_PERFEVTSELx and AMD PERF_CTLx share bits 31:0).
 pub mod evsel {
@@ -134,6 +144,42 @@ pub struct AmdPmu {
     pub active_umc_mask: u32,
 }
 
+/// The original Pentium's counters (CPUID family 5, with RDMSR).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct P5Pmu {
+    /// CPUID.01H:EDX\[23\]: MMX technology, which brings RDPMC of CTR0/CTR1
+    /// and the events 2AH-3BH.
+    pub mmx: bool,
+    /// CESR as [`probe`] read it (None offline, or if the read faulted).
+    pub cesr: Option<u64>,
+}
+
+/// A correction of what CPUID says, as Linux's PMU setup makes it
+/// (arch/x86/events/intel/core.c, `intel_pmu_init`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Quirk {
+    /// Perfmon versions 2 to 4 may report fewer than 3 fixed counters
+    /// (Core 2 reports none) although the CPU has 3: outside a hypervisor
+    /// Linux assumes at least 3 ("Quirk: v2 perfmon does not report
+    /// fixed-purpose events"), as wide as the general-purpose counters when
+    /// CPUID gives no width.
+    FixedCountersAssumed {
+        /// The number CPUID.0AH:EDX\[4:0\] reports.
+        reported: u32,
+    },
+}
+
+impl std::fmt::Display for Quirk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Quirk::FixedCountersAssumed { reported } => write!(
+                f,
+                "CPUID.0AH:EDX reports {reported} fixed counters; perfmon versions 2-4 have at least 3 outside a hypervisor, so 3 are used (as Linux does)"
+            ),
+        }
+    }
+}
+
 /// What CPUID (and, live, RDPMC) says about the core PMU of one CPU.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PmuInfo {
@@ -173,6 +219,12 @@ pub struct PmuInfo {
     pub tsx: bool,
     /// AMD facts; None on Intel.
     pub amd: Option<AmdPmu>,
+    /// The original Pentium's counters (CESR, CTR0, CTR1); None on other CPUs.
+    pub p5: Option<P5Pmu>,
+    /// CPUID.01H:ECX\[31\]: running under a hypervisor.
+    pub hypervisor: bool,
+    /// The corrections applied to what CPUID says.
+    pub quirks: Vec<Quirk>,
     /// RDPMC of counter 0 ran without faulting, as [`probe`] found; None for
     /// an offline decode (no CPU to ask).
     pub rdpmc_ok: Option<bool>,
@@ -224,8 +276,21 @@ impl PmuInfo {
             signature: leaf1[0],
             pdcm: leaf1[2] & (1 << 15) != 0,
             tsx: leaf7[1] & ((1 << 4) | (1 << 11)) != 0,
+            hypervisor: leaf1[2] & (1 << 31) != 0,
             ..Default::default()
         };
+        // The original Pentium: family 5 (CPUID.01H:EAX[11:8]) with RDMSR
+        // (CPUID.01H:EDX[5]); its counters are not architectural.
+        if p.vendor == "GenuineIntel" && bits(leaf1[0], 8, 4) == 5 && leaf1[3] & (1 << 5) != 0 {
+            p.p5 = Some(P5Pmu {
+                mmx: leaf1[3] & (1 << 23) != 0,
+                cesr: None,
+            });
+            p.gp_counters = 2;
+            p.gp_width = p5::P5_WIDTH;
+            p.gp_mask = 0b11;
+            return p;
+        }
         if leaf7[3] & (1 << 15) != 0 {
             p.core_type = Some(match bits(get(0x1a, 0)[0], 24, 8) as u8 {
                 0x20 => CoreType::Atom,
@@ -292,7 +357,39 @@ impl PmuInfo {
         }
         p.gp_counters = p.gp_mask.count_ones();
         p.fixed_counters = p.fixed_mask.count_ones();
+        if (2..=4).contains(&p.version) && p.fixed_counters < 3 && !p.hypervisor {
+            p.quirks.push(Quirk::FixedCountersAssumed {
+                reported: p.fixed_counters,
+            });
+            p.fixed_counters = 3;
+            p.fixed_mask = 0b111;
+            if p.fixed_width == 0 {
+                p.fixed_width = p.gp_width;
+            }
+        }
         p
+    }
+
+    /// Whether this is the original Pentium's PMU (CESR, CTR0, CTR1).
+    pub fn is_p5(&self) -> bool {
+        self.p5.is_some()
+    }
+
+    /// Whether counters are read with RDPMC: everywhere but on a Pentium
+    /// without MMX technology (RDPMC came with it), or one whose RDPMC
+    /// faulted when probed; those read CTR0/CTR1 with RDMSR.
+    pub fn reads_with_rdpmc(&self) -> bool {
+        match self.p5 {
+            Some(p) => p.mmx && self.rdpmc_ok != Some(false),
+            None => true,
+        }
+    }
+
+    /// The Pentium event `name` stands for on this CPU (an SDM mnemonic or
+    /// an alias), and whether this CPU has it (the MMX events need MMX).
+    pub fn p5_event(&self, name: &str) -> Option<(&'static P5Event, bool)> {
+        let p = self.p5?;
+        p5::p5_event(name).map(|e| (e, p.mmx || !e.mmx))
     }
 
     /// Whether this is an AMD (or Hygon) PMU.
@@ -303,6 +400,10 @@ impl PmuInfo {
     /// Whether there are programmable counters: CPUID enumerates some and, if
     /// probed live, RDPMC of counter 0 did not fault.
     pub fn present(&self) -> bool {
+        if self.is_p5() {
+            // Read with RDMSR where RDPMC is missing or faults.
+            return true;
+        }
         self.version > 0 && self.gp_counters > 0 && self.rdpmc_ok != Some(false)
     }
 
@@ -367,7 +468,11 @@ impl PmuInfo {
     }
 
     /// The MSRs of general-purpose counter `i`: (event select, counter).
+    /// On the Pentium both counters share CESR.
     pub fn counter_msrs(&self, i: u32) -> (u32, u32) {
+        if self.is_p5() {
+            return (msr::P5_CESR, msr::P5_CTR0 + i);
+        }
         match self.amd {
             Some(a) if a.core_ext || a.perfmon_v2 => {
                 (msr::AMD_PERF_CTL0 + 2 * i, msr::AMD_PERF_CTR0 + 2 * i)
@@ -381,7 +486,7 @@ impl PmuInfo {
     /// (AMD counters, IA32_A_PMCi with FW_WRITE), or None: then only EAX,
     /// sign-extended, can be written (IA32_PMCi).
     pub fn counter_full_write_msr(&self, i: u32) -> Option<u32> {
-        if self.is_amd() {
+        if self.is_amd() || self.is_p5() {
             Some(self.counter_msrs(i).1)
         } else if self.perf_capabilities.unwrap_or(0) & PERF_CAP_FW_WRITE != 0 {
             Some(msr::IA32_A_PMC0 + i)
@@ -399,7 +504,10 @@ impl PmuInfo {
     /// architectural, or the AMD core event of the same meaning), and whether
     /// CPUID says it is available.
     pub fn event_by_name(&self, name: &str) -> Option<(u16, u8, bool)> {
-        if self.is_amd() {
+        if self.is_p5() {
+            self.p5_event(name)
+                .map(|(e, avail)| (u16::from(e.event), 0, avail))
+        } else if self.is_amd() {
             AMD_EVENTS
                 .iter()
                 .find(|e| e.0 == name)
@@ -428,6 +536,13 @@ impl PmuInfo {
         );
         if !self.present() {
             let _ = writeln!(s, "{}", self.absence());
+            return s;
+        }
+        for q in &self.quirks {
+            let _ = writeln!(s, "quirk: {q}");
+        }
+        if let Some(p) = self.p5 {
+            self.report_p5(p, &mut s);
             return s;
         }
         if let Some(a) = self.amd {
@@ -495,6 +610,47 @@ impl PmuInfo {
         s
     }
 
+    fn report_p5(&self, p: P5Pmu, s: &mut String) {
+        let _ = writeln!(
+            s,
+            "Pentium (P5) counters: 2, {} bits wide (CTR0 at 0x12, CTR1 at 0x13), controlled by CESR at 0x11",
+            self.gp_width
+        );
+        let _ = writeln!(
+            s,
+            "MMX technology: {}; counters read with {}",
+            if p.mmx { "yes" } else { "no" },
+            if self.reads_with_rdpmc() {
+                "RDPMC (ECX 0 and 1)"
+            } else if p.mmx {
+                "RDMSR (RDPMC faulted)"
+            } else {
+                "RDMSR (no RDPMC before MMX)"
+            }
+        );
+        if let Some(v) = p.cesr {
+            let _ = writeln!(s, "CESR = {v:#x}:");
+            for l in cesr_describe(v, p.mmx) {
+                let _ = writeln!(s, "  {l}");
+            }
+        }
+        let _ = writeln!(
+            s,
+            "events (SDM Table A-19; flags: os = CPL 0-2, usr = CPL 3, clocks = duration, pc = pin on overflow):"
+        );
+        for e in P5_EVENTS.iter().filter(|e| p.mmx || !e.mmx) {
+            let only = e
+                .counter
+                .map_or(String::new(), |c| format!("  CTR{c} only"));
+            let _ = writeln!(s, "  {:<46} event=0x{:02x}{only}", e.name, e.event);
+        }
+        for (alias, name) in P5_ALIASES {
+            if self.p5_event(alias).is_some_and(|(_, ok)| ok) {
+                let _ = writeln!(s, "  {alias} is {name}");
+            }
+        }
+    }
+
     /// The decode as one JSON object.
     pub fn to_json(&self, cpu: &str) -> String {
         let mut f = vec![
@@ -517,7 +673,13 @@ impl PmuInfo {
             None => "null".to_string(),
         };
         f.push(format!("\"core_type\":{core}"));
-        let events: Vec<String> = if self.is_amd() {
+        let events: Vec<String> = if let Some(p) = self.p5 {
+            P5_EVENTS
+                .iter()
+                .filter(|e| p.mmx || !e.mmx)
+                .map(|e| json_str(e.name))
+                .collect()
+        } else if self.is_amd() {
             AMD_EVENTS.iter().map(|e| json_str(e.0)).collect()
         } else {
             ARCH_EVENTS
@@ -532,6 +694,22 @@ impl PmuInfo {
             "\"rdpmc_ok\":{}",
             self.rdpmc_ok.map_or("null".into(), |b| b.to_string())
         ));
+        let quirks: Vec<String> = self
+            .quirks
+            .iter()
+            .map(|q| json_str(&q.to_string()))
+            .collect();
+        f.push(format!("\"quirks\":[{}]", quirks.join(",")));
+        f.push(format!("\"hypervisor\":{}", self.hypervisor));
+        f.push(match self.p5 {
+            Some(p) => format!(
+                "\"p5\":{{\"mmx\":{},\"rdpmc\":{},\"cesr\":{}}}",
+                p.mmx,
+                self.reads_with_rdpmc(),
+                p.cesr.map_or("null".into(), |v| format!("\"{v:#x}\""))
+            ),
+            None => "\"p5\":null".into(),
+        });
         if let Some(a) = self.amd {
             f.push(format!(
                 "\"amd\":{{\"perfmon_v2\":{},\"core_ext\":{},\"nb_ext\":{},\"llc_ext\":{},\"nb_counters\":{},\"umc_counters\":{},\"lbr_v2_stack\":{},\"active_umc_mask\":\"{:#x}\"}}",
@@ -612,6 +790,15 @@ pub fn probe_cpuid<B: Backend + ?Sized>(dev: &B, cpu: u32) -> crate::Result<(Cpu
             Some(Ok(Value::U64(v))) => Some(v),
             _ => None,
         };
+    }
+    if let Some(p5) = p.p5.as_mut() {
+        // Only a Pentium has CESR: read it once CPUID said so.
+        let mut b = Batch::new();
+        b.push(cpu, Op::RdMsr { msr: msr::P5_CESR });
+        dev.run(&mut b)?;
+        if let Some(Ok(Value::U64(v))) = b.result(0).map(|r| r.value) {
+            p5.cesr = Some(v);
+        }
     }
     Ok((leaves, p))
 }
@@ -843,6 +1030,24 @@ pub fn evsel_decode(v: u64) -> Result<String, String> {
         }
     }
     Ok(s)
+}
+
+/// The canonical form of an event name some PMU knows: an Intel
+/// architectural name, an AMD one, or a Pentium (P5) mnemonic of SDM Table
+/// A-19 (any case). Whether a given CPU has it is [`PmuInfo::event_by_name`]'s
+/// question.
+pub fn known_event_name(name: &str) -> Option<&'static str> {
+    ARCH_EVENTS
+        .iter()
+        .map(|e| e.name)
+        .chain(AMD_EVENTS.iter().map(|e| e.0))
+        .find(|k| *k == name)
+        .or_else(|| {
+            P5_EVENTS
+                .iter()
+                .find(|e| e.name.eq_ignore_ascii_case(name))
+                .map(|e| e.name)
+        })
 }
 
 /// The Intel architectural name of an event select/umask pair, if it has one.

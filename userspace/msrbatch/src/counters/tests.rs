@@ -33,6 +33,8 @@ const ALL: &[&str] = &[
     "raptorlake-hybrid.txt",
     "zen2-matisse.txt",
     "zen4-raphael.txt",
+    "pentium-mmx-tillamook.txt",
+    "pentium-p54c.txt",
 ];
 
 #[test]
@@ -43,7 +45,11 @@ fn probe_finds_the_pmu_of_every_real_cpu() {
         let m = model(name);
         for cpu in 0..m.nr_cpus() {
             let p = probe(&m, cpu).unwrap();
-            assert_eq!(p.rdpmc_ok, Some(true), "{name} CPU {cpu}");
+            // A Pentium without MMX has no RDPMC (#UD); its counters are
+            // there all the same, read with RDMSR.
+            let rdpmc = *name != "pentium-p54c.txt";
+            assert_eq!(p.rdpmc_ok, Some(rdpmc), "{name} CPU {cpu}");
+            assert_eq!(p.reads_with_rdpmc(), rdpmc, "{name} CPU {cpu}");
             assert!(p.present(), "{name} CPU {cpu}: {}", p.absence());
             assert!(p.report(&format!("CPU {cpu}")).contains("counters"));
         }
@@ -442,4 +448,306 @@ fn intel_version_1_starts_with_en() {
     assert_eq!(s.deltas(&start, &end), [10, 5]);
     s.restore().unwrap();
     assert_eq!(m.rdmsr(0, msr::IA32_PERFEVTSEL0 + 1), Some(0));
+}
+
+// The original Pentium (SDM 18.26), on the CPUID dumps of a Pentium MMX and
+// a P54C: CESR at 11H, CTR0/CTR1 at 12H/13H.
+
+const MMX: &str = "pentium-mmx-tillamook.txt";
+const P54C: &str = "pentium-p54c.txt";
+
+#[test]
+fn pentium_p5stat_pair_both_pipes_and_v_pipe() {
+    // P5Stat's measurement of dual pipe use: instructions executed (both
+    // pipes) on CTR0, those executed in the V-pipe on CTR1.
+    let m = model(MMX);
+    let mut s = session(&m, 0, "INSTRUCTIONS_EXECUTED,INSTRUCTIONS_EXECUTED_V_PIPE");
+    let ctrs: Vec<Counter> = s.plan().slots.iter().map(|s| s.counter).collect();
+    assert_eq!(ctrs, [Counter::Gp(0), Counter::Gp(1)]);
+    // Programmed stopped: ES0=16H, ES1=17H, both CC 000.
+    assert_eq!(m.rdmsr(0, msr::P5_CESR), Some(0x17_0016));
+    let start = s.start().unwrap();
+    // Started: CC 011 (every CPL) in both halves, in one write.
+    assert_eq!(m.rdmsr(0, msr::P5_CESR), Some(0xd7_00d6));
+    m.execute(
+        0,
+        &[
+            Phase::user(1000)
+                .with("INSTRUCTIONS_EXECUTED", 2)
+                .with("INSTRUCTIONS_EXECUTED_V_PIPE", 1),
+            Phase::kernel(100).with("instructions", 1),
+        ],
+    );
+    let end = s.stop().unwrap();
+    assert_eq!(s.deltas(&start, &end), [2100, 1000]);
+    assert_eq!(m.rdmsr(0, msr::P5_CESR), Some(0x17_0016), "stopped");
+    s.restore().unwrap();
+    assert_eq!(m.rdmsr(0, msr::P5_CESR), Some(0));
+    assert_eq!(m.rdmsr(0, msr::P5_CTR0), Some(0));
+}
+
+#[test]
+fn pentium_one_half_is_changed_the_other_left_alone() {
+    // Someone counts V-pipe instructions on CTR1 with its pin on overflow
+    // (ES1=17H, CC1=010, PC1); stat takes CTR0 for a counter-0-only MMX
+    // event. Every CESR write is a read-modify-write of CTR0's half: CTR1
+    // keeps counting and its half never changes.
+    let m = model(MMX);
+    let theirs = (0x17 | 2 << 6 | 1 << 9) << 16;
+    assert!(m.wrmsr(0, msr::P5_CESR, theirs | 0x3f));
+    assert!(m.wrmsr(0, msr::P5_CTR1, 7));
+    let mut s = session(&m, 0, "MMX_INSTRUCTIONS_EXECUTED_U_PIPE:usr");
+    assert_eq!(s.plan().slots[0].counter, Counter::Gp(0));
+    let high = |m: &Model| m.rdmsr(0, msr::P5_CESR).unwrap() & 0xffff_0000;
+    assert_eq!(high(&m), theirs);
+    let start = s.start().unwrap();
+    assert_eq!(high(&m), theirs);
+    m.execute(
+        0,
+        &[Phase::user(50)
+            .with("MMX_INSTRUCTIONS_EXECUTED_U_PIPE", 1)
+            .with("INSTRUCTIONS_EXECUTED_V_PIPE", 1)],
+    );
+    let end = s.stop().unwrap();
+    assert_eq!(s.deltas(&start, &end), [50]);
+    s.restore().unwrap();
+    assert_eq!(
+        m.rdmsr(0, msr::P5_CESR),
+        Some(theirs | 0x3f),
+        "CTR0's half back"
+    );
+    assert_eq!(
+        m.rdmsr(0, msr::P5_CTR1),
+        Some(57),
+        "CTR1 counted throughout"
+    );
+}
+
+#[test]
+fn pentium_modes_clocks_and_wrap() {
+    let m = model(MMX);
+    let s = session(&m, 0, "DATA_READ:usr,DATA_READ:os");
+    let start = s.start().unwrap();
+    m.execute(
+        0,
+        &[
+            Phase::user(10).with("DATA_READ", 2),
+            Phase::kernel(5).with("DATA_READ", 3),
+        ],
+    );
+    let end = s.stop().unwrap();
+    assert_eq!(
+        s.deltas(&start, &end),
+        [20, 15],
+        "CC 010 (CPL 3), CC 001 (CPL 0-2)"
+    );
+    drop(s);
+    // Clocks: the cycles in which the event happens, not how often.
+    let s = session(&m, 0, "PIPELINE_AGI_STALLS:clocks,PIPELINE_AGI_STALLS");
+    assert_eq!(m.rdmsr(0, msr::P5_CESR), Some(0x1f_001f));
+    let start = s.start().unwrap();
+    assert_eq!(
+        m.rdmsr(0, msr::P5_CESR),
+        Some(0xdf_01df),
+        "CC0 111, CC1 011"
+    );
+    m.execute(
+        0,
+        &[
+            Phase::user(30).with("PIPELINE_AGI_STALLS", 2),
+            Phase::user(70),
+        ],
+    );
+    let end = s.stop().unwrap();
+    assert_eq!(s.deltas(&start, &end), [30, 60]);
+    drop(s);
+    // 40-bit counters wrap, and the deltas with them.
+    let s = session(&m, 0, "cycles");
+    assert!(m.wrmsr(0, msr::P5_CTR0, (1 << 40) - 4));
+    assert!(!m.wrmsr(0, msr::P5_CTR0, 1 << 40), "bits above 39");
+    let start = s.start().unwrap();
+    m.execute(0, &[Phase::user(10)]);
+    let end = s.stop().unwrap();
+    assert_eq!(end, [6]);
+    assert_eq!(s.deltas(&start, &end), [10]);
+}
+
+#[test]
+fn pentium_without_mmx_reads_with_rdmsr() {
+    let m = model(P54C);
+    let s = session(&m, 0, "instructions,BRANCHES:usr");
+    let mut b = Batch::new();
+    let r = s.push_read(&mut b);
+    let ops: Vec<Op> = (r.fence() + 1..b.len())
+        .map(|i| b.op(i).unwrap().1)
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            Op::RdMsr { msr: msr::P5_CTR0 },
+            Op::RdMsr { msr: msr::P5_CTR1 }
+        ]
+    );
+    let start = s.start().unwrap();
+    m.execute(
+        0,
+        &[Phase::user(10).with("instructions", 1).with("BRANCHES", 1)],
+    );
+    assert_eq!(s.deltas(&start, &s.stop().unwrap()), [10, 10]);
+    // RDPMC came with MMX: without it, it faults.
+    let mut b = Batch::new();
+    b.push(0, Op::RdPmc { ecx: 0 });
+    m.run(&mut b).unwrap();
+    assert!(b.result(0).unwrap().value.is_err());
+    // With MMX, RDPMC reads CTR0 and CTR1, nothing else.
+    let mmx = model(MMX);
+    let s = session(&mmx, 0, "instructions");
+    let mut b = Batch::new();
+    let r = s.push_read(&mut b);
+    assert_eq!(b.op(r.fence() + 1).unwrap().1, Op::RdPmc { ecx: 0 });
+    let mut b = Batch::new();
+    b.push(0, Op::RdPmc { ecx: 2 });
+    mmx.run(&mut b).unwrap();
+    assert!(b.result(0).unwrap().value.is_err());
+}
+
+#[test]
+fn pentium_placement_and_errors() {
+    let info = probe(&model(MMX), 0).unwrap();
+    // A counter-0-only event placed after a free one still gets CTR0.
+    let p = Plan::new(&info, 0, &events("BRANCHES,cycles")).unwrap();
+    let ctrs: Vec<Counter> = p.slots.iter().map(|s| s.counter).collect();
+    assert_eq!(ctrs, [Counter::Gp(1), Counter::Gp(0)]);
+    assert_eq!(
+        p.describe(),
+        [
+            "BRANCHES: P5_CESR bits 25:16 = 0x0d2 (counts events at any CPL)",
+            "cycles: P5_CESR bits 9:0 = 0x0f0 (counts events at any CPL)",
+        ]
+    );
+    let err = |ev: &str| Plan::new(&info, 0, &events(ev)).unwrap_err();
+    let e = err("cycles,RETURNS");
+    assert_eq!(e.errno().0, libc::ENOSPC);
+    assert!(
+        e.to_string()
+            .contains("counts only on P5_CTR0, which 'cycles' has"),
+        "{e}"
+    );
+    let e = err("DATA_READ,DATA_WRITE,BRANCHES");
+    assert_eq!(e.errno().0, libc::ENOSPC);
+    assert!(
+        e.to_string()
+            .contains("3 events do not fit CPU 0's 2 Pentium counters"),
+        "{e}"
+    );
+    let e = err("event=0x40");
+    assert!(e.to_string().contains("6 bits, up to 0x3f"), "{e}");
+    let e = err("BRANCHES:cmask=1:edge");
+    assert_eq!(e.errno().0, libc::EINVAL);
+    assert!(e.to_string().contains("CESR has no cmask, edge"), "{e}");
+    let e = err("llc-misses");
+    assert_eq!(e.errno().0, libc::EOPNOTSUPP);
+    // Without MMX the MMX events (and the cycles counter) are missing.
+    let p54c = probe(&model(P54C), 0).unwrap();
+    let e = Plan::new(&p54c, 0, &events("cycles")).unwrap_err();
+    assert_eq!(e.errno().0, libc::EOPNOTSUPP);
+    assert!(
+        e.to_string()
+            .contains("needs a Pentium with MMX technology"),
+        "{e}"
+    );
+    // And `clocks` is the Pentium's alone.
+    let sky = probe(&model("skylake.txt"), 0).unwrap();
+    let e = Plan::new(&sky, 0, &events("branches:clocks")).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("clocks is a Pentium (P5) counter control"),
+        "{e}"
+    );
+}
+
+#[test]
+fn pentium_ownership() {
+    let m = model(MMX);
+    let info = probe(&m, 0).unwrap();
+    assert_eq!(info.p5.and_then(|p| p.cesr), Some(0), "probe reads CESR");
+    let plan = Plan::new(&info, 0, &events("DATA_READ,DATA_WRITE")).unwrap();
+    // CC 100 counts nothing: free.
+    assert!(m.wrmsr(0, msr::P5_CESR, 0x16 | 4 << 6));
+    assert!(check_ownership(&m, &plan).unwrap().is_empty());
+    // CC1 001 counts: CTR1 is taken.
+    assert!(m.wrmsr(0, msr::P5_CESR, 0x17_0000 | 1 << 22));
+    let c = check_ownership(&m, &plan).unwrap();
+    assert_eq!(
+        c,
+        [Conflict::Enabled {
+            counter: Counter::Gp(1),
+            msr: msr::P5_CESR,
+            value: 0x57_0000
+        }]
+    );
+    assert!(c[0].to_string().contains("P5_CESR = 0x570000"), "{}", c[0]);
+}
+
+#[test]
+fn sweep_packing_on_2_4_and_8_counters() {
+    let packed = |name: &str, ev: &str| -> Vec<Vec<usize>> {
+        let info = probe(&model(name), 0).unwrap();
+        Plan::pack(&info, 0, &events(ev))
+            .unwrap()
+            .into_iter()
+            .map(|(plan, idx)| {
+                assert_eq!(plan.slots.len(), idx.len());
+                idx
+            })
+            .collect()
+    };
+    // Pentium, 2 counters: two counter-0-only events cannot share a run;
+    // each takes a free event beside it. Two runs, where the events in
+    // order (Plan::groups) take three.
+    let ev = "cycles,RETURNS,DATA_READ,DATA_WRITE";
+    assert_eq!(
+        packed("pentium-mmx-tillamook.txt", ev),
+        [vec![0, 2], vec![1, 3]]
+    );
+    let info = probe(&model("pentium-mmx-tillamook.txt"), 0).unwrap();
+    assert_eq!(Plan::groups(&info, 0, &events(ev)).unwrap().len(), 3);
+    // P5Stat's 38 events without MMX: 19 runs of two.
+    let all: Vec<&str> = pmu::P5_EVENTS
+        .iter()
+        .filter(|e| !e.mmx)
+        .map(|e| e.name)
+        .collect();
+    let g = packed("pentium-p54c.txt", &all.join(","));
+    assert_eq!(all.len(), 38);
+    assert_eq!(g.len(), 19);
+    assert!(g.iter().all(|r| r.len() == 2));
+    // Nehalem, 4 general-purpose and 3 fixed counters.
+    let raw: Vec<String> = (0..8)
+        .map(|i| format!("event=0x{:x}:umask=1", 0x10 + i))
+        .collect();
+    let ev = format!("instructions,{},cycles", raw.join(","));
+    assert_eq!(
+        packed("nehalem-ep.txt", &ev),
+        [vec![0, 1, 2, 3, 4, 9], vec![5, 6, 7, 8]]
+    );
+    // Skylake, 8 general-purpose counters.
+    assert_eq!(
+        packed("skylake.txt", &ev),
+        [vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9]]
+    );
+    let ev10 = format!("{},event=0x20,event=0x21", raw.join(","));
+    assert_eq!(
+        packed("skylake.txt", &ev10),
+        [(0..8).collect::<Vec<_>>(), vec![8, 9]]
+    );
+    // An event no CPU counter can take is an error, not an endless sweep.
+    let info = probe(&model("pentium-p54c.txt"), 0).unwrap();
+    assert_eq!(
+        Plan::pack(&info, 0, &events("DATA_READ,cycles"))
+            .unwrap_err()
+            .errno()
+            .0,
+        libc::EOPNOTSUPP
+    );
 }

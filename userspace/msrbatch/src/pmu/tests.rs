@@ -35,12 +35,208 @@ fn core2_conroe() {
     assert_eq!(p.signature, 0x6f6);
     // 0AH EAX=07280202: [7:0] version 2, [15:8] 2 counters, [23:16] 0x28 = 40
     // bits, [31:24] 7 events; EBX=0: all 7 available. EDX=0: [4:0] no fixed
-    // counters enumerated (the CPU has them; CPUID of this Core 2 says 0).
-    assert_eq!(shape(&p), (2, 2, 40, 0b11, 0, 0, 0, 0x7f));
-    // 01H ECX=0000E3BD: bit 15 PDCM set. 07H all zero: no HLE/RTM, not hybrid.
-    assert!(p.pdcm && !p.tsx && p.core_type.is_none() && !p.is_amd());
+    // counters enumerated, though the CPU has 3: the decode assumes 3, as
+    // Linux does for versions 2-4 outside a hypervisor, as wide as the
+    // general-purpose ones (EDX[12:5] gives no width either).
+    assert_eq!(shape(&p), (2, 2, 40, 0b11, 3, 40, 0b111, 0x7f));
+    assert_eq!(p.quirks, [Quirk::FixedCountersAssumed { reported: 0 }]);
+    assert!(p.report("CPU 0").contains(
+        "quirk: CPUID.0AH:EDX reports 0 fixed counters; perfmon versions 2-4 have at least 3"
+    ));
+    // 01H ECX=0000E3BD: bit 15 PDCM set, bit 31 (hypervisor) clear. 07H all
+    // zero: no HLE/RTM, not hybrid.
+    assert!(p.pdcm && !p.tsx && p.core_type.is_none() && !p.is_amd() && !p.hypervisor);
     assert!(p.present() && p.has_global() && !p.has_inuse());
     assert_eq!(p.rdpmc_ok, None, "offline decode does not claim RDPMC");
+}
+
+#[test]
+fn core2_under_a_hypervisor_gets_no_assumed_fixed_counters() {
+    // The same Core 2 with CPUID.01H:ECX[31] set, as a hypervisor shows it:
+    // Linux assumes nothing there (the hypervisor may not give the fixed
+    // counters), and neither does the decode.
+    let mut c = dump("core2-conroe.txt").cpus[0].clone();
+    c.leaves.get_mut(&(1, 0)).unwrap()[2] |= 1 << 31;
+    let p = c.pmu();
+    assert!(p.hypervisor && p.quirks.is_empty());
+    assert_eq!(shape(&p), (2, 2, 40, 0b11, 0, 0, 0, 0x7f));
+}
+
+#[test]
+fn the_quirk_leaves_cpus_that_report_their_fixed_counters_alone() {
+    // Nehalem (v3), Sandy Bridge (v3), Skylake (v4) report 3; Ice Lake (v5)
+    // is outside the quirk's versions.
+    for name in [
+        "nehalem-ep.txt",
+        "sandybridge.txt",
+        "skylake.txt",
+        "icelake-u.txt",
+    ] {
+        let p = dump(name).cpus[0].pmu();
+        assert!(p.quirks.is_empty(), "{name}: {:?}", p.quirks);
+    }
+}
+
+#[test]
+fn pentium_mmx() {
+    let p = dump("pentium-mmx-tillamook.txt").cpus[0].pmu();
+    // 00H EAX=1: leaves 0 and 1 only. 01H EAX=00000582: family 5, model 8;
+    // EDX=008001BF: bit 5 MSR (RDMSR/WRMSR), bit 23 MMX.
+    assert_eq!(p.signature, 0x582);
+    assert_eq!(
+        p.p5,
+        Some(P5Pmu {
+            mmx: true,
+            cesr: None
+        })
+    );
+    // Two 40-bit counters, no architectural perfmon, no fixed counters.
+    assert_eq!(shape(&p), (0, 2, 40, 0b11, 0, 0, 0, 0));
+    assert!(p.present() && !p.has_global() && !p.has_inuse() && p.reads_with_rdpmc());
+    assert_eq!(p.counter_msrs(1), (0x11, 0x13));
+    assert_eq!(p.counter_full_write_msr(0), Some(0x12));
+    // Named events: the SDM's mnemonics in any case, the generic names, and
+    // the MMX events (counter 0's and counter 1's at the same select).
+    assert_eq!(p.event_by_name("instructions"), Some((0x16, 0, true)));
+    assert_eq!(
+        p.event_by_name("instructions_executed_v_pipe"),
+        Some((0x17, 0, true))
+    );
+    assert_eq!(p.event_by_name("cycles"), Some((0x30, 0, true)));
+    let (e, ok) = p.p5_event("MMX_INSTRUCTIONS_EXECUTED_V_PIPE").unwrap();
+    assert_eq!((e.event, e.counter, ok), (0x2b, Some(1), true));
+    assert_eq!(p.event_by_name("llc-misses"), None);
+    let r = p.report("CPU 0");
+    for l in [
+        "Pentium (P5) counters: 2, 40 bits wide (CTR0 at 0x12, CTR1 at 0x13), controlled by CESR at 0x11",
+        "MMX technology: yes; counters read with RDPMC (ECX 0 and 1)",
+        "  MMX_INSTRUCTIONS_EXECUTED_U_PIPE               event=0x2b  CTR0 only",
+        "  INSTRUCTIONS_EXECUTED_V_PIPE                   event=0x17",
+        "  cycles is NUMBER_OF_CYCLES_NOT_IN_HALT_STATE",
+    ] {
+        assert!(r.lines().any(|x| x == l), "{l} in\n{r}");
+    }
+    assert!(!r.contains("architectural"), "{r}");
+    let j: String = p.to_json("CPU 0");
+    assert!(
+        j.contains("\"p5\":{\"mmx\":true,\"rdpmc\":true,\"cesr\":null}"),
+        "{j}"
+    );
+    assert!(j.contains("\"MMX_INSTRUCTIONS_EXECUTED_V_PIPE\""), "{j}");
+}
+
+#[test]
+fn pentium_without_mmx() {
+    let p = dump("pentium-p54c.txt").cpus[0].pmu();
+    // 01H EAX=00000525: family 5, model 2; EDX=000001BF: MSR, no MMX.
+    assert_eq!(p.p5.map(|p| p.mmx), Some(false));
+    assert_eq!(shape(&p), (0, 2, 40, 0b11, 0, 0, 0, 0));
+    // No RDPMC before MMX: the counters are read with RDMSR.
+    assert!(p.present() && !p.reads_with_rdpmc());
+    assert_eq!(p.event_by_name("instructions"), Some((0x16, 0, true)));
+    // Events 2AH-3BH (and so `cycles`) need MMX.
+    assert_eq!(p.event_by_name("cycles"), Some((0x30, 0, false)));
+    let r = p.report("CPU 0");
+    assert!(
+        r.contains("counters read with RDMSR (no RDPMC before MMX)"),
+        "{r}"
+    );
+    assert!(
+        !r.contains("MMX_INSTRUCTIONS") && !r.contains("cycles is"),
+        "{r}"
+    );
+    assert!(r.contains("  PIPELINE_AGI_STALLS"), "{r}");
+    // Family 5 without RDMSR (CPUID.01H:EDX[5] clear) has no counters to use.
+    let mut c = dump("pentium-p54c.txt").cpus[0].clone();
+    c.leaves.get_mut(&(1, 0)).unwrap()[3] &= !(1 << 5);
+    assert!(!c.pmu().is_p5());
+}
+
+#[test]
+fn cesr_fields_round_trip() {
+    // P5Stat's pair: instructions in both pipes on CTR0, in the V-pipe on
+    // CTR1, both at every CPL: ES0=16H, CC0=011; ES1=17H, CC1=011.
+    let v =
+        cesr_encode("ctr0=INSTRUCTIONS_EXECUTED:os:usr,ctr1=instructions_executed_v_pipe:usr:os")
+            .unwrap();
+    assert_eq!(v, 0x00d7_00d6);
+    assert_eq!(
+        cesr_decode(v).unwrap(),
+        "ctr0=INSTRUCTIONS_EXECUTED:os:usr,ctr1=INSTRUCTIONS_EXECUTED_V_PIPE:os:usr"
+    );
+    // Every field of both halves: ES, each CC bit, PC.
+    for (spec, want) in [
+        ("ctr0=event=0x3f", 0x3f),
+        ("ctr0=event=0:os", 1 << 6),
+        ("ctr0=event=0:usr", 1 << 7),
+        ("ctr0=event=0:clocks", 1 << 8),
+        ("ctr0=event=0:pc", 1 << 9),
+        ("ctr1=event=0x3f", 0x3f << 16),
+        ("ctr1=event=0:os", 1 << 22),
+        ("ctr1=event=0:usr", 1 << 23),
+        ("ctr1=event=0:clocks", 1 << 24),
+        ("ctr1=event=0:pc", 1 << 25),
+    ] {
+        assert_eq!(cesr_encode(spec), Ok(want), "{spec}");
+        assert_eq!(cesr_encode(&cesr_decode(want).unwrap()), Ok(want), "{spec}");
+    }
+    for v in [0u64, 0x03ff_03ff, 0x0255_01aa, 0x01c0_0030] {
+        let spec = cesr_decode(v).unwrap();
+        assert_eq!(cesr_encode(&spec), Ok(v), "{spec}");
+    }
+    // The MMX events are per counter.
+    assert_eq!(
+        cesr_encode("ctr1=MMX_INSTRUCTIONS_EXECUTED_V_PIPE:usr"),
+        Ok(0x2b_0000 | 1 << 23)
+    );
+    assert_eq!(
+        cesr_decode(0x2b_002b).unwrap(),
+        "ctr0=MMX_INSTRUCTIONS_EXECUTED_U_PIPE,ctr1=MMX_INSTRUCTIONS_EXECUTED_V_PIPE"
+    );
+    // Errors say which limit.
+    let e = cesr_encode("ctr0=event=0x40").unwrap_err();
+    assert!(e.contains("up to 0x3f") && e.contains("6 bits"), "{e}");
+    let e = cesr_encode("ctr0=MMX_INSTRUCTIONS_EXECUTED_V_PIPE").unwrap_err();
+    assert_eq!(
+        e,
+        "MMX_INSTRUCTIONS_EXECUTED_V_PIPE counts only on CTR1, not on CTR0"
+    );
+    let e = cesr_encode("ctr2=BRANCHES").unwrap_err();
+    assert!(e.contains("two counters, ctr0 and ctr1"), "{e}");
+    assert!(cesr_encode("ctr0=BRANCHES,ctr0=BTB_HITS")
+        .unwrap_err()
+        .contains("twice"));
+    assert!(cesr_encode("ctr0=bogus")
+        .unwrap_err()
+        .contains("unknown item 'bogus'"));
+    let e = cesr_decode(1 << 10).unwrap_err();
+    assert!(
+        e.contains("0x400") && e.contains("bits 9:0 and 25:16"),
+        "{e}"
+    );
+}
+
+#[test]
+fn cesr_in_words() {
+    let w = cesr_describe(0x02d7_01d6, true);
+    assert_eq!(
+        w,
+        [
+            "CTR0: ES0=0x16 (INSTRUCTIONS_EXECUTED), CC0=111: counts clocks (duration) at any CPL; PC0=0: the PM0/BP0 pin signals when it increments",
+            "CTR1: ES1=0x17 (INSTRUCTIONS_EXECUTED_V_PIPE), CC1=011: counts events at any CPL; PC1=1: the PM1/BP1 pin signals when it overflows",
+        ]
+    );
+    // Every counter control code.
+    let words: Vec<&str> = (0..8).map(p5::cc_words).collect();
+    assert_eq!(words[0], words[4]);
+    assert!(words[0].contains("disabled"));
+    assert!(words[1].contains("events") && words[1].contains("0, 1 or 2"));
+    assert!(words[2].contains("events") && words[2].contains("CPL is 3"));
+    assert!(
+        words[5].contains("clocks") && words[6].contains("clocks") && words[7].contains("any CPL")
+    );
+    // Without MMX, 2BH is reserved.
+    assert!(cesr_describe(0x2b, false)[0].contains("(reserved)"));
 }
 
 #[test]
