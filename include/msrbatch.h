@@ -32,9 +32,16 @@ struct msrbatch_batch_buf;
 
 /*
  * Opens @path (NULL: "/dev/msrbatch"); without CAP_SYS_RAWIO, the descriptor
- * may do what the allowlist in force at open allows.
+ * may do what the allowlist in force at open allows. msrbatch_open() opens
+ * for reading and writing when the node lets the caller write, else
+ * read-only (a node of mode 0640 for a group); msrbatch_open_read_only()
+ * always read-only, for programs that only read. On a read-only descriptor,
+ * batches that write, restore on close and RDPMC grants fail with -EBADF.
  */
 int msrbatch_open(const char *path, struct msrbatch **dev);
+int msrbatch_open_read_only(const char *path, struct msrbatch **dev);
+/* 1 if @dev was opened read-only, 0 if not, -EINVAL for a model. */
+int msrbatch_is_read_only(const struct msrbatch *dev);
 void msrbatch_close(struct msrbatch *dev);
 int msrbatch_info(const struct msrbatch *dev, struct msrbatch_info *info);
 

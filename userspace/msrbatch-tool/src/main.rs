@@ -28,7 +28,8 @@ use std::process::ExitCode;
     long_about = "Batched, per-CPU atomic MSR, PMC, TSC and CPUID access through /dev/msrbatch. \
 A script (msrbatch run) or a command becomes one ioctl; each CPU runs its ops in order with \
 interrupts off, and every op has its own status. Needs the msrbatch module; without CAP_SYS_RAWIO, \
-a descriptor may do what the allowlist allows (msrbatch allowlist show). \
+a descriptor may do what the allowlist allows (msrbatch allowlist show). Commands that write \
+nothing open the device read-only. \
 Scripts: Documentation/scripts.md; the ioctl ABI: msrbatch(4).",
     after_long_help = man::epilogue()
 )]
@@ -180,8 +181,35 @@ fn prog(args: &[String]) -> &'static str {
     }
 }
 
-fn open(device: &str) -> Result<Device, Failure> {
-    Device::open_path(device).map_err(Failure::nothing_ran)
+/// Whether a command opens the device for writing. Only one that writes
+/// does: a group given a read-only node (mode 0640) can then read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+impl Access {
+    /// Write if `writes`, else read.
+    pub fn writing(writes: bool) -> Self {
+        if writes {
+            Access::Write
+        } else {
+            Access::Read
+        }
+    }
+
+    /// Opens `device` this way.
+    pub fn open(self, device: &str) -> msrbatch::Result<Device> {
+        match self {
+            Access::Read => Device::open_path_read_only(device),
+            Access::Write => Device::open_path(device),
+        }
+    }
+}
+
+fn open(device: &str, access: Access) -> Result<Device, Failure> {
+    access.open(device).map_err(Failure::nothing_ran)
 }
 
 /// What `msrbatch run` was asked to do besides the script.
@@ -231,7 +259,7 @@ fn sample_script(device: &str, a: &sample::SampleArgs) -> Result<Exit, Failure> 
         .stop_on_error(false)
         .sync_start(false)
         .timestamps(false);
-    let dev = open(device)?;
+    let dev = open(device, Access::Read)?;
     sample::sample(&dev, &s, a, |e| refused(&s.origins, e))
 }
 
@@ -246,7 +274,10 @@ fn run_script(device: &str, file: &str, a: &RunArgs<'_>) -> Result<Exit, Failure
         s.batch.timestamps(true);
     }
     let refused = |e| refused(&s.origins, e);
-    let dev = open(device)?;
+    let dev = open(
+        device,
+        Access::writing(s.batch.has_writes() || a.restore.restore),
+    )?;
     a.restore.apply(&dev, Failure::nothing_ran)?;
     if a.format == Format::Csv {
         println!("{}", output::CSV_HEADER);
@@ -283,7 +314,9 @@ fn run_script(device: &str, file: &str, a: &RunArgs<'_>) -> Result<Exit, Failure
 }
 
 fn info(device: &str) -> Result<Exit, Failure> {
-    let i = open(device)?.info().map_err(Failure::nothing_ran)?;
+    let i = open(device, Access::Read)?
+        .info()
+        .map_err(Failure::nothing_ran)?;
     let ops: Vec<String> = (1..64)
         .filter(|b| i.ops_supported & (1 << b) != 0)
         .map(|b| b.to_string())
@@ -359,7 +392,7 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             // A dump is decoded without the device.
             let dev = match cpuid_dump {
                 Some(_) => None,
-                None => Some(open(device)?),
+                None => Some(open(device, Access::Read)?),
             };
             let dev = dev.as_ref().map(|d| d as &dyn Backend);
             pmu::pmu(
@@ -378,7 +411,7 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             let dev = if a.offline() {
                 None
             } else {
-                Some(open(device)?)
+                Some(open(device, Access::Write)?)
             };
             if let (Some(d), true) = (&dev, a.restore_on_close()) {
                 d.restore_on_close().map_err(|e| {
@@ -390,8 +423,8 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
                 .map(|code| Exit::Command(u8::try_from(code).unwrap_or(1)))
                 .map_err(Failure::nothing_ran)
         }
-        Cmd::Cr4 => exec::show_cr4(&open(device)?),
-        Cmd::Exec { rdpmc: _, cmd } => exec::exec_rdpmc(&open(device)?, &cmd),
+        Cmd::Cr4 => exec::show_cr4(&open(device, Access::Read)?),
+        Cmd::Exec { rdpmc: _, cmd } => exec::exec_rdpmc(&open(device, Access::Write)?, &cmd),
         Cmd::Allowlist(a) => allowlist::run(&a)
             .map(|_| Exit::Success)
             .map_err(Failure::nothing_ran),

@@ -295,3 +295,64 @@ fn sample_refuses_before_the_device() {
     assert!(err.contains("open /nonexistent/msrbatch"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Runs the tool against `device`; returns the exit status and stderr.
+fn run_on(device: &str, args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_msrbatch"))
+        .args(["--device", device])
+        .args(args)
+        .output()
+        .expect("run msrbatch");
+    (
+        out.status.code().expect("exit status"),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Commands that only read open the device read-only; commands that write
+/// (or restore) open it for writing. Tried on a node anyone may read but
+/// nobody write (sysfs refuses even root): a read-only open gets as far as
+/// the ioctl (ENOTTY, it is no msrbatch device), a read-write one fails at
+/// the open (EACCES).
+#[test]
+fn only_writers_open_for_writing() {
+    let node = "/sys/devices/system/cpu/online";
+    assert!(
+        std::fs::OpenOptions::new().write(true).open(node).is_err(),
+        "{node} is writable: no read-only node to test with"
+    );
+    let dir = std::env::temp_dir().join(format!("msrbatch-ro-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let reads = dir.join("reads.msr");
+    std::fs::write(&reads, "rdmsr IA32_PAT\nrdtsc\n").unwrap();
+    let writes = dir.join("writes.msr");
+    std::fs::write(&writes, "rmw IA32_TSC_AUX 15:8=1\n").unwrap();
+    let (reads, writes) = (reads.to_str().unwrap(), writes.to_str().unwrap());
+    for line in [
+        vec!["info"],
+        vec!["rdmsr", "0x10"],
+        vec!["run", reads],
+        vec!["sample", "-i", "1ms", reads],
+        vec!["cr4"],
+        vec!["pmu"],
+    ] {
+        let (_, err) = run_on(node, &line);
+        assert!(
+            err.contains("ENOTTY") && !err.contains("open "),
+            "{line:?} should open {node} read-only: {err}"
+        );
+    }
+    for line in [
+        vec!["wrmsr", "0x10", "1"],
+        vec!["run", writes],
+        vec!["run", "--restore", reads],
+        vec!["exec", "--rdpmc", "--", "true"],
+    ] {
+        let (_, err) = run_on(node, &line);
+        assert!(
+            err.contains(&format!("open {node}: EACCES")),
+            "{line:?} should open {node} for writing: {err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

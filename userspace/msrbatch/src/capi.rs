@@ -59,32 +59,89 @@ fn neg(e: &crate::Error) -> c_int {
     -e.errno().0
 }
 
-/// `int msrbatch_open(const char *path, struct msrbatch **dev)`
+/// The path a C caller named: NULL is [`crate::DEVICE_PATH`]; `None` for a
+/// string that is not UTF-8.
+///
+/// # Safety
+///
+/// `path` is NULL or a NUL-terminated string.
+unsafe fn device_path<'a>(path: *const c_char) -> Option<&'a str> {
+    if path.is_null() {
+        return Some(crate::DEVICE_PATH);
+    }
+    // SAFETY: A NUL-terminated string, by the caller's contract.
+    unsafe { CStr::from_ptr(path) }.to_str().ok()
+}
+
+/// Opens the device at `path` with `open` into `*dev`.
+///
+/// # Safety
+///
+/// `path` is NULL or a NUL-terminated string; `dev` is NULL or valid for a
+/// write.
+unsafe fn open_into(
+    path: *const c_char,
+    dev: *mut *mut CDevice,
+    open: fn(&str) -> crate::Result<Device>,
+) -> c_int {
+    if dev.is_null() {
+        return -libc::EINVAL;
+    }
+    // SAFETY: By the caller's contract.
+    let Some(path) = (unsafe { device_path(path) }) else {
+        return -libc::EINVAL;
+    };
+    match open(path) {
+        Ok(d) => {
+            // SAFETY: `dev` is valid for a write, by the caller's contract.
+            unsafe { *dev = Box::into_raw(Box::new(CDevice::Device(d))) };
+            0
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+/// `int msrbatch_open(const char *path, struct msrbatch **dev)`: for reading
+/// and writing if the node lets the caller write, else read-only
+/// ([`Device::open_path_best`]).
 ///
 /// # Safety
 ///
 /// `path` is NULL or a NUL-terminated string; `dev` is valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn msrbatch_open(path: *const c_char, dev: *mut *mut CDevice) -> c_int {
-    if dev.is_null() {
-        return -libc::EINVAL;
-    }
-    let path = if path.is_null() {
-        crate::DEVICE_PATH
-    } else {
-        // SAFETY: A NUL-terminated string, by the caller's contract.
-        match unsafe { CStr::from_ptr(path) }.to_str() {
-            Ok(p) => p,
-            Err(_) => return -libc::EINVAL,
-        }
-    };
-    match Device::open_path(path) {
-        Ok(d) => {
-            // SAFETY: `dev` is valid for a write, by the caller's contract.
-            unsafe { *dev = Box::into_raw(Box::new(CDevice::Device(d))) };
-            0
-        }
-        Err(e) => neg(&e),
+    // SAFETY: By the caller's contract.
+    unsafe { open_into(path, dev, |p| Device::open_path_best(p)) }
+}
+
+/// `int msrbatch_open_read_only(const char *path, struct msrbatch **dev)`:
+/// read-only, for callers that will not write ([`Device::open_path_read_only`]).
+///
+/// # Safety
+///
+/// `path` is NULL or a NUL-terminated string; `dev` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_open_read_only(
+    path: *const c_char,
+    dev: *mut *mut CDevice,
+) -> c_int {
+    // SAFETY: By the caller's contract.
+    unsafe { open_into(path, dev, |p| Device::open_path_read_only(p)) }
+}
+
+/// `int msrbatch_is_read_only(const struct msrbatch *dev)`: 1 if `dev` was
+/// opened read-only (writes, restore on close and RDPMC grants fail with
+/// `-EBADF`), 0 if not, `-EINVAL` for NULL or a model.
+///
+/// # Safety
+///
+/// `dev` is NULL or came from `msrbatch_open`.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_is_read_only(dev: *const CDevice) -> c_int {
+    // SAFETY: By the caller's contract.
+    match unsafe { dev.as_ref() }.and_then(CDevice::device) {
+        Some(d) => c_int::from(d.is_read_only()),
+        None => -libc::EINVAL,
     }
 }
 
@@ -1165,6 +1222,11 @@ mod tests {
             let path = c"/nonexistent/msrbatch";
             assert_eq!(msrbatch_open(path.as_ptr(), &mut dev), -libc::ENOENT);
             assert!(dev.is_null());
+            assert_eq!(
+                msrbatch_open_read_only(path.as_ptr(), &mut dev),
+                -libc::ENOENT
+            );
+            assert_eq!(msrbatch_is_read_only(dev), -libc::EINVAL);
             assert_eq!(msrbatch_run(dev, batch), -libc::EINVAL);
             msrbatch_batch_free(batch);
             msrbatch_close(std::ptr::null_mut());
@@ -1177,6 +1239,33 @@ mod tests {
         assert_eq!(name(-libc::EIO).as_deref(), Some("EIO"));
         assert_eq!(name(libc::ECANCELED).as_deref(), Some("ECANCELED"));
         assert_eq!(name(i32::MIN), None);
+    }
+
+    /// A node the caller may read but not write (sysfs refuses writes to a
+    /// 0444 file even to root) opens read-only with `msrbatch_open`, and
+    /// with `msrbatch_open_read_only`; it is no device, so the ioctl fails.
+    #[test]
+    fn c_open_falls_back_to_read_only() {
+        let path = c"/sys/devices/system/cpu/online";
+        let writable = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path.to_str().unwrap())
+            .is_ok();
+        assert!(
+            !writable,
+            "{path:?} is writable: no read-only node to test with"
+        );
+        for open in [msrbatch_open, msrbatch_open_read_only] {
+            let mut dev = std::ptr::null_mut();
+            let mut info = msrbatch_info::default();
+            // SAFETY: Every pointer is valid, as the header asks.
+            unsafe {
+                assert_eq!(open(path.as_ptr(), &mut dev), 0);
+                assert_eq!(msrbatch_is_read_only(dev), 1);
+                assert_eq!(msrbatch_info(dev, &mut info), -libc::ENOTTY);
+                msrbatch_close(dev);
+            }
+        }
     }
 
     /// The sampler calls refuse NULL; a sampler over a ring (a mapped file

@@ -598,6 +598,7 @@ pub struct Info {
 #[derive(Debug)]
 pub struct Device {
     file: File,
+    read_only: bool,
 }
 
 impl Device {
@@ -616,7 +617,33 @@ impl Device {
     /// Opens [`DEVICE_PATH`] read-only: batches that only read work; a batch
     /// that writes, and an RDPMC grant, fail with `EBADF`.
     pub fn open_read_only() -> Result<Self> {
-        Self::open_with(Path::new(DEVICE_PATH), false)
+        Self::open_path_read_only(DEVICE_PATH)
+    }
+
+    /// Opens the device at `path` read-only (as [`Device::open_read_only`]):
+    /// what a caller that will not write opens, so that a node only readable
+    /// by the caller (mode `0640` for a group, as msr-safe's example) works.
+    pub fn open_path_read_only(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(path.as_ref(), false)
+    }
+
+    /// Opens the device at `path` for reading and writing if the node lets
+    /// the caller write, else (`EACCES`, `EROFS`) read-only; see
+    /// [`Device::is_read_only`].
+    pub fn open_path_best(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        match Self::open_with(path, true) {
+            Err(e) if matches!(e.errno().0, libc::EACCES | libc::EROFS) => {
+                Self::open_with(path, false)
+            }
+            r => r,
+        }
+    }
+
+    /// Whether the device was opened read-only (writes, restore on close and
+    /// RDPMC grants then fail with `EBADF`).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     fn open_with(path: &Path, write: bool) -> Result<Self> {
@@ -624,7 +651,10 @@ impl Device {
             .read(true)
             .write(write)
             .open(path)
-            .map(|file| Device { file })
+            .map(|file| Device {
+                file,
+                read_only: !write,
+            })
             .map_err(|e| Error::from_io(format!("open {}", path.display()), &e))
     }
 
