@@ -58,14 +58,15 @@ enum Cmd {
         /// Same as --format csv.
         #[arg(long, conflicts_with_all = ["format", "json"])]
         csv: bool,
-        /// Run the script N times: with N > 1 the kernel validates it once
-        /// (a prepared batch) and each run is one ioctl; the start spread is
-        /// then not reported.
-        #[arg(long, default_value_t = 1, value_parser = parse_u32)]
+        /// Run the script N times (N >= 1): with N > 1 the kernel validates
+        /// it once (a prepared batch) and each run is one ioctl; the start
+        /// spread is then not reported.
+        #[arg(long, default_value_t = 1, value_name = "N", value_parser = parse_repeat)]
         repeat: u32,
-        /// Pause between repetitions, e.g. 100ms, 1s.
-        #[arg(long, default_value = "0", value_parser = parse_duration)]
-        interval: u64,
+        /// Pause between repetitions, with a unit: e.g. 100ms, 1s (default:
+        /// none).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        interval: Option<u64>,
         /// Synchronised start, as the script statement sync-start.
         #[arg(long)]
         sync_start: bool,
@@ -208,6 +209,21 @@ impl Access {
     }
 }
 
+/// A count of at least 1 (`--count`, `--repeat`): 0 is refused, not read
+/// as 1 or as "for ever".
+pub fn parse_count(s: &str) -> Result<u64, String> {
+    match parse_u64(s) {
+        Ok(0) => Err("must be at least 1".into()),
+        r => r.map_err(|e| e.to_string()),
+    }
+}
+
+/// `--repeat`: a count of at least 1 that fits in 32 bits.
+fn parse_repeat(s: &str) -> Result<u32, String> {
+    let n = parse_count(s)?;
+    u32::try_from(n).map_err(|_| format!("'{s}' does not fit in 32 bits"))
+}
+
 fn open(device: &str, access: Access) -> Result<Device, Failure> {
     access.open(device).map_err(Failure::nothing_ran)
 }
@@ -282,7 +298,7 @@ fn run_script(device: &str, file: &str, a: &RunArgs<'_>) -> Result<Exit, Failure
     if a.format == Format::Csv {
         println!("{}", output::CSV_HEADER);
     }
-    let repeat = a.repeat.max(1);
+    let repeat = a.repeat;
     let mut run = output::Run {
         iteration: 0,
         repeat: repeat > 1,
@@ -366,15 +382,11 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             timestamps,
             restore,
         } => {
-            let format = match (json, csv) {
-                (true, _) => Format::Json,
-                (_, true) => Format::Csv,
-                _ => format,
-            };
+            let format = Format::chosen(format, json, csv);
             let a = RunArgs {
                 format,
                 repeat,
-                pause_ns: interval,
+                pause_ns: interval.unwrap_or(0),
                 sync_start,
                 timestamps,
                 restore: &restore,

@@ -277,7 +277,7 @@ fn sample_refuses_before_the_device() {
     for (text, line, op) in [
         ("cpu 0\nrdtsc\nwrmsr 0x10 1\n", 3, "wrmsr IA32_TSC 0x1"),
         ("rdmsr 0x10\nrmw 0x1a0 0:0=1\n", 2, "rmw"),
-        ("# a comment\ndelay 100\n", 2, "delay 100"),
+        ("# a comment\ndelay 100ns\n", 2, "delay 100ns"),
         ("rdcr4\n", 1, "rdcr4"),
     ] {
         let f = script("bad.msr", text);
@@ -354,5 +354,37 @@ fn only_writers_open_for_writing() {
             "{line:?} should open {node} for writing: {err}"
         );
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Durations need a unit everywhere one is read (a bare number is seconds to
+/// turbostat and milliseconds to perf), and counts of 0 are refused, before
+/// any file or device is touched.
+#[test]
+fn durations_need_a_unit_and_counts_start_at_1() {
+    for (line, want) in [
+        (
+            "run --interval 5 f",
+            "'5' has no unit: write 5ns, 5us, 5ms or 5s",
+        ),
+        ("run --interval 0 f", "'0' has no unit"),
+        ("sample -i 5 f", "'5' has no unit"),
+        ("sample -i 1000000 f", "'1000000' has no unit"),
+        ("run --repeat 0 f", "--repeat"),
+        ("sample -i 1ms --count 0 f", "--count"),
+    ] {
+        let (code, _, err) = run(&words(line));
+        assert_eq!(code, 2, "{line}: {err}");
+        assert!(err.contains(want), "{line}: {err}");
+    }
+    let (_, _, err) = run(&words("run --repeat 0 f"));
+    assert!(err.contains("must be at least 1"), "{err}");
+    let dir = std::env::temp_dir().join(format!("msrbatch-unit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("d.msr");
+    std::fs::write(&f, "delay 100\n").unwrap();
+    let (code, _, err) = run(&["run", f.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("d.msr:1:7: '100' has no unit"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
