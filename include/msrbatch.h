@@ -82,6 +82,16 @@ long msrbatch_batch_rdcr4(struct msrbatch_batch_buf *batch, uint32_t cpu);
  * the op it blamed, or returns -1.
  */
 int msrbatch_run(const struct msrbatch *dev, struct msrbatch_batch_buf *batch);
+/*
+ * Checks @batch against the kernel's limits that need nothing but the batch
+ * (MSRBATCH_MAX_OPS, MSRBATCH_MAX_DELAY_NS, MSRBATCH_MAX_CPU_DELAY_NS,
+ * timestamps with RDTSCP/CPUID/RMWMSR) without an ioctl: 0, or the negative
+ * errno the kernel would return (msrbatch_batch_err_index() names the op).
+ * When this or msrbatch_run(), msrbatch_prepare(), msrbatch_prepared_run() or
+ * msrbatch_sampler_start() fails, msrbatch_last_error() says why in words,
+ * naming the limit and the value that broke it.
+ */
+int msrbatch_batch_check(struct msrbatch_batch_buf *batch);
 uint32_t msrbatch_batch_nr_failed(const struct msrbatch_batch_buf *batch);
 long msrbatch_batch_err_index(const struct msrbatch_batch_buf *batch);
 /* TSC ticks between the first and the last CPU starting the last run (0 on one CPU). */
@@ -234,7 +244,10 @@ int msrbatch_counters_deltas(const struct msrbatch_counters *ctr, const uint64_t
 int msrbatch_counters_restore(struct msrbatch_counters *ctr);
 /* Restores (unless msrbatch_counters_restore() ran) and frees. */
 void msrbatch_counters_close(struct msrbatch_counters *ctr);
-/* What this thread's last failed counter or model call said; "" if none. */
+/*
+ * What this thread's last failed call said; "" if none. For a refused batch,
+ * prepared batch or sampler: the errno and why, naming the limit.
+ */
 const char *msrbatch_last_error(void);
 
 /* "EIO" for EIO or -EIO; NULL for values this API does not produce. */

@@ -25,7 +25,7 @@ printf 'cpu 0\nrdpmc 0x7fff0000\n' | msrbatch run - >/tmp/fault.out 2>&1
 rc=$?
 check "a faulting op exits 1 and reports EIO" sh -c "[ $rc -eq 1 ] && grep -q EIO /tmp/fault.out"
 printf 'cpu 4095\nrdtsc\n' | msrbatch run - >/tmp/nodev.out 2>&1
-check "a rejected batch names the errno and the script line" grep -q 'ENODEV.*script line 2' /tmp/nodev.out
+check "a batch on a CPU that does not exist is refused before the ioctl, naming the line and the CPUs" grep -q -- "^msrbatch: -:2: ENODEV: CPU 4095 does not exist: this machine's CPUs are 0-" /tmp/nodev.out
 
 # --json: one object per op result; --csv: a header and one row per op.
 msrbatch run --json /tests/scripts/demo.msr >/tmp/demo.json

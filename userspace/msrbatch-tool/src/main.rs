@@ -14,7 +14,7 @@ mod stat;
 use clap::{CommandFactory, Parser, Subcommand};
 use exit::{Exit, Failure};
 use msrbatch::number::{parse_duration, parse_u32, parse_u64};
-use msrbatch::{script, Backend, Device};
+use msrbatch::{refusal, script, Backend, Device};
 use output::Format;
 use std::io::Read;
 use std::process::ExitCode;
@@ -266,8 +266,30 @@ fn refused(origins: &[script::Origin], e: msrbatch::Error) -> Failure {
     Failure::nothing_ran(format!("{e}{at}"))
 }
 
-/// `msrbatch sample`: the script is read, parsed and checked before the
-/// device is opened; its batch flags are cleared (a sampler has none).
+/// A refusal the tool found before the ioctl (the kernel's limits, in
+/// words), naming the script line of the op it blames.
+fn refused_before(file: &str, origins: &[script::Origin], r: &refusal::Refusal) -> Failure {
+    let line = r
+        .index
+        .and_then(|i| origins.get(i as usize))
+        .map(|o| format!(":{}", o.line))
+        .unwrap_or_default();
+    Failure::nothing_ran(format!("{file}{line}: {}: {}", r.errno, r.text))
+}
+
+/// Every CPU of script `s` exists (where the possible CPUs can be read;
+/// else the kernel checks).
+fn check_cpus(file: &str, s: &script::Script) -> Result<(), Failure> {
+    match msrbatch::possible_cpus() {
+        Ok(possible) => refusal::check_cpus(&s.batch.cpu_ops(), &possible)
+            .map_err(|r| refused_before(file, &s.origins, &r)),
+        Err(_) => Ok(()),
+    }
+}
+
+/// `msrbatch sample`: the script is read, parsed and checked (against the
+/// sampler's limits too) before the device is opened; its batch flags are
+/// cleared (a sampler has none).
 fn sample_script(device: &str, a: &sample::SampleArgs) -> Result<Exit, Failure> {
     let mut s = read_script(&a.file)?;
     sample::check_sampleable(&a.file, &s)?;
@@ -275,12 +297,16 @@ fn sample_script(device: &str, a: &sample::SampleArgs) -> Result<Exit, Failure> 
         .stop_on_error(false)
         .sync_start(false)
         .timestamps(false);
+    check_cpus(&a.file, &s)?;
+    refusal::check_sampler(&s.batch.cpu_ops(), &a.config())
+        .map_err(|r| refused_before(&a.file, &s.origins, &r))?;
     let dev = open(device, Access::Read)?;
     sample::sample(&dev, &s, a, |e| refused(&s.origins, e))
 }
 
-/// `msrbatch run`: the script is read and parsed before the device is opened.
-/// One run is one plain batch; more are runs of one prepared batch.
+/// `msrbatch run`: the script is read, parsed and checked against the
+/// kernel's limits before the device is opened. One run is one plain batch;
+/// more are runs of one prepared batch.
 fn run_script(device: &str, file: &str, a: &RunArgs<'_>) -> Result<Exit, Failure> {
     let mut s = read_script(file)?;
     if a.sync_start {
@@ -289,6 +315,10 @@ fn run_script(device: &str, file: &str, a: &RunArgs<'_>) -> Result<Exit, Failure
     if a.timestamps {
         s.batch.timestamps(true);
     }
+    check_cpus(file, &s)?;
+    s.batch
+        .check()
+        .map_err(|r| refused_before(file, &s.origins, &r))?;
     let refused = |e| refused(&s.origins, e);
     let dev = open(
         device,
@@ -306,10 +336,12 @@ fn run_script(device: &str, file: &str, a: &RunArgs<'_>) -> Result<Exit, Failure
         start_spread: None,
     };
     let mut all_ok = true;
+    let mut not_run = output::NotRun::default();
     if repeat == 1 {
         dev.run(&mut s.batch).map_err(refused)?;
         all_ok = s.batch.nr_failed() == 0;
         run.start_spread = Some(s.batch.start_spread());
+        not_run.count(s.batch.results());
         output::print_results(a.format, &run, s.batch.results().zip(&s.origins));
     } else {
         let prepared = dev.prepare(&s.batch).map_err(refused)?;
@@ -319,9 +351,11 @@ fn run_script(device: &str, file: &str, a: &RunArgs<'_>) -> Result<Exit, Failure
             }
             all_ok &= prepared.run().map_err(refused)? == 0;
             run.iteration = iteration;
+            not_run.count(prepared.results());
             output::print_results(a.format, &run, prepared.results().zip(&s.origins));
         }
     }
+    not_run.report();
     Ok(if all_ok {
         Exit::Success
     } else {

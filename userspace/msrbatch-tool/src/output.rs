@@ -189,6 +189,35 @@ fn csv_result(run: &Run, line: usize, r: &OpResult) -> String {
     )
 }
 
+/// The ops a run did not run for a reason the user should hear once
+/// (`ETIME`: the busy budget), counted over the runs.
+#[derive(Debug, Default)]
+pub struct NotRun {
+    etime: usize,
+}
+
+impl NotRun {
+    /// Counts the ops of `results` the busy budget kept from running.
+    pub fn count(&mut self, results: impl Iterator<Item = OpResult>) {
+        self.etime += results
+            .filter(|r| r.value == Err(msrbatch::Errno(libc::ETIME)))
+            .count();
+    }
+
+    /// The note for stderr, if any op was not run.
+    pub fn note(&self) -> Option<String> {
+        let why = msrbatch::refusal::not_run(msrbatch::Errno(libc::ETIME))?;
+        (self.etime > 0).then(|| format!("{} ops ETIME, {why}", self.etime))
+    }
+
+    /// Prints the note on stderr.
+    pub fn report(&self) {
+        if let Some(n) = self.note() {
+            eprintln!("msrbatch: {n}");
+        }
+    }
+}
+
 /// One table line: the cells padded to `width`, two spaces apart, no
 /// trailing blanks.
 pub fn format_row<S: AsRef<str>>(cells: &[S], width: &[usize]) -> String {
@@ -442,6 +471,21 @@ mod tests {
         assert_eq!(
             CSV_HEADER.split(',').count(),
             csv_result(&run(0, None), 4, &pat).split(',').count()
+        );
+    }
+
+    #[test]
+    fn etime_is_explained_once() {
+        let mut n = NotRun::default();
+        assert_eq!(n.note(), None);
+        let late = result(Op::RdTsc, Err(Errno(libc::ETIME)));
+        let ok = result(Op::RdTsc, Ok(Value::U64(1)));
+        n.count([late, ok, late].into_iter());
+        let note = n.note().unwrap();
+        assert!(
+            note.starts_with("2 ops ETIME, not run: the CPU had used up its busy budget")
+                && note.contains("MSRBATCH_MAX_CPU_BUSY_NS"),
+            "{note}"
         );
     }
 

@@ -12,7 +12,7 @@ use msrbatch::derived::{Derived, Sources, Tracker};
 use msrbatch::number::{parse_duration, parse_u32};
 use msrbatch::sampler::{Record, Sample, Sampler, SamplerConfig, Wait, PERIOD_NS};
 use msrbatch::script::Script;
-use msrbatch::{Device, Op, OpResult};
+use msrbatch::{refusal, Device, Op, OpResult};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::time::Duration;
@@ -36,15 +36,32 @@ pub struct SampleArgs {
     /// Same as --format csv.
     #[arg(long, conflicts_with_all = ["format", "json"])]
     pub csv: bool,
-    /// Pages of the ring's data area: a power of two, at most 1024.
-    #[arg(long, default_value_t = 16, value_parser = parse_u32)]
+    /// Pages of the ring's data area: a power of two, at most 1024
+    /// (MSRBATCH_SAMPLE_MAX_RING_PAGES).
+    #[arg(long, default_value_t = 16, value_parser = parse_ring_pages)]
     pub ring_pages: u32,
     /// Script file, or - for standard input: ops that only read (rdmsr,
     /// rdpmc, rdtsc, rdtscp, cpuid).
     pub file: String,
 }
 
+/// `--ring-pages`: a number the kernel takes as a ring's size.
+fn parse_ring_pages(s: &str) -> Result<u32, String> {
+    let n = parse_u32(s).map_err(|e| e.to_string())?;
+    refusal::check_ring_pages(n).map_err(|r| r.text)?;
+    Ok(n)
+}
+
 impl SampleArgs {
+    /// The sampler's configuration.
+    pub fn config(&self) -> SamplerConfig {
+        SamplerConfig {
+            period_ns: self.interval,
+            ring_pages: self.ring_pages,
+            watermark: 0,
+        }
+    }
+
     /// The format asked for, by --format, --json or --csv.
     pub fn output_format(&self) -> Format {
         Format::chosen(self.format, self.json, self.csv)
@@ -371,11 +388,7 @@ pub fn sample(
     a: &SampleArgs,
     refused: impl Fn(msrbatch::Error) -> Failure,
 ) -> Result<Exit, Failure> {
-    let cfg = SamplerConfig {
-        period_ns: a.interval,
-        ring_pages: a.ring_pages,
-        watermark: 0,
-    };
+    let cfg = a.config();
     let mut sampler = dev
         .prepare(&script.batch)
         .and_then(|p| p.sample(&cfg))

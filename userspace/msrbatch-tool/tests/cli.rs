@@ -388,3 +388,80 @@ fn durations_need_a_unit_and_counts_start_at_1() {
     assert!(err.contains("d.msr:1:7: '100' has no unit"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// What the kernel would refuse is refused before the device is opened,
+/// naming the limit (as <linux/msrbatch.h> names it), its value and the
+/// value that broke it, and the script line.
+#[test]
+fn limits_are_named_before_the_ioctl() {
+    let dir = std::env::temp_dir().join(format!("msrbatch-limits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = |text: &str| {
+        let p = dir.join("s.msr");
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let many = "rdtsc\n".repeat(65_537);
+    for (args, text, want) in [
+        (
+            vec!["run"],
+            many.as_str(),
+            "s.msr: E2BIG: the batch has 65537 ops, over the 65536 a batch may have \
+             (MSRBATCH_MAX_OPS)",
+        ),
+        (
+            vec!["run"],
+            "rdtsc\ndelay 2ms\n",
+            "s.msr:2: ERANGE: a delay of 2ms is over the 1ms one delay op may last \
+             (MSRBATCH_MAX_DELAY_NS)",
+        ),
+        (
+            vec!["run"],
+            "delay 1ms\ndelay 1ms\ndelay 1ms\ndelay 1ms\ndelay 1ms\ndelay 1ms\ndelay 1ms\n\
+             delay 1ms\ndelay 1ms\ndelay 1ms\ndelay 1us\n",
+            "s.msr:11: ERANGE: the delays on CPU 0 add up to 10001us, over the 10ms one CPU's \
+             delays in a batch may last (MSRBATCH_MAX_CPU_DELAY_NS)",
+        ),
+        (
+            vec!["run"],
+            "timestamps\nrdtsc\nrdtscp\n",
+            "s.msr:3: EINVAL: 'rdtscp' returns a second value itself",
+        ),
+        (
+            vec!["run"],
+            "cpu 99999\nrdtsc\n",
+            "s.msr:2: ENODEV: CPU 99999 does not exist: this machine's CPUs are 0",
+        ),
+        (
+            vec!["sample", "-i", "100us"],
+            &"rdtsc\n".repeat(10),
+            "s.msr:1: ERANGE: CPU 0's 10 ops every 100us are 100000 ops a second, over the \
+             64000 a sampler may run on one CPU (MSRBATCH_SAMPLE_MAX_OPS_PER_SEC)",
+        ),
+        (
+            vec!["sample", "-i", "1s"],
+            &"rdtsc\n".repeat(65),
+            "s.msr:65: E2BIG: CPU 0 has 65 ops, over the 64 a sampler runs on one CPU \
+             (MSRBATCH_SAMPLE_MAX_OPS)",
+        ),
+        (
+            vec!["sample", "-i", "1ms", "--ring-pages", "3"],
+            "rdtsc\n",
+            "3 ring pages: the ring's pages must be a power of two",
+        ),
+        (
+            vec!["sample", "-i", "1ms", "--ring-pages", "2048"],
+            "rdtsc\n",
+            "2048 ring pages are over the 1024 a ring may have (MSRBATCH_SAMPLE_MAX_RING_PAGES)",
+        ),
+    ] {
+        let f = script(text);
+        let mut line = args.clone();
+        line.push(&f);
+        let (code, _, err) = run(&line);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: want {want:?} in: {err}");
+        assert!(!err.contains("open /nonexistent"), "{args:?}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -345,7 +345,33 @@ pub unsafe extern "C" fn msrbatch_run(dev: *const CDevice, batch: *mut CBatch) -
     };
     match dev.run(b) {
         Ok(()) => 0,
-        Err(e) => neg(&e),
+        Err(e) => fail_with_reason(&e),
+    }
+}
+
+/// `int msrbatch_batch_check(struct msrbatch_batch_buf *batch)`: checks
+/// `batch` against the kernel's limits that need nothing but the batch (ops
+/// per batch, delays, timestamps; [`crate::refusal::check_batch`]) without
+/// an ioctl: 0, or the negative errno the kernel would return, with
+/// `msrbatch_batch_err_index()` naming the op and `msrbatch_last_error()`
+/// saying why in words.
+///
+/// # Safety
+///
+/// `batch` is NULL or came from `msrbatch_batch_new`.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_batch_check(batch: *mut CBatch) -> c_int {
+    // SAFETY: By the caller's contract.
+    let Some(b) = (unsafe { batch_mut(batch) }) else {
+        return -libc::EINVAL;
+    };
+    match b.check() {
+        Ok(()) => 0,
+        Err(r) => {
+            b.set_refused(r.index);
+            set_last_error(&r.to_string());
+            -r.errno.0
+        }
     }
 }
 
@@ -458,7 +484,7 @@ pub unsafe extern "C" fn msrbatch_prepare(
         }
         Err(e) => {
             b.set_refused(e.op_index());
-            neg(&e)
+            fail_with_reason(&e)
         }
     }
 }
@@ -485,7 +511,7 @@ pub unsafe extern "C" fn msrbatch_prepared_run(prep: *const CPrepared) -> c_int 
     };
     match p.run() {
         Ok(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
-        Err(e) => neg(&e),
+        Err(e) => fail_with_reason(&e),
     }
 }
 
@@ -808,14 +834,22 @@ fn fail(e: &crate::Error) -> c_int {
     neg(e)
 }
 
+/// Records `e` in full (what failed, the errno and why, naming the limit) as
+/// this thread's last error and returns its negative errno.
+fn fail_with_reason(e: &crate::Error) -> c_int {
+    set_last_error(&e.to_string());
+    neg(e)
+}
+
 fn set_last_error(msg: &str) {
     let msg = CString::new(msg.replace('\0', " ")).unwrap_or_default();
     LAST_ERROR.with(|l| *l.borrow_mut() = msg);
 }
 
 /// `const char *msrbatch_last_error(void)`: what the calling thread's last
-/// failed counter or model call said ("" if none). Valid until its next
-/// failing call.
+/// failed call said ("" if none): for a refused batch, prepared batch or
+/// sampler, the errno and why in words, naming the kernel's limit and the
+/// value that broke it. Valid until its next failing call.
 #[no_mangle]
 pub extern "C" fn msrbatch_last_error() -> *const c_char {
     LAST_ERROR.with(|l| l.borrow().as_ptr())
@@ -1214,6 +1248,16 @@ mod tests {
             assert_eq!(val, [0, 0]);
             assert_eq!(msrbatch_result(batch, 3, val.as_mut_ptr()), -libc::ERANGE);
             assert_eq!(msrbatch_batch_err_index(batch), -1);
+            assert_eq!(msrbatch_batch_check(batch), 0);
+            msrbatch_batch_timestamps(batch, 1);
+            assert_eq!(msrbatch_batch_check(batch), -libc::EINVAL);
+            assert_eq!(msrbatch_batch_err_index(batch), 1);
+            let why = CStr::from_ptr(msrbatch_last_error()).to_str().unwrap();
+            assert!(
+                why.contains("'cpuid' returns a second value itself"),
+                "{why}"
+            );
+            msrbatch_batch_timestamps(batch, 0);
             assert_eq!(
                 msrbatch_batch_rdtsc(std::ptr::null_mut(), 0),
                 -c_long::from(libc::EINVAL)

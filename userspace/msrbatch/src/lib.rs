@@ -56,6 +56,7 @@ pub mod model;
 pub mod msr;
 pub mod number;
 pub mod pmu;
+pub mod refusal;
 pub mod sampler;
 pub mod script;
 
@@ -80,10 +81,21 @@ pub const RDPMC_FIXED: u32 = 1 << 30;
 
 /// The CPUs the kernel lists as online (`/sys/devices/system/cpu/online`).
 pub fn online_cpus() -> Result<Vec<u32>> {
-    const PATH: &str = "/sys/devices/system/cpu/online";
-    let text = std::fs::read_to_string(PATH).map_err(|e| Error::from_io(PATH, &e))?;
+    sysfs_cpus("/sys/devices/system/cpu/online")
+}
+
+/// The CPUs that may exist on this machine, online or not
+/// (`/sys/devices/system/cpu/possible`): a batch naming another CPU is
+/// refused (`ENODEV`).
+pub fn possible_cpus() -> Result<Vec<u32>> {
+    sysfs_cpus("/sys/devices/system/cpu/possible")
+}
+
+/// The CPU list in the sysfs file `path`.
+fn sysfs_cpus(path: &str) -> Result<Vec<u32>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::from_io(path, &e))?;
     number::parse_cpu_list(text.trim(), &[])
-        .map_err(|_| Error::from_io(PATH, &std::io::Error::from_raw_os_error(libc::EINVAL)))
+        .map_err(|_| Error::from_io(path, &std::io::Error::from_raw_os_error(libc::EINVAL)))
 }
 
 /// One operation. Each runs on the CPU it is pushed for.
@@ -411,6 +423,18 @@ impl Batch {
         (0..self.len()).filter_map(|i| self.result(i))
     }
 
+    /// Every op with its CPU, in batch order.
+    pub fn cpu_ops(&self) -> Vec<(u32, Op)> {
+        (0..self.len()).filter_map(|i| self.op(i)).collect()
+    }
+
+    /// Checks the batch against the kernel's limits that need nothing but
+    /// the batch ([`refusal::check_batch`]): the refusal the kernel would
+    /// make, in words, without an ioctl.
+    pub fn check(&self) -> std::result::Result<(), refusal::Refusal> {
+        refusal::check_batch(&self.cpu_ops(), self.timestamps)
+    }
+
     /// The op at `index`.
     pub fn op(&self, index: usize) -> Option<(u32, Op)> {
         Some((self.raw.get(index)?.cpu, *self.ops.get(index)?))
@@ -488,8 +512,16 @@ impl Prepared<'_> {
     /// offline), `ETIMEDOUT` (synchronised start), `EPERM`/`EBADF` for
     /// writes (checked at every run).
     pub fn run(&self) -> Result<u32> {
-        sys::run_prepared(self.dev.file.as_fd(), self.handle)
-            .map_err(|e| Error::from_io("MSRBATCH_IOC_RUN", &e))
+        sys::run_prepared(self.dev.file.as_fd(), self.handle).map_err(|e| {
+            let why = refusal::explain(
+                refusal::Call::Run,
+                &self.ops,
+                self.timestamps,
+                e.raw_os_error().unwrap_or(libc::EIO),
+                None,
+            );
+            Error::from_io("MSRBATCH_IOC_RUN", &e).with_reason(why)
+        })
     }
 
     /// The result of op `index` from the last run, read from the mapping
@@ -688,9 +720,17 @@ impl Device {
             Err(e) => {
                 let index = blamed(hdr.err_index, hdr.nr_ops);
                 batch.set_refused(index);
+                let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                let why = refusal::explain(
+                    refusal::Call::Batch,
+                    &batch.cpu_ops(),
+                    batch.timestamps,
+                    errno,
+                    index,
+                );
                 Err(Error::from_io("MSRBATCH_IOC_BATCH", &e)
                     .with_index(index)
-                    .with_reason(e.raw_os_error().and_then(allowlist::batch_refusal_reason)))
+                    .with_reason(why))
             }
         }
     }
@@ -708,7 +748,16 @@ impl Device {
         };
         if let Err(e) = sys::prepare(fd, &mut p, &batch.raw) {
             let index = blamed(p.err_index, p.nr_ops);
-            return Err(Error::from_io("MSRBATCH_IOC_PREPARE", &e).with_index(index));
+            let why = refusal::explain(
+                refusal::Call::Prepare,
+                &batch.cpu_ops(),
+                batch.timestamps,
+                e.raw_os_error().unwrap_or(libc::EIO),
+                index,
+            );
+            return Err(Error::from_io("MSRBATCH_IOC_PREPARE", &e)
+                .with_index(index)
+                .with_reason(why));
         }
         let unprepare = |e: std::io::Error| {
             let _ = sys::unprepare(fd, p.handle);
