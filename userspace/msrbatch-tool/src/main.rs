@@ -113,7 +113,9 @@ batch flags are ignored."
         json: bool,
     },
     /// Encode 'event=0x..,umask=0x..,usr,os,en' into an IA32_PERFEVTSEL
-    /// value, or decode a value (a number) into its fields.
+    /// value (an event named without flags, e.g. 'instructions', gets
+    /// usr,os,en, as perf and libpfm encode it), or decode a value (a
+    /// number) into its fields.
     Evsel {
         /// A spec to encode, or a number to decode.
         spec: String,
@@ -393,7 +395,7 @@ fn evsel(spec: &str) -> Result<Exit, Failure> {
             format!("{s}{name}")
         })
     } else {
-        pmu::evsel_encode(spec).map(|v| format!("{v:#x}"))
+        pmu::evsel_encode_default(spec).map(|v| format!("{v:#x}"))
     };
     let s = out.map_err(|e| Failure::nothing_ran(format!("evsel: {e}")))?;
     println!("{s}");

@@ -156,6 +156,9 @@ fn one_number_grammar() {
         ("evsel event=10,umask=0x1", "0x10a"),
         ("evsel event=0o12,umask=0b1", "0x10a"),
         ("evsel event=0xa,umask=1", "0x10a"),
+        // A named event without flags: usr, os and en, as perf and libpfm.
+        ("evsel instructions", "0x4300c0"),
+        ("evsel instructions,usr", "0x100c0"),
         ("evsel 0x10a", "event=0x0a,umask=0x01"),
         ("evsel 266", "event=0x0a,umask=0x01"),
     ] {

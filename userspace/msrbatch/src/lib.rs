@@ -779,8 +779,10 @@ impl Device {
     /// first write, and written back when the device is closed, also when
     /// the process is killed. `EBADF` on a device opened read-only.
     pub fn restore_on_close(&self) -> Result<()> {
-        sys::restore_on_close(self.file.as_fd())
-            .map_err(|e| Error::from_io("MSRBATCH_IOC_RESTORE_ON_CLOSE", &e))
+        sys::restore_on_close(self.file.as_fd()).map_err(|e| {
+            Error::from_io("MSRBATCH_IOC_RESTORE_ON_CLOSE", &e)
+                .with_reason(Self::why(refusal::Call::RestoreOnClose, &e))
+        })
     }
 
     /// Writes the values [`Device::restore_on_close`] logged back now and
@@ -798,8 +800,10 @@ impl Device {
     /// (perf's `rdpmc` setting is 0), `EOPNOTSUPP` (kernel without
     /// `CONFIG_PREEMPT_NOTIFIERS`, or Xen PV).
     pub fn grant_rdpmc(&self) -> Result<()> {
-        sys::pce_grant(self.file.as_fd(), 0)
-            .map_err(|e| Error::from_io("MSRBATCH_IOC_PCE_GRANT", &e))
+        sys::pce_grant(self.file.as_fd(), 0).map_err(|e| {
+            Error::from_io("MSRBATCH_IOC_PCE_GRANT", &e)
+                .with_reason(Self::why(refusal::Call::Grant, &e))
+        })
     }
 
     /// Like [`Device::grant_rdpmc`], but the grant does not end when this
@@ -807,8 +811,10 @@ impl Device {
     /// descriptor) or when the thread exits. So the thread can close every
     /// descriptor and `execve` a program that gets none.
     pub fn grant_rdpmc_thread(&self) -> Result<()> {
-        sys::pce_grant(self.file.as_fd(), MSRBATCH_PCE_F_THREAD)
-            .map_err(|e| Error::from_io("MSRBATCH_IOC_PCE_GRANT", &e))
+        sys::pce_grant(self.file.as_fd(), MSRBATCH_PCE_F_THREAD).map_err(|e| {
+            Error::from_io("MSRBATCH_IOC_PCE_GRANT", &e)
+                .with_reason(Self::why(refusal::Call::Grant, &e))
+        })
     }
 
     /// Ends the calling thread's grant, whichever descriptor made it
@@ -822,6 +828,11 @@ impl Device {
     /// device stays open, so this is how a grant reaches an exec'd program).
     pub fn keep_across_exec(&self) -> Result<()> {
         sys::keep_across_exec(self.file.as_fd()).map_err(|e| Error::from_io("fcntl(F_SETFD)", &e))
+    }
+
+    /// Why the kernel refused `call` with `e`, in words ([`refusal::explain`]).
+    fn why(call: refusal::Call<'_>, e: &std::io::Error) -> Option<String> {
+        refusal::explain(call, &[], false, e.raw_os_error()?, None)
     }
 
     /// The underlying file, for raw ioctls.

@@ -30,6 +30,10 @@ pub enum Call<'a> {
     /// `MSRBATCH_IOC_SAMPLE`: a sampler of a prepared batch with this
     /// configuration.
     Sample(&'a SamplerConfig),
+    /// `MSRBATCH_IOC_RESTORE_ON_CLOSE`.
+    RestoreOnClose,
+    /// `MSRBATCH_IOC_PCE_GRANT`: user-mode RDPMC for the calling thread.
+    Grant,
 }
 
 /// A refusal: the errno, the op to blame (if one is) and why, in words.
@@ -309,8 +313,44 @@ pub fn explain(
     let checked = match call {
         Call::Batch | Call::Prepare => check_batch(ops, timestamps),
         Call::Sample(cfg) => check_sampler(ops, cfg),
-        Call::Run => Ok(()),
+        Call::Run | Call::RestoreOnClose | Call::Grant => Ok(()),
     };
+    match (call, errno) {
+        (Call::RestoreOnClose, libc::EPERM) => {
+            return Some(
+                "restore on close needs CAP_SYS_RAWIO: this descriptor was opened without it \
+                 (write back what you changed yourself, or run with the capability)"
+                    .into(),
+            )
+        }
+        (Call::RestoreOnClose | Call::Grant, libc::EBADF) => {
+            return Some("the device is open read-only; this needs it opened for writing".into())
+        }
+        (Call::Grant, libc::EPERM) => {
+            return Some(
+                "this descriptor was opened without CAP_SYS_RAWIO and the allowlist in force \
+                 at open has no 'allow pce' line (root: add it, msrbatch allowlist load FILE)"
+                    .into(),
+            )
+        }
+        (Call::Grant, libc::EACCES) => {
+            return Some(
+                "perf's rdpmc setting (/sys/bus/event_source/devices/cpu/rdpmc) is 0; write 1 \
+                 or 2 there to allow user RDPMC"
+                    .into(),
+            )
+        }
+        (Call::Grant, libc::EOPNOTSUPP) => {
+            return Some(
+                "the kernel lacks CONFIG_PREEMPT_NOTIFIERS (it comes with CONFIG_KVM), or runs \
+                 as a Xen PV guest, so a grant could not follow the thread"
+                    .into(),
+            )
+        }
+        (Call::Grant, libc::EBUSY) => return Some("this thread already holds a grant".into()),
+        (Call::RestoreOnClose | Call::Grant, _) => return None,
+        _ => {}
+    }
     if let Err(r) = checked {
         if r.errno.0 == errno && (index.is_none() || r.index == index) {
             return Some(r.text);
@@ -501,6 +541,14 @@ mod tests {
         );
         assert_eq!(explain(Call::Batch, &ops, false, libc::EFAULT, None), None);
         assert!(explain(Call::Batch, &ops, false, libc::EACCES, Some(0)).is_some());
+        // The hints a user without CAP_SYS_RAWIO meets.
+        let t = explain(Call::Sample(&cfg), &ops, false, libc::EACCES, Some(0)).unwrap();
+        assert!(t.contains("allowlist"), "{t}");
+        let t = explain(Call::Grant, &[], false, libc::EPERM, None).unwrap();
+        assert!(t.contains("'allow pce'"), "{t}");
+        let t = explain(Call::RestoreOnClose, &[], false, libc::EPERM, None).unwrap();
+        assert!(t.contains("needs CAP_SYS_RAWIO"), "{t}");
+        assert_eq!(explain(Call::Grant, &[], false, libc::ENOENT, None), None);
     }
 
     #[test]
