@@ -54,6 +54,7 @@ pub mod derived;
 mod error;
 pub mod model;
 pub mod msr;
+mod msr_index;
 pub mod number;
 pub mod pmu;
 pub mod refusal;
