@@ -45,6 +45,14 @@ int msrbatch_is_read_only(const struct msrbatch *dev);
 void msrbatch_close(struct msrbatch *dev);
 int msrbatch_info(const struct msrbatch *dev, struct msrbatch_info *info);
 
+/*
+ * The online CPUs (/sys/devices/system/cpu/online), ascending: the first @max
+ * go to @cpus (NULL if @max is 0); returns how many there are (more than @max:
+ * call again with more room), or a negative errno. Loop over these, not to
+ * sysconf(_SC_NPROCESSORS_ONLN), which misses CPUs above an offline one.
+ */
+long msrbatch_online_cpus(uint32_t *cpus, size_t max);
+
 struct msrbatch_batch_buf *msrbatch_batch_new(void);
 void msrbatch_batch_free(struct msrbatch_batch_buf *batch);
 /* On each CPU, stop at the first failing op (the rest get -ECANCELED). */

@@ -815,6 +815,34 @@ pub unsafe extern "C" fn msrbatch_revoke_rdpmc(dev: *const CDevice) -> c_int {
     }
 }
 
+/// `long msrbatch_online_cpus(uint32_t *cpus, size_t max)`: the CPUs the
+/// kernel lists as online ([`crate::online_cpus`]), in ascending order: the
+/// first `max` of them go to `cpus` (which may be NULL when `max` is 0), and
+/// the return value is how many there are (call again with more room if
+/// that is over `max`), or a negative errno.
+///
+/// # Safety
+///
+/// `cpus` is NULL or valid for `max` writes.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_online_cpus(cpus: *mut u32, max: usize) -> c_long {
+    if cpus.is_null() && max != 0 {
+        return -c_long::from(libc::EINVAL);
+    }
+    match crate::online_cpus() {
+        Ok(list) => {
+            let n = list.len().min(max);
+            if n > 0 {
+                // SAFETY: `cpus` is valid for `max >= n` writes, by the
+                // caller's contract.
+                unsafe { std::ptr::copy_nonoverlapping(list.as_ptr(), cpus, n) };
+            }
+            c_long::try_from(list.len()).unwrap_or(c_long::MAX)
+        }
+        Err(e) => -c_long::from(fail(&e).abs()),
+    }
+}
+
 /// `const char *msrbatch_errno_name(int err)`: `"EIO"` for `EIO` or `-EIO`;
 /// NULL for values this API does not produce. The string is static.
 #[no_mangle]
@@ -1309,6 +1337,29 @@ mod tests {
                 assert_eq!(msrbatch_info(dev, &mut info), -libc::ENOTTY);
                 msrbatch_close(dev);
             }
+        }
+    }
+
+    /// The online CPUs, as the Rust API and sysfs list them; a short buffer
+    /// gets the first ones and the full count.
+    #[test]
+    fn c_online_cpus() {
+        let want = crate::online_cpus().unwrap();
+        // SAFETY: Every pointer is valid for the room given, as the header asks.
+        unsafe {
+            let n = msrbatch_online_cpus(std::ptr::null_mut(), 0);
+            assert_eq!(n, want.len() as c_long);
+            let mut cpus = vec![u32::MAX; want.len() + 1];
+            assert_eq!(msrbatch_online_cpus(cpus.as_mut_ptr(), cpus.len()), n);
+            assert_eq!(&cpus[..want.len()], want.as_slice());
+            assert_eq!(cpus[want.len()], u32::MAX);
+            let mut one = [u32::MAX];
+            assert_eq!(msrbatch_online_cpus(one.as_mut_ptr(), 1), n);
+            assert_eq!(one[0], want[0]);
+            assert_eq!(
+                msrbatch_online_cpus(std::ptr::null_mut(), 1),
+                -c_long::from(libc::EINVAL)
+            );
         }
     }
 
