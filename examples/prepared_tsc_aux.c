@@ -9,30 +9,39 @@
  *      examples/prepared_tsc_aux.c $(pkg-config --libs msrbatch)
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <msrbatch.h>
 
 #define IA32_TSC_AUX 0xc0000103
 
 int main(void)
 {
-	long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	struct msrbatch_batch_buf *batch;
 	struct msrbatch_prepared *prep;
 	struct msrbatch *dev;
 	int err, run, failed = 0;
+	uint32_t *cpus;
+	long ncpus;
 	size_t i;
 
-	err = msrbatch_open(NULL, &dev);
+	/* Only reads: a node the caller may only read is enough. */
+	err = msrbatch_open_read_only(NULL, &dev);
 	if (err) {
 		fprintf(stderr, "msrbatch_open: %s\n", strerror(-err));
 		return 1;
 	}
+	/* The online CPUs (not 0 to _SC_NPROCESSORS_ONLN: a CPU may be offline). */
+	ncpus = msrbatch_online_cpus(NULL, 0);
+	cpus = ncpus > 0 ? calloc(ncpus, sizeof(*cpus)) : NULL;
+	if (!cpus || msrbatch_online_cpus(cpus, ncpus) != ncpus) {
+		fprintf(stderr, "msrbatch_online_cpus: %s\n", msrbatch_last_error());
+		return 1;
+	}
 	batch = msrbatch_batch_new();
 	msrbatch_batch_timestamps(batch, 1);
-	for (long cpu = 0; cpu < ncpus; cpu++)
-		msrbatch_batch_rdmsr(batch, cpu, IA32_TSC_AUX);
+	for (long c = 0; c < ncpus; c++)
+		msrbatch_batch_rdmsr(batch, cpus[c], IA32_TSC_AUX);
 	err = msrbatch_prepare(dev, batch, &prep);
 	if (err) {
 		fprintf(stderr, "msrbatch_prepare: %s (op %ld)\n", msrbatch_errno_name(err),
@@ -50,7 +59,7 @@ int main(void)
 			uint64_t val[2];
 			int status = msrbatch_prepared_result(prep, i, val);
 
-			printf("run %d cpu %zu: ", run, i);
+			printf("run %d cpu %u: ", run, cpus[i]);
 			if (status)
 				printf("%s\n", msrbatch_errno_name(status));
 			else
@@ -60,6 +69,7 @@ int main(void)
 	}
 	msrbatch_prepared_free(prep);
 	msrbatch_batch_free(batch);
+	free(cpus);
 	msrbatch_close(dev);
 	return failed ? 1 : 0;
 }

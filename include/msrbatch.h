@@ -32,11 +32,26 @@ struct msrbatch_batch_buf;
 
 /*
  * Opens @path (NULL: "/dev/msrbatch"); without CAP_SYS_RAWIO, the descriptor
- * may do what the allowlist in force at open allows.
+ * may do what the allowlist in force at open allows. msrbatch_open() opens
+ * for reading and writing when the node lets the caller write, else
+ * read-only (a node of mode 0640 for a group); msrbatch_open_read_only()
+ * always read-only, for programs that only read. On a read-only descriptor,
+ * batches that write, restore on close and RDPMC grants fail with -EBADF.
  */
 int msrbatch_open(const char *path, struct msrbatch **dev);
+int msrbatch_open_read_only(const char *path, struct msrbatch **dev);
+/* 1 if @dev was opened read-only, 0 if not, -EINVAL for a model. */
+int msrbatch_is_read_only(const struct msrbatch *dev);
 void msrbatch_close(struct msrbatch *dev);
 int msrbatch_info(const struct msrbatch *dev, struct msrbatch_info *info);
+
+/*
+ * The online CPUs (/sys/devices/system/cpu/online), ascending: the first @max
+ * go to @cpus (NULL if @max is 0); returns how many there are (more than @max:
+ * call again with more room), or a negative errno. Loop over these, not to
+ * sysconf(_SC_NPROCESSORS_ONLN), which misses CPUs above an offline one.
+ */
+long msrbatch_online_cpus(uint32_t *cpus, size_t max);
 
 struct msrbatch_batch_buf *msrbatch_batch_new(void);
 void msrbatch_batch_free(struct msrbatch_batch_buf *batch);
@@ -75,6 +90,16 @@ long msrbatch_batch_rdcr4(struct msrbatch_batch_buf *batch, uint32_t cpu);
  * the op it blamed, or returns -1.
  */
 int msrbatch_run(const struct msrbatch *dev, struct msrbatch_batch_buf *batch);
+/*
+ * Checks @batch against the kernel's limits that need nothing but the batch
+ * (MSRBATCH_MAX_OPS, MSRBATCH_MAX_DELAY_NS, MSRBATCH_MAX_CPU_DELAY_NS,
+ * timestamps with RDTSCP/CPUID/RMWMSR) without an ioctl: 0, or the negative
+ * errno the kernel would return (msrbatch_batch_err_index() names the op).
+ * When this or msrbatch_run(), msrbatch_prepare(), msrbatch_prepared_run() or
+ * msrbatch_sampler_start() fails, msrbatch_last_error() says why in words,
+ * naming the limit and the value that broke it.
+ */
+int msrbatch_batch_check(struct msrbatch_batch_buf *batch);
 uint32_t msrbatch_batch_nr_failed(const struct msrbatch_batch_buf *batch);
 long msrbatch_batch_err_index(const struct msrbatch_batch_buf *batch);
 /* TSC ticks between the first and the last CPU starting the last run (0 on one CPU). */
@@ -227,7 +252,10 @@ int msrbatch_counters_deltas(const struct msrbatch_counters *ctr, const uint64_t
 int msrbatch_counters_restore(struct msrbatch_counters *ctr);
 /* Restores (unless msrbatch_counters_restore() ran) and frees. */
 void msrbatch_counters_close(struct msrbatch_counters *ctr);
-/* What this thread's last failed counter or model call said; "" if none. */
+/*
+ * What this thread's last failed call said; "" if none. For a refused batch,
+ * prepared batch or sampler: the errno and why, naming the limit.
+ */
 const char *msrbatch_last_error(void);
 
 /* "EIO" for EIO or -EIO; NULL for values this API does not produce. */

@@ -25,7 +25,7 @@ printf 'cpu 0\nrdpmc 0x7fff0000\n' | msrbatch run - >/tmp/fault.out 2>&1
 rc=$?
 check "a faulting op exits 1 and reports EIO" sh -c "[ $rc -eq 1 ] && grep -q EIO /tmp/fault.out"
 printf 'cpu 4095\nrdtsc\n' | msrbatch run - >/tmp/nodev.out 2>&1
-check "a rejected batch names the errno and the script line" grep -q 'ENODEV.*script line 2' /tmp/nodev.out
+check "a batch on a CPU that does not exist is refused before the ioctl, naming the line and the CPUs" grep -q -- "^msrbatch: -:2: ENODEV: CPU 4095 does not exist: this machine's CPUs are 0-" /tmp/nodev.out
 
 # --json: one object per op result; --csv: a header and one row per op.
 msrbatch run --json /tests/scripts/demo.msr >/tmp/demo.json
@@ -35,8 +35,8 @@ check "--json objects carry cpu, op, register, value and error" \
 	sh -c "! grep -v '\"cpu\":[0-9]*,\"op\":\"[a-z]*\",\"register\":\"[^\"]*\".*\"value\":[0-9]*,.*\"error\":null}$' /tmp/demo.json | grep -q ."
 check "--json names MSRs" grep -q '"name":"IA32_PAT","value":[0-9]*,"value_hex":"0x7040600070406"' /tmp/demo.json
 msrbatch run --csv /tests/scripts/demo.msr >/tmp/demo.csv
-check "--csv has a header and $((5 * ncpu)) rows" sh -c "head -n1 /tmp/demo.csv | grep -qx 'iteration,line,cpu,op,register,value,error,tsc,start_spread' && [ \$(wc -l </tmp/demo.csv) -eq $((5 * ncpu + 1)) ]"
-check "--csv rows: rdmsr of IA32_PAT on cpu 0, no timestamp, the start spread" grep -qx '0,4,0,rdmsr,0x277,0x7040600070406,,,[0-9][0-9]*' /tmp/demo.csv
+check "--csv has a header and $((5 * ncpu)) rows" sh -c "head -n1 /tmp/demo.csv | grep -qx 'iteration,line,cpu,op,register,value,error,tsc,start_spread,old,aux,ebx,ecx,edx' && [ \$(wc -l </tmp/demo.csv) -eq $((5 * ncpu + 1)) ]"
+check "--csv rows: rdmsr of IA32_PAT on cpu 0, no timestamp, the start spread" grep -qx '0,4,0,rdmsr,0x277,0x7040600070406,,,[0-9][0-9]*,,,,,' /tmp/demo.csv
 printf 'cpu 1\nrdtsc\n' | msrbatch run --csv --repeat 3 --interval 10ms - >/tmp/rep.csv
 check "--repeat 3 runs the batch 3 times" sh -c "[ \$(grep -c ',rdtsc,' /tmp/rep.csv) -eq 3 ] && [ \$(cut -d, -f1 /tmp/rep.csv | sort -u | wc -l) -eq 4 ]"
 t1=$(sed -n 2p /tmp/rep.csv | cut -d, -f6)

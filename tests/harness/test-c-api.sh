@@ -28,6 +28,16 @@ printf '#include <linux/msrbatch.h>\n#include <msrbatch.h>\n' |
 	g++ -fsyntax-only -Wall -Werror $(pkg-config --cflags msrbatch) -x c++ -
 echo "ok - both headers compile as C++"
 
+# The C API's examples take the CPUs from msrbatch_online_cpus(): counting to
+# _SC_NPROCESSORS_ONLN names the wrong CPUs as soon as one is offline.
+for ex in read_msrs prepared_tsc_aux; do
+	if grep -q "sysconf(_SC_NPROCESSORS_ONLN" "examples/$ex.c" || ! grep -q 'msrbatch_online_cpus(cpus' "examples/$ex.c"; then
+		echo "not ok - examples/$ex.c loops to _SC_NPROCESSORS_ONLN instead of msrbatch_online_cpus()"
+		exit 1
+	fi
+done
+echo "ok - the C API's examples loop over msrbatch_online_cpus()"
+
 for ex in read_msrs count_instructions prepared_tsc_aux; do
 	# shellcheck disable=SC2046
 	gcc "${flags[@]}" $(pkg-config --cflags msrbatch) -o "$out/$ex" "examples/$ex.c" $(pkg-config --libs msrbatch)

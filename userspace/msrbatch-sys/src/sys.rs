@@ -396,6 +396,13 @@ impl Drop for SharedWords {
     }
 }
 
+/// The size of a page in bytes (a sampler's ring is counted in pages).
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(n).unwrap_or(4096)
+}
+
 /// Clears `FD_CLOEXEC` so that the descriptor stays open across `execve`.
 pub fn keep_across_exec(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: F_GETFD/F_SETFD on a valid descriptor have no memory effects.

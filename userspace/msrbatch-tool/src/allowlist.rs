@@ -28,11 +28,19 @@ enum AllowlistCmd {
     Show,
 }
 
-/// What to do about an errno from the allowlist's node.
-fn hint(e: &msrbatch::Error) -> &'static str {
+/// What to do about an errno from the allowlist's node, when loading
+/// (`load`) or reading the list.
+fn hint(e: &msrbatch::Error, load: bool) -> &'static str {
     match e.errno().0 {
         libc::EPERM => ": loading an allowlist needs CAP_SYS_RAWIO",
-        libc::EACCES => ": the node's mode does not let you open it (see the msrbatch udev rule)",
+        libc::EACCES if load => {
+            ": loading an allowlist needs root (CAP_SYS_RAWIO); the msrbatch udev rule lets \
+             the group read the list, never write it"
+        }
+        libc::EACCES => {
+            ": the node's mode does not let you read it (the msrbatch udev rule \
+             gives group msrbatch read access: are you in the group?)"
+        }
         libc::ENOENT => ": is the msrbatch module loaded?",
         _ => "",
     }
@@ -66,13 +74,13 @@ fn load(node: &str, file: &str) -> Result<bool, String> {
     .map_err(|e| format!("{file}: {e}"))?;
     // The module would refuse it too, with an errno only: say where here.
     let list = Allowlist::parse(&text).map_err(|e| format!("{file}: {e}"))?;
-    allowlist::load(node, text.as_bytes()).map_err(|e| format!("{e}{}", hint(&e)))?;
+    allowlist::load(node, text.as_bytes()).map_err(|e| format!("{e}{}", hint(&e, true)))?;
     println!("{file}: loaded: {}", summary(&list));
     Ok(true)
 }
 
 fn show(node: &str) -> Result<bool, String> {
-    let text = allowlist::read(node).map_err(|e| format!("{e}{}", hint(&e)))?;
+    let text = allowlist::read(node).map_err(|e| format!("{e}{}", hint(&e, false)))?;
     print!("{text}");
     Ok(true)
 }
@@ -120,5 +128,16 @@ mod tests {
         let err = load(node.to_str().unwrap(), file.to_str().unwrap()).unwrap_err();
         assert!(err.contains("ENOENT"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A member of the group (read-only node) who tries to load is told
+    /// that loading needs root, not pointed at the udev rule.
+    #[test]
+    fn eacces_hints_say_what_to_do() {
+        let e = msrbatch::Error::new(libc::EACCES, "open /dev/msrbatch_allowlist");
+        assert!(hint(&e, true).contains("needs root"), "{}", hint(&e, true));
+        assert!(hint(&e, false).contains("are you in the group"));
+        let e = msrbatch::Error::new(libc::EPERM, "write");
+        assert!(hint(&e, true).contains("CAP_SYS_RAWIO"));
     }
 }

@@ -8,22 +8,11 @@ use msrbatch::{Batch, Device, Op, Value};
 /// CR4.PCE: RDPMC allowed in user mode.
 const CR4_PCE: u64 = 1 << 8;
 
-/// Why a grant was refused, in words.
-fn grant_hint(e: &msrbatch::Error) -> &'static str {
-    match e.errno().0 {
-        libc::EACCES => "perf's rdpmc setting (/sys/bus/event_source/devices/cpu/rdpmc) is 0; write 1 or 2 there to allow user RDPMC",
-        libc::EOPNOTSUPP => "the kernel lacks CONFIG_PREEMPT_NOTIFIERS (it comes with CONFIG_KVM), so a grant could not follow the thread",
-        libc::EBUSY => "this thread already holds a grant",
-        libc::EBADF => "the device is not open for writing",
-        _ => "",
-    }
-}
-
 /// `msrbatch exec --rdpmc CMD...`: returns only if CMD could not be run.
 pub fn exec_rdpmc(dev: &Device, cmd: &[String]) -> Result<Exit, Failure> {
     use std::os::unix::process::CommandExt;
-    dev.grant_rdpmc_thread()
-        .map_err(|e| Failure::nothing_ran(format!("{e}: {}", grant_hint(&e))))?;
+    // The error says why in words (the library's refusal table).
+    dev.grant_rdpmc_thread().map_err(Failure::nothing_ran)?;
     // execve() keeps this thread, so the grant (tied to the thread alone)
     // follows CMD. The device is close-on-exec: CMD gets no descriptor that
     // could write MSRs.

@@ -14,7 +14,7 @@ mod stat;
 use clap::{CommandFactory, Parser, Subcommand};
 use exit::{Exit, Failure};
 use msrbatch::number::{parse_duration, parse_u32, parse_u64};
-use msrbatch::{script, Backend, Device};
+use msrbatch::{refusal, script, Backend, Device};
 use output::Format;
 use std::io::Read;
 use std::process::ExitCode;
@@ -28,7 +28,8 @@ use std::process::ExitCode;
     long_about = "Batched, per-CPU atomic MSR, PMC, TSC and CPUID access through /dev/msrbatch. \
 A script (msrbatch run) or a command becomes one ioctl; each CPU runs its ops in order with \
 interrupts off, and every op has its own status. Needs the msrbatch module; without CAP_SYS_RAWIO, \
-a descriptor may do what the allowlist allows (msrbatch allowlist show). \
+a descriptor may do what the allowlist allows (msrbatch allowlist show). Commands that write \
+nothing open the device read-only. \
 Scripts: Documentation/scripts.md; the ioctl ABI: msrbatch(4).",
     after_long_help = man::epilogue()
 )]
@@ -57,14 +58,15 @@ enum Cmd {
         /// Same as --format csv.
         #[arg(long, conflicts_with_all = ["format", "json"])]
         csv: bool,
-        /// Run the script N times: with N > 1 the kernel validates it once
-        /// (a prepared batch) and each run is one ioctl; the start spread is
-        /// then not reported.
-        #[arg(long, default_value_t = 1, value_parser = parse_u32)]
+        /// Run the script N times (N >= 1): with N > 1 the kernel validates
+        /// it once (a prepared batch) and each run is one ioctl; the start
+        /// spread is then not reported.
+        #[arg(long, default_value_t = 1, value_name = "N", value_parser = parse_repeat)]
         repeat: u32,
-        /// Pause between repetitions, e.g. 100ms, 1s.
-        #[arg(long, default_value = "0", value_parser = parse_duration)]
-        interval: u64,
+        /// Pause between repetitions, with a unit: e.g. 100ms, 1s (default:
+        /// none).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        interval: Option<u64>,
         /// Synchronised start, as the script statement sync-start.
         #[arg(long)]
         sync_start: bool,
@@ -112,8 +114,10 @@ batch flags are ignored."
         json: bool,
     },
     /// Encode 'event=0x..,umask=0x..,usr,os,en' into an IA32_PERFEVTSEL
-    /// value, or decode a value (a number) into its fields. With --pentium,
-    /// the original Pentium's CESR: 'ctr0=EVENT:os:usr,ctr1=EVENT:usr:clocks:pc'.
+    /// value (an event named without flags, e.g. 'instructions', gets
+    /// usr,os,en, as perf and libpfm encode it), or decode a value (a
+    /// number) into its fields. With --pentium, the original Pentium's CESR:
+    /// 'ctr0=EVENT:os:usr,ctr1=EVENT:usr:clocks:pc'.
     Evsel {
         /// A spec to encode, or a number to decode.
         spec: String,
@@ -188,8 +192,50 @@ fn prog(args: &[String]) -> &'static str {
     }
 }
 
-fn open(device: &str) -> Result<Device, Failure> {
-    Device::open_path(device).map_err(Failure::nothing_ran)
+/// Whether a command opens the device for writing. Only one that writes
+/// does: a group given a read-only node (mode 0640) can then read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+impl Access {
+    /// Write if `writes`, else read.
+    pub fn writing(writes: bool) -> Self {
+        if writes {
+            Access::Write
+        } else {
+            Access::Read
+        }
+    }
+
+    /// Opens `device` this way.
+    pub fn open(self, device: &str) -> msrbatch::Result<Device> {
+        match self {
+            Access::Read => Device::open_path_read_only(device),
+            Access::Write => Device::open_path(device),
+        }
+    }
+}
+
+/// A count of at least 1 (`--count`, `--repeat`): 0 is refused, not read
+/// as 1 or as "for ever".
+pub fn parse_count(s: &str) -> Result<u64, String> {
+    match parse_u64(s) {
+        Ok(0) => Err("must be at least 1".into()),
+        r => r.map_err(|e| e.to_string()),
+    }
+}
+
+/// `--repeat`: a count of at least 1 that fits in 32 bits.
+fn parse_repeat(s: &str) -> Result<u32, String> {
+    let n = parse_count(s)?;
+    u32::try_from(n).map_err(|_| format!("'{s}' does not fit in 32 bits"))
+}
+
+fn open(device: &str, access: Access) -> Result<Device, Failure> {
+    access.open(device).map_err(Failure::nothing_ran)
 }
 
 /// What `msrbatch run` was asked to do besides the script.
@@ -230,8 +276,30 @@ fn refused(origins: &[script::Origin], e: msrbatch::Error) -> Failure {
     Failure::nothing_ran(format!("{e}{at}"))
 }
 
-/// `msrbatch sample`: the script is read, parsed and checked before the
-/// device is opened; its batch flags are cleared (a sampler has none).
+/// A refusal the tool found before the ioctl (the kernel's limits, in
+/// words), naming the script line of the op it blames.
+fn refused_before(file: &str, origins: &[script::Origin], r: &refusal::Refusal) -> Failure {
+    let line = r
+        .index
+        .and_then(|i| origins.get(i as usize))
+        .map(|o| format!(":{}", o.line))
+        .unwrap_or_default();
+    Failure::nothing_ran(format!("{file}{line}: {}: {}", r.errno, r.text))
+}
+
+/// Every CPU of script `s` exists (where the possible CPUs can be read;
+/// else the kernel checks).
+fn check_cpus(file: &str, s: &script::Script) -> Result<(), Failure> {
+    match msrbatch::possible_cpus() {
+        Ok(possible) => refusal::check_cpus(&s.batch.cpu_ops(), &possible)
+            .map_err(|r| refused_before(file, &s.origins, &r)),
+        Err(_) => Ok(()),
+    }
+}
+
+/// `msrbatch sample`: the script is read, parsed and checked (against the
+/// sampler's limits too) before the device is opened; its batch flags are
+/// cleared (a sampler has none).
 fn sample_script(device: &str, a: &sample::SampleArgs) -> Result<Exit, Failure> {
     let mut s = read_script(&a.file)?;
     sample::check_sampleable(&a.file, &s)?;
@@ -239,12 +307,16 @@ fn sample_script(device: &str, a: &sample::SampleArgs) -> Result<Exit, Failure> 
         .stop_on_error(false)
         .sync_start(false)
         .timestamps(false);
-    let dev = open(device)?;
+    check_cpus(&a.file, &s)?;
+    refusal::check_sampler(&s.batch.cpu_ops(), &a.config())
+        .map_err(|r| refused_before(&a.file, &s.origins, &r))?;
+    let dev = open(device, Access::Read)?;
     sample::sample(&dev, &s, a, |e| refused(&s.origins, e))
 }
 
-/// `msrbatch run`: the script is read and parsed before the device is opened.
-/// One run is one plain batch; more are runs of one prepared batch.
+/// `msrbatch run`: the script is read, parsed and checked against the
+/// kernel's limits before the device is opened. One run is one plain batch;
+/// more are runs of one prepared batch.
 fn run_script(device: &str, file: &str, a: &RunArgs<'_>) -> Result<Exit, Failure> {
     let mut s = read_script(file)?;
     if a.sync_start {
@@ -253,13 +325,20 @@ fn run_script(device: &str, file: &str, a: &RunArgs<'_>) -> Result<Exit, Failure
     if a.timestamps {
         s.batch.timestamps(true);
     }
+    check_cpus(file, &s)?;
+    s.batch
+        .check()
+        .map_err(|r| refused_before(file, &s.origins, &r))?;
     let refused = |e| refused(&s.origins, e);
-    let dev = open(device)?;
+    let dev = open(
+        device,
+        Access::writing(s.batch.has_writes() || a.restore.restore),
+    )?;
     a.restore.apply(&dev, Failure::nothing_ran)?;
     if a.format == Format::Csv {
         println!("{}", output::CSV_HEADER);
     }
-    let repeat = a.repeat.max(1);
+    let repeat = a.repeat;
     let mut run = output::Run {
         iteration: 0,
         repeat: repeat > 1,
@@ -267,10 +346,12 @@ fn run_script(device: &str, file: &str, a: &RunArgs<'_>) -> Result<Exit, Failure
         start_spread: None,
     };
     let mut all_ok = true;
+    let mut not_run = output::NotRun::default();
     if repeat == 1 {
         dev.run(&mut s.batch).map_err(refused)?;
         all_ok = s.batch.nr_failed() == 0;
         run.start_spread = Some(s.batch.start_spread());
+        not_run.count(s.batch.results());
         output::print_results(a.format, &run, s.batch.results().zip(&s.origins));
     } else {
         let prepared = dev.prepare(&s.batch).map_err(refused)?;
@@ -280,9 +361,11 @@ fn run_script(device: &str, file: &str, a: &RunArgs<'_>) -> Result<Exit, Failure
             }
             all_ok &= prepared.run().map_err(refused)? == 0;
             run.iteration = iteration;
+            not_run.count(prepared.results());
             output::print_results(a.format, &run, prepared.results().zip(&s.origins));
         }
     }
+    not_run.report();
     Ok(if all_ok {
         Exit::Success
     } else {
@@ -291,7 +374,9 @@ fn run_script(device: &str, file: &str, a: &RunArgs<'_>) -> Result<Exit, Failure
 }
 
 fn info(device: &str) -> Result<Exit, Failure> {
-    let i = open(device)?.info().map_err(Failure::nothing_ran)?;
+    let i = open(device, Access::Read)?
+        .info()
+        .map_err(Failure::nothing_ran)?;
     let ops: Vec<String> = (1..64)
         .filter(|b| i.ops_supported & (1 << b) != 0)
         .map(|b| b.to_string())
@@ -327,7 +412,7 @@ fn evsel(spec: &str, pentium: bool) -> Result<Exit, Failure> {
             format!("{s}{name}")
         })
     } else {
-        pmu::evsel_encode(spec).map(|v| format!("{v:#x}"))
+        pmu::evsel_encode_default(spec).map(|v| format!("{v:#x}"))
     };
     let s = out.map_err(|e| Failure::nothing_ran(format!("evsel: {e}")))?;
     println!("{s}");
@@ -350,15 +435,11 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             timestamps,
             restore,
         } => {
-            let format = match (json, csv) {
-                (true, _) => Format::Json,
-                (_, true) => Format::Csv,
-                _ => format,
-            };
+            let format = Format::chosen(format, json, csv);
             let a = RunArgs {
                 format,
                 repeat,
-                pause_ns: interval,
+                pause_ns: interval.unwrap_or(0),
                 sync_start,
                 timestamps,
                 restore: &restore,
@@ -376,7 +457,7 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             // A dump is decoded without the device.
             let dev = match cpuid_dump {
                 Some(_) => None,
-                None => Some(open(device)?),
+                None => Some(open(device, Access::Read)?),
             };
             let dev = dev.as_ref().map(|d| d as &dyn Backend);
             pmu::pmu(
@@ -395,7 +476,7 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             let dev = if a.offline() {
                 None
             } else {
-                Some(open(device)?)
+                Some(open(device, Access::Write)?)
             };
             if let (Some(d), true) = (&dev, a.restore_on_close()) {
                 d.restore_on_close().map_err(|e| {
@@ -407,8 +488,8 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
                 .map(|code| Exit::Command(u8::try_from(code).unwrap_or(1)))
                 .map_err(Failure::nothing_ran)
         }
-        Cmd::Cr4 => exec::show_cr4(&open(device)?),
-        Cmd::Exec { rdpmc: _, cmd } => exec::exec_rdpmc(&open(device)?, &cmd),
+        Cmd::Cr4 => exec::show_cr4(&open(device, Access::Read)?),
+        Cmd::Exec { rdpmc: _, cmd } => exec::exec_rdpmc(&open(device, Access::Write)?, &cmd),
         Cmd::Allowlist(a) => allowlist::run(&a)
             .map(|_| Exit::Success)
             .map_err(Failure::nothing_ran),

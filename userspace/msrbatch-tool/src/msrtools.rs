@@ -5,6 +5,7 @@
 //! before the device is opened.
 
 use crate::exit::{Exit, Failure};
+use crate::Access;
 use clap::Args;
 use msrbatch::number::{parse_bit_range, parse_u32, parse_u64};
 use msrbatch::{msr::parse_msr, Batch, Device, Errno, Op, OpResult};
@@ -245,15 +246,18 @@ fn check_writes(reg: u32, results: impl Iterator<Item = OpResult>) -> Result<(),
     Ok(())
 }
 
-/// Opens the device as msr-tools' open: a failure is status 127.
-fn open(device: &str) -> Result<Device, Failure> {
-    Device::open_path(device).map_err(|e| Failure::new(Exit::MsrToolsError, e.to_string()))
+/// Opens the device as msr-tools' open (rdmsr read-only, wrmsr for
+/// writing): a failure is status 127.
+fn open(device: &str, access: Access) -> Result<Device, Failure> {
+    access
+        .open(device)
+        .map_err(|e| Failure::new(Exit::MsrToolsError, e.to_string()))
 }
 
 /// `msrbatch rdmsr`.
 pub fn rdmsr(device: &str, a: &RdmsrArgs) -> Result<Exit, Failure> {
     let cpus = a.cpus.cpus()?;
-    let dev = open(device)?;
+    let dev = open(device, Access::Read)?;
     let mut batch = Batch::new();
     for &cpu in &cpus {
         batch.push(cpu, Op::RdMsr { msr: a.regno });
@@ -267,7 +271,7 @@ pub fn rdmsr(device: &str, a: &RdmsrArgs) -> Result<Exit, Failure> {
 /// first failure.
 pub fn wrmsr(device: &str, a: &WrmsrArgs) -> Result<Exit, Failure> {
     let cpus = a.cpus.cpus()?;
-    let dev = open(device)?;
+    let dev = open(device, Access::Write)?;
     a.restore
         .apply(&dev, |e| Failure::new(Exit::MsrToolsError, e.to_string()))?;
     let mut batch = Batch::new();

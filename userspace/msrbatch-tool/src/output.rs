@@ -14,8 +14,22 @@ pub enum Format {
     Csv,
 }
 
+impl Format {
+    /// The format of `--format`, unless `--json` or `--csv` is given.
+    pub fn chosen(format: Format, json: bool, csv: bool) -> Format {
+        match (json, csv) {
+            (true, _) => Format::Json,
+            (_, true) => Format::Csv,
+            _ => format,
+        }
+    }
+}
+
 /// The CSV header line.
-pub const CSV_HEADER: &str = "iteration,line,cpu,op,register,value,error,tsc,start_spread";
+/// The CSV header line (the columns of [`CSV_EXTRA`] last, after those of
+/// earlier versions).
+pub const CSV_HEADER: &str =
+    "iteration,line,cpu,op,register,value,error,tsc,start_spread,old,aux,ebx,ecx,edx";
 
 /// One run of a script, as its output names it.
 #[derive(Clone, Copy, Debug)]
@@ -59,13 +73,14 @@ pub fn csv_reg(op: &Op) -> String {
     }
 }
 
-/// One op result as a JSON object (numbers as JSON numbers and hex strings).
-pub fn json_result(run: &Run, line: usize, r: &OpResult) -> String {
+/// The JSON fields of one op's result, the same in `run` and `sample`: the
+/// op's mnemonic, its register or index (`register`, a number as text; and
+/// `name` for a named MSR), every value it returned (as a JSON number and a
+/// `_hex` string: `value`, and `old`/`new`, `aux`, `eax`..`edx` where the op
+/// returns them) and last `error` (null, or the errno's name). `extra` goes
+/// before `error`.
+pub fn json_op(r: &OpResult, extra: &[String]) -> Vec<String> {
     let mut f = vec![
-        format!("\"iteration\":{}", run.iteration),
-        format!("\"line\":{line}"),
-        format!("\"index\":{}", r.index),
-        format!("\"cpu\":{}", r.cpu),
         format!("\"op\":\"{}\"", r.op.mnemonic()),
         format!("\"register\":\"{}\"", csv_reg(&r.op)),
     ];
@@ -74,45 +89,82 @@ pub fn json_result(run: &Run, line: usize, r: &OpResult) -> String {
             f.push(format!("\"name\":\"{n}\""));
         }
     }
-    let mut num = |k: &str, v: u64| {
-        f.push(format!("\"{k}\":{v}"));
-        f.push(format!("\"{k}_hex\":\"{v:#x}\""));
-    };
     match r.value {
-        Ok(Value::Rmw { old, new }) => {
-            num("value", new);
-            num("old", old);
-            num("new", new);
-        }
-        Ok(Value::Tscp { tsc, aux }) => {
-            num("value", tsc);
-            num("aux", u64::from(aux));
-        }
-        Ok(Value::Cpuid { eax, ebx, ecx, edx }) => {
-            num("value", u64::from(eax));
-            for (k, v) in [("eax", eax), ("ebx", ebx), ("ecx", ecx), ("edx", edx)] {
-                num(k, u64::from(v));
+        Ok(v) => {
+            for (k, v) in values(&r.op, &v) {
+                f.push(format!("\"{k}\":{v}"));
+                f.push(format!("\"{k}_hex\":\"{v:#x}\""));
             }
         }
-        Ok(Value::None) => {
-            if let Op::WrMsr { value, .. } = r.op {
-                num("value", value);
-            }
-        }
-        Ok(v) => num("value", v.as_u64().unwrap_or(0)),
         Err(_) => f.push("\"value\":null".into()),
     }
-    if let Some(t) = r.tsc {
-        f.push(format!("\"tsc\":{t}"));
-    }
-    if let Some(s) = run.start_spread {
-        f.push(format!("\"start_spread\":{s}"));
-    }
+    f.extend_from_slice(extra);
     match r.value {
         Ok(_) => f.push("\"error\":null".into()),
         Err(e) => f.push(format!("\"error\":\"{}\"", e.name())),
     }
+    f
+}
+
+/// Every value an op returned, named: `value` (the main one: the value
+/// written for WRMSR, the new value of an RMW, the TSC of RDTSCP, EAX of
+/// CPUID), then `old` and `new` (RMW), `aux` (RDTSCP), `eax`..`edx` (CPUID).
+pub fn values(op: &Op, v: &Value) -> Vec<(&'static str, u64)> {
+    let main = match (v, op) {
+        (Value::None, Op::WrMsr { value, .. }) => Some(*value),
+        _ => v.as_u64(),
+    };
+    let mut out: Vec<(&'static str, u64)> = main.map(|m| ("value", m)).into_iter().collect();
+    match *v {
+        Value::Rmw { old, new } => out.extend([("old", old), ("new", new)]),
+        Value::Tscp { aux, .. } => out.push(("aux", u64::from(aux))),
+        Value::Cpuid { eax, ebx, ecx, edx } => out.extend(
+            [("eax", eax), ("ebx", ebx), ("ecx", ecx), ("edx", edx)]
+                .map(|(k, v)| (k, u64::from(v))),
+        ),
+        _ => {}
+    }
+    out
+}
+
+/// One op result of `run` as a JSON object: where it came from (iteration,
+/// script line, index in the batch, CPU), then [`json_op`], with the op's
+/// `tsc` and the run's `start_spread` where there are some.
+pub fn json_result(run: &Run, line: usize, r: &OpResult) -> String {
+    let mut extra = Vec::new();
+    if let Some(t) = r.tsc {
+        extra.push(format!("\"tsc\":{t}"));
+    }
+    if let Some(s) = run.start_spread {
+        extra.push(format!("\"start_spread\":{s}"));
+    }
+    let mut f = vec![
+        format!("\"iteration\":{}", run.iteration),
+        format!("\"line\":{line}"),
+        format!("\"index\":{}", r.index),
+        format!("\"cpu\":{}", r.cpu),
+    ];
+    f.extend(json_op(r, &extra));
     format!("{{{}}}", f.join(","))
+}
+
+/// The CSV columns of the values an op may return besides its main one
+/// (empty for ops without them): RMW's old value, RDTSCP's TSC_AUX, CPUID's
+/// EBX, ECX and EDX (its EAX is the value).
+pub const CSV_EXTRA: [&str; 5] = ["old", "aux", "ebx", "ecx", "edx"];
+
+/// An op's cells for [`CSV_EXTRA`].
+fn csv_extra(r: &OpResult) -> Vec<String> {
+    let vals = r.value.map(|v| values(&r.op, &v)).unwrap_or_default();
+    CSV_EXTRA
+        .iter()
+        .map(|col| {
+            vals.iter()
+                .find(|(k, _)| k == col)
+                .map(|(_, v)| format!("{v:#x}"))
+                .unwrap_or_default()
+        })
+        .collect()
 }
 
 /// One op result as a CSV row (see [`CSV_HEADER`]).
@@ -126,14 +178,44 @@ fn csv_result(run: &Run, line: usize, r: &OpResult) -> String {
     let err = r.value.err().map(|e| e.name()).unwrap_or_default();
     let num = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
     format!(
-        "{},{line},{},{},{},{value},{err},{},{}",
+        "{},{line},{},{},{},{value},{err},{},{},{}",
         run.iteration,
         r.cpu,
         r.op.mnemonic(),
         csv_reg(&r.op),
         num(r.tsc),
-        num(run.start_spread)
+        num(run.start_spread),
+        csv_extra(r).join(",")
     )
+}
+
+/// The ops a run did not run for a reason the user should hear once
+/// (`ETIME`: the busy budget), counted over the runs.
+#[derive(Debug, Default)]
+pub struct NotRun {
+    etime: usize,
+}
+
+impl NotRun {
+    /// Counts the ops of `results` the busy budget kept from running.
+    pub fn count(&mut self, results: impl Iterator<Item = OpResult>) {
+        self.etime += results
+            .filter(|r| r.value == Err(msrbatch::Errno(libc::ETIME)))
+            .count();
+    }
+
+    /// The note for stderr, if any op was not run.
+    pub fn note(&self) -> Option<String> {
+        let why = msrbatch::refusal::not_run(msrbatch::Errno(libc::ETIME))?;
+        (self.etime > 0).then(|| format!("{} ops ETIME, {why}", self.etime))
+    }
+
+    /// Prints the note on stderr.
+    pub fn report(&self) {
+        if let Some(n) = self.note() {
+            eprintln!("msrbatch: {n}");
+        }
+    }
 }
 
 /// One table line: the cells padded to `width`, two spaces apart, no
@@ -337,12 +419,12 @@ mod tests {
         let pat = result(Op::RdMsr { msr: 0x277 }, Ok(Value::U64(0x7040600070406)));
         assert_eq!(
             csv_result(&run(0, None), 4, &pat),
-            "0,4,2,rdmsr,0x277,0x7040600070406,,,"
+            "0,4,2,rdmsr,0x277,0x7040600070406,,,,,,,,"
         );
         let fault = result(Op::RdPmc { ecx: 1 << 30 }, Err(Errno(libc::EIO)));
         assert_eq!(
             csv_result(&run(1, Some(0)), 2, &fault),
-            "1,2,2,rdpmc,0x40000000,,EIO,,0"
+            "1,2,2,rdpmc,0x40000000,,EIO,,0,,,,,"
         );
         let stamped = OpResult {
             tsc: Some(99),
@@ -350,11 +432,60 @@ mod tests {
         };
         assert_eq!(
             csv_result(&run(0, Some(7)), 4, &stamped),
-            "0,4,2,rdmsr,0x277,0x7040600070406,,99,7"
+            "0,4,2,rdmsr,0x277,0x7040600070406,,99,7,,,,,"
         );
+        // Every value an op returns has its column.
+        let rmw = Op::RmwMsr {
+            msr: 0x10,
+            clear: 1,
+            set: 2,
+        };
+        let cpuid = Op::Cpuid {
+            leaf: 0xa,
+            subleaf: 0,
+        };
+        for (r, want) in [
+            (
+                result(rmw, Ok(Value::Rmw { old: 3, new: 2 })),
+                "0,1,2,rmw,0x10,0x2,,,,0x3,,,,",
+            ),
+            (
+                result(Op::RdTscp, Ok(Value::Tscp { tsc: 9, aux: 0x103 })),
+                "0,1,2,rdtscp,,0x9,,,,,0x103,,,",
+            ),
+            (
+                result(
+                    cpuid,
+                    Ok(Value::Cpuid {
+                        eax: 1,
+                        ebx: 2,
+                        ecx: 3,
+                        edx: 4,
+                    }),
+                ),
+                "0,1,2,cpuid,0xa.0,0x1,,,,,,0x2,0x3,0x4",
+            ),
+        ] {
+            assert_eq!(csv_result(&run(0, None), 1, &r), want);
+        }
         assert_eq!(
             CSV_HEADER.split(',').count(),
             csv_result(&run(0, None), 4, &pat).split(',').count()
+        );
+    }
+
+    #[test]
+    fn etime_is_explained_once() {
+        let mut n = NotRun::default();
+        assert_eq!(n.note(), None);
+        let late = result(Op::RdTsc, Err(Errno(libc::ETIME)));
+        let ok = result(Op::RdTsc, Ok(Value::U64(1)));
+        n.count([late, ok, late].into_iter());
+        let note = n.note().unwrap();
+        assert!(
+            note.starts_with("2 ops ETIME, not run: the CPU had used up its busy budget")
+                && note.contains("MSRBATCH_MAX_CPU_BUSY_NS"),
+            "{note}"
         );
     }
 

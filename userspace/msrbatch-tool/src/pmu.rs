@@ -5,9 +5,30 @@
 pub use msrbatch::pmu::{
     cesr_decode, cesr_describe, cesr_encode, event_name, evsel_decode, evsel_encode,
 };
+use msrbatch::pmu::{evsel, evsel_flag, ARCH_EVENTS};
 use msrbatch::pmu::{probe, CpuidDump};
 use msrbatch::Backend;
 use std::io::Write;
+
+/// Encodes an evsel spec as `msrbatch evsel` does: a spec that names an
+/// event by name (`instructions`) and no flag counts in user and kernel mode
+/// and is enabled (`usr,os,en` added), as perf and libpfm encode a named
+/// event without modifiers. Raw fields (`event=`, `umask=`, what decoding a
+/// value prints) and any named flag are taken as written, so a decoded value
+/// encodes back to itself.
+pub fn evsel_encode_default(spec: &str) -> Result<u64, String> {
+    let v = evsel_encode(spec)?;
+    let items: Vec<&str> = spec.split(',').map(str::trim).collect();
+    let names_an_event = items
+        .iter()
+        .any(|i| ARCH_EVENTS.iter().any(|e| e.name == *i));
+    let names_a_flag = items.iter().any(|i| evsel_flag(i).is_some());
+    Ok(if names_an_event && !names_a_flag {
+        v | evsel::USR | evsel::OS | evsel::EN
+    } else {
+        v
+    })
+}
 
 /// `msrbatch pmu`: decodes CPU `cpu` through `dev`, or every CPU of the
 /// CPUID dump `dump` (then `dev` is not used); `json` prints one JSON object
@@ -45,6 +66,20 @@ pub fn pmu(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn evsel_defaults_like_perf() {
+        assert_eq!(evsel_encode_default("instructions"), Ok(0x4300c0));
+        assert_eq!(evsel_encode_default("cycles"), Ok(0x43003c));
+        assert_eq!(evsel_encode_default("instructions,usr,en"), Ok(0x4100c0));
+        // Raw fields, as decoding prints them, stay as written.
+        assert_eq!(evsel_encode_default("event=0xc0"), Ok(0xc0));
+        for v in [0x4300c0u64, 0x41013c, 0x0, 0xf00ff00ff] {
+            let spec = evsel_decode(v).unwrap();
+            assert_eq!(evsel_encode_default(&spec), Ok(v), "{spec}");
+        }
+        assert!(evsel_encode_default("nope").is_err());
+    }
     use msrbatch::model::Model;
 
     fn testdata(name: &str) -> String {

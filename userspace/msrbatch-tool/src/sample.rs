@@ -6,12 +6,13 @@
 //! offline and every loss.
 
 use crate::exit::{Exit, Failure};
-use crate::output::{csv_reg, describe_value, format_row, Format};
+use crate::output::{describe_value, format_row, json_op, Format};
+use crate::parse_count;
 use msrbatch::derived::{Derived, Sources, Tracker};
-use msrbatch::number::{parse_duration, parse_u32, parse_u64};
+use msrbatch::number::{parse_duration, parse_u32};
 use msrbatch::sampler::{Record, Sample, Sampler, SamplerConfig, Wait, PERIOD_NS};
 use msrbatch::script::Script;
-use msrbatch::{Device, Op, OpResult};
+use msrbatch::{refusal, Device, Op, OpResult};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::time::Duration;
@@ -28,12 +29,43 @@ pub struct SampleArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
-    /// Pages of the ring's data area: a power of two, at most 1024.
-    #[arg(long, default_value_t = 16, value_parser = parse_u32)]
+    /// Same as --format json (one JSON object per record and line; each
+    /// op's result is the object run --json prints for it).
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+    /// Same as --format csv.
+    #[arg(long, conflicts_with_all = ["format", "json"])]
+    pub csv: bool,
+    /// Pages of the ring's data area: a power of two, at most 1024
+    /// (MSRBATCH_SAMPLE_MAX_RING_PAGES).
+    #[arg(long, default_value_t = 16, value_parser = parse_ring_pages)]
     pub ring_pages: u32,
     /// Script file, or - for standard input: ops that only read (rdmsr,
     /// rdpmc, rdtsc, rdtscp, cpuid).
     pub file: String,
+}
+
+/// `--ring-pages`: a number the kernel takes as a ring's size.
+fn parse_ring_pages(s: &str) -> Result<u32, String> {
+    let n = parse_u32(s).map_err(|e| e.to_string())?;
+    refusal::check_ring_pages(n).map_err(|r| r.text)?;
+    Ok(n)
+}
+
+impl SampleArgs {
+    /// The sampler's configuration.
+    pub fn config(&self) -> SamplerConfig {
+        SamplerConfig {
+            period_ns: self.interval,
+            ring_pages: self.ring_pages,
+            watermark: 0,
+        }
+    }
+
+    /// The format asked for, by --format, --json or --csv.
+    pub fn output_format(&self) -> Format {
+        Format::chosen(self.format, self.json, self.csv)
+    }
 }
 
 /// A period in the number grammar with a unit, within what the kernel
@@ -48,13 +80,6 @@ fn parse_period(s: &str) -> Result<u64, String> {
             PERIOD_NS.start() / 1_000,
             PERIOD_NS.end() / 1_000_000_000
         ))
-    }
-}
-
-fn parse_count(s: &str) -> Result<u64, String> {
-    match parse_u64(s) {
-        Ok(0) => Err("the count must be at least 1".into()),
-        r => r.map_err(|e| e.to_string()),
     }
 }
 
@@ -344,21 +369,10 @@ impl Printer {
     }
 }
 
-/// One op's value in a JSON sample: the op, its register, its main value
-/// (as `run`'s value column) and its error.
+/// One op's result in a JSON sample: the object `run --json` prints for an
+/// op, without where it came from (the sample has the CPU and TSC).
 fn json_value(r: &OpResult) -> String {
-    let (value, error) = match r.value {
-        Ok(v) => (
-            v.as_u64().map_or("null".into(), |v| v.to_string()),
-            "null".to_string(),
-        ),
-        Err(e) => ("null".into(), format!("\"{}\"", e.name())),
-    };
-    format!(
-        "{{\"op\":\"{}\",\"register\":\"{}\",\"value\":{value},\"error\":{error}}}",
-        r.op.mnemonic(),
-        csv_reg(&r.op)
-    )
+    format!("{{{}}}", json_op(r, &[]).join(","))
 }
 
 /// The sampler went wrong after it started (exit status 3).
@@ -374,11 +388,7 @@ pub fn sample(
     a: &SampleArgs,
     refused: impl Fn(msrbatch::Error) -> Failure,
 ) -> Result<Exit, Failure> {
-    let cfg = SamplerConfig {
-        period_ns: a.interval,
-        ring_pages: a.ring_pages,
-        watermark: 0,
-    };
+    let cfg = a.config();
     let mut sampler = dev
         .prepare(&script.batch)
         .and_then(|p| p.sample(&cfg))
@@ -387,7 +397,7 @@ pub fn sample(
         .cpus()
         .map(|c| (c, sampler.cpu_ops(c).to_vec()))
         .collect();
-    let mut p = Printer::new(a.format, sampler.period_ns(), cpus);
+    let mut p = Printer::new(a.output_format(), sampler.period_ns(), cpus);
     let mut out = std::io::stdout().lock();
     let mut put = |line: &str| {
         writeln!(out, "{line}")
@@ -493,9 +503,10 @@ mod tests {
         for bad in ["50us", "61s", "0", "1xs", "ms", "-1ms"] {
             assert!(parse_period(bad).is_err(), "{bad}");
         }
-        assert!(parse_period("99999")
+        assert!(parse_period("99999ns")
             .unwrap_err()
             .contains("from 100us to 60s"));
+        assert!(parse_period("99999").unwrap_err().contains("has no unit"));
         assert_eq!(parse_count("20"), Ok(20));
         assert!(parse_count("0").is_err());
     }
@@ -615,6 +626,8 @@ mod tests {
         assert_eq!(v[1]["values"][1]["error"], "EIO");
         assert_eq!(v[1]["values"][0]["value"], 5);
         assert_eq!(v[2]["TSC_MHz"], 1000);
+        assert_eq!(v[2]["values"][1]["name"], "IA32_APERF");
+        assert_eq!(v[2]["values"][1]["value_hex"], "0x7");
         assert_eq!(v[2]["values"][1]["register"], "0xe8");
         assert_eq!(v[3]["lost"], 3);
     }

@@ -156,6 +156,9 @@ fn one_number_grammar() {
         ("evsel event=10,umask=0x1", "0x10a"),
         ("evsel event=0o12,umask=0b1", "0x10a"),
         ("evsel event=0xa,umask=1", "0x10a"),
+        // A named event without flags: usr, os and en, as perf and libpfm.
+        ("evsel instructions", "0x4300c0"),
+        ("evsel instructions,usr", "0x100c0"),
         ("evsel 0x10a", "event=0x0a,umask=0x01"),
         ("evsel 266", "event=0x0a,umask=0x01"),
     ] {
@@ -304,7 +307,7 @@ fn sample_refuses_before_the_device() {
     for (text, line, op) in [
         ("cpu 0\nrdtsc\nwrmsr 0x10 1\n", 3, "wrmsr IA32_TSC 0x1"),
         ("rdmsr 0x10\nrmw 0x1a0 0:0=1\n", 2, "rmw"),
-        ("# a comment\ndelay 100\n", 2, "delay 100"),
+        ("# a comment\ndelay 100ns\n", 2, "delay 100ns"),
         ("rdcr4\n", 1, "rdcr4"),
     ] {
         let f = script("bad.msr", text);
@@ -320,5 +323,175 @@ fn sample_refuses_before_the_device() {
     let (code, _, err) = run(&["sample", "-i", "1ms", "--count", "20", &good]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("open /nonexistent/msrbatch"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Runs the tool against `device`; returns the exit status and stderr.
+fn run_on(device: &str, args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_msrbatch"))
+        .args(["--device", device])
+        .args(args)
+        .output()
+        .expect("run msrbatch");
+    (
+        out.status.code().expect("exit status"),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Commands that only read open the device read-only; commands that write
+/// (or restore) open it for writing. Tried on a node anyone may read but
+/// nobody write (sysfs refuses even root): a read-only open gets as far as
+/// the ioctl (ENOTTY, it is no msrbatch device), a read-write one fails at
+/// the open (EACCES).
+#[test]
+fn only_writers_open_for_writing() {
+    let node = "/sys/devices/system/cpu/online";
+    assert!(
+        std::fs::OpenOptions::new().write(true).open(node).is_err(),
+        "{node} is writable: no read-only node to test with"
+    );
+    let dir = std::env::temp_dir().join(format!("msrbatch-ro-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let reads = dir.join("reads.msr");
+    std::fs::write(&reads, "rdmsr IA32_PAT\nrdtsc\n").unwrap();
+    let writes = dir.join("writes.msr");
+    std::fs::write(&writes, "rmw IA32_TSC_AUX 15:8=1\n").unwrap();
+    let (reads, writes) = (reads.to_str().unwrap(), writes.to_str().unwrap());
+    for line in [
+        vec!["info"],
+        vec!["rdmsr", "0x10"],
+        vec!["run", reads],
+        vec!["sample", "-i", "1ms", reads],
+        vec!["cr4"],
+        vec!["pmu"],
+    ] {
+        let (_, err) = run_on(node, &line);
+        assert!(
+            err.contains("ENOTTY") && !err.contains("open "),
+            "{line:?} should open {node} read-only: {err}"
+        );
+    }
+    for line in [
+        vec!["wrmsr", "0x10", "1"],
+        vec!["run", writes],
+        vec!["run", "--restore", reads],
+        vec!["exec", "--rdpmc", "--", "true"],
+    ] {
+        let (_, err) = run_on(node, &line);
+        assert!(
+            err.contains(&format!("open {node}: EACCES")),
+            "{line:?} should open {node} for writing: {err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Durations need a unit everywhere one is read (a bare number is seconds to
+/// turbostat and milliseconds to perf), and counts of 0 are refused, before
+/// any file or device is touched.
+#[test]
+fn durations_need_a_unit_and_counts_start_at_1() {
+    for (line, want) in [
+        (
+            "run --interval 5 f",
+            "'5' has no unit: write 5ns, 5us, 5ms or 5s",
+        ),
+        ("run --interval 0 f", "'0' has no unit"),
+        ("sample -i 5 f", "'5' has no unit"),
+        ("sample -i 1000000 f", "'1000000' has no unit"),
+        ("run --repeat 0 f", "--repeat"),
+        ("sample -i 1ms --count 0 f", "--count"),
+    ] {
+        let (code, _, err) = run(&words(line));
+        assert_eq!(code, 2, "{line}: {err}");
+        assert!(err.contains(want), "{line}: {err}");
+    }
+    let (_, _, err) = run(&words("run --repeat 0 f"));
+    assert!(err.contains("must be at least 1"), "{err}");
+    let dir = std::env::temp_dir().join(format!("msrbatch-unit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("d.msr");
+    std::fs::write(&f, "delay 100\n").unwrap();
+    let (code, _, err) = run(&["run", f.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("d.msr:1:7: '100' has no unit"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// What the kernel would refuse is refused before the device is opened,
+/// naming the limit (as <linux/msrbatch.h> names it), its value and the
+/// value that broke it, and the script line.
+#[test]
+fn limits_are_named_before_the_ioctl() {
+    let dir = std::env::temp_dir().join(format!("msrbatch-limits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = |text: &str| {
+        let p = dir.join("s.msr");
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let many = "rdtsc\n".repeat(65_537);
+    for (args, text, want) in [
+        (
+            vec!["run"],
+            many.as_str(),
+            "s.msr: E2BIG: the batch has 65537 ops, over the 65536 a batch may have \
+             (MSRBATCH_MAX_OPS)",
+        ),
+        (
+            vec!["run"],
+            "rdtsc\ndelay 2ms\n",
+            "s.msr:2: ERANGE: a delay of 2ms is over the 1ms one delay op may last \
+             (MSRBATCH_MAX_DELAY_NS)",
+        ),
+        (
+            vec!["run"],
+            "delay 1ms\ndelay 1ms\ndelay 1ms\ndelay 1ms\ndelay 1ms\ndelay 1ms\ndelay 1ms\n\
+             delay 1ms\ndelay 1ms\ndelay 1ms\ndelay 1us\n",
+            "s.msr:11: ERANGE: the delays on CPU 0 add up to 10001us, over the 10ms one CPU's \
+             delays in a batch may last (MSRBATCH_MAX_CPU_DELAY_NS)",
+        ),
+        (
+            vec!["run"],
+            "timestamps\nrdtsc\nrdtscp\n",
+            "s.msr:3: EINVAL: 'rdtscp' returns a second value itself",
+        ),
+        (
+            vec!["run"],
+            "cpu 99999\nrdtsc\n",
+            "s.msr:2: ENODEV: CPU 99999 does not exist: this machine's CPUs are 0",
+        ),
+        (
+            vec!["sample", "-i", "100us"],
+            &"rdtsc\n".repeat(10),
+            "s.msr:1: ERANGE: CPU 0's 10 ops every 100us are 100000 ops a second, over the \
+             64000 a sampler may run on one CPU (MSRBATCH_SAMPLE_MAX_OPS_PER_SEC)",
+        ),
+        (
+            vec!["sample", "-i", "1s"],
+            &"rdtsc\n".repeat(65),
+            "s.msr:65: E2BIG: CPU 0 has 65 ops, over the 64 a sampler runs on one CPU \
+             (MSRBATCH_SAMPLE_MAX_OPS)",
+        ),
+        (
+            vec!["sample", "-i", "1ms", "--ring-pages", "3"],
+            "rdtsc\n",
+            "3 ring pages: the ring's pages must be a power of two",
+        ),
+        (
+            vec!["sample", "-i", "1ms", "--ring-pages", "2048"],
+            "rdtsc\n",
+            "2048 ring pages are over the 1024 a ring may have (MSRBATCH_SAMPLE_MAX_RING_PAGES)",
+        ),
+    ] {
+        let f = script(text);
+        let mut line = args.clone();
+        line.push(&f);
+        let (code, _, err) = run(&line);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: want {want:?} in: {err}");
+        assert!(!err.contains("open /nonexistent"), "{args:?}: {err}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

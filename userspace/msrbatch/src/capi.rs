@@ -59,32 +59,89 @@ fn neg(e: &crate::Error) -> c_int {
     -e.errno().0
 }
 
-/// `int msrbatch_open(const char *path, struct msrbatch **dev)`
+/// The path a C caller named: NULL is [`crate::DEVICE_PATH`]; `None` for a
+/// string that is not UTF-8.
+///
+/// # Safety
+///
+/// `path` is NULL or a NUL-terminated string.
+unsafe fn device_path<'a>(path: *const c_char) -> Option<&'a str> {
+    if path.is_null() {
+        return Some(crate::DEVICE_PATH);
+    }
+    // SAFETY: A NUL-terminated string, by the caller's contract.
+    unsafe { CStr::from_ptr(path) }.to_str().ok()
+}
+
+/// Opens the device at `path` with `open` into `*dev`.
+///
+/// # Safety
+///
+/// `path` is NULL or a NUL-terminated string; `dev` is NULL or valid for a
+/// write.
+unsafe fn open_into(
+    path: *const c_char,
+    dev: *mut *mut CDevice,
+    open: fn(&str) -> crate::Result<Device>,
+) -> c_int {
+    if dev.is_null() {
+        return -libc::EINVAL;
+    }
+    // SAFETY: By the caller's contract.
+    let Some(path) = (unsafe { device_path(path) }) else {
+        return -libc::EINVAL;
+    };
+    match open(path) {
+        Ok(d) => {
+            // SAFETY: `dev` is valid for a write, by the caller's contract.
+            unsafe { *dev = Box::into_raw(Box::new(CDevice::Device(d))) };
+            0
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+/// `int msrbatch_open(const char *path, struct msrbatch **dev)`: for reading
+/// and writing if the node lets the caller write, else read-only
+/// ([`Device::open_path_best`]).
 ///
 /// # Safety
 ///
 /// `path` is NULL or a NUL-terminated string; `dev` is valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn msrbatch_open(path: *const c_char, dev: *mut *mut CDevice) -> c_int {
-    if dev.is_null() {
-        return -libc::EINVAL;
-    }
-    let path = if path.is_null() {
-        crate::DEVICE_PATH
-    } else {
-        // SAFETY: A NUL-terminated string, by the caller's contract.
-        match unsafe { CStr::from_ptr(path) }.to_str() {
-            Ok(p) => p,
-            Err(_) => return -libc::EINVAL,
-        }
-    };
-    match Device::open_path(path) {
-        Ok(d) => {
-            // SAFETY: `dev` is valid for a write, by the caller's contract.
-            unsafe { *dev = Box::into_raw(Box::new(CDevice::Device(d))) };
-            0
-        }
-        Err(e) => neg(&e),
+    // SAFETY: By the caller's contract.
+    unsafe { open_into(path, dev, |p| Device::open_path_best(p)) }
+}
+
+/// `int msrbatch_open_read_only(const char *path, struct msrbatch **dev)`:
+/// read-only, for callers that will not write ([`Device::open_path_read_only`]).
+///
+/// # Safety
+///
+/// `path` is NULL or a NUL-terminated string; `dev` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_open_read_only(
+    path: *const c_char,
+    dev: *mut *mut CDevice,
+) -> c_int {
+    // SAFETY: By the caller's contract.
+    unsafe { open_into(path, dev, |p| Device::open_path_read_only(p)) }
+}
+
+/// `int msrbatch_is_read_only(const struct msrbatch *dev)`: 1 if `dev` was
+/// opened read-only (writes, restore on close and RDPMC grants fail with
+/// `-EBADF`), 0 if not, `-EINVAL` for NULL or a model.
+///
+/// # Safety
+///
+/// `dev` is NULL or came from `msrbatch_open`.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_is_read_only(dev: *const CDevice) -> c_int {
+    // SAFETY: By the caller's contract.
+    match unsafe { dev.as_ref() }.and_then(CDevice::device) {
+        Some(d) => c_int::from(d.is_read_only()),
+        None => -libc::EINVAL,
     }
 }
 
@@ -288,7 +345,33 @@ pub unsafe extern "C" fn msrbatch_run(dev: *const CDevice, batch: *mut CBatch) -
     };
     match dev.run(b) {
         Ok(()) => 0,
-        Err(e) => neg(&e),
+        Err(e) => fail_with_reason(&e),
+    }
+}
+
+/// `int msrbatch_batch_check(struct msrbatch_batch_buf *batch)`: checks
+/// `batch` against the kernel's limits that need nothing but the batch (ops
+/// per batch, delays, timestamps; [`crate::refusal::check_batch`]) without
+/// an ioctl: 0, or the negative errno the kernel would return, with
+/// `msrbatch_batch_err_index()` naming the op and `msrbatch_last_error()`
+/// saying why in words.
+///
+/// # Safety
+///
+/// `batch` is NULL or came from `msrbatch_batch_new`.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_batch_check(batch: *mut CBatch) -> c_int {
+    // SAFETY: By the caller's contract.
+    let Some(b) = (unsafe { batch_mut(batch) }) else {
+        return -libc::EINVAL;
+    };
+    match b.check() {
+        Ok(()) => 0,
+        Err(r) => {
+            b.set_refused(r.index);
+            set_last_error(&r.to_string());
+            -r.errno.0
+        }
     }
 }
 
@@ -401,7 +484,7 @@ pub unsafe extern "C" fn msrbatch_prepare(
         }
         Err(e) => {
             b.set_refused(e.op_index());
-            neg(&e)
+            fail_with_reason(&e)
         }
     }
 }
@@ -428,7 +511,7 @@ pub unsafe extern "C" fn msrbatch_prepared_run(prep: *const CPrepared) -> c_int 
     };
     match p.run() {
         Ok(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
-        Err(e) => neg(&e),
+        Err(e) => fail_with_reason(&e),
     }
 }
 
@@ -732,6 +815,34 @@ pub unsafe extern "C" fn msrbatch_revoke_rdpmc(dev: *const CDevice) -> c_int {
     }
 }
 
+/// `long msrbatch_online_cpus(uint32_t *cpus, size_t max)`: the CPUs the
+/// kernel lists as online ([`crate::online_cpus`]), in ascending order: the
+/// first `max` of them go to `cpus` (which may be NULL when `max` is 0), and
+/// the return value is how many there are (call again with more room if
+/// that is over `max`), or a negative errno.
+///
+/// # Safety
+///
+/// `cpus` is NULL or valid for `max` writes.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_online_cpus(cpus: *mut u32, max: usize) -> c_long {
+    if cpus.is_null() && max != 0 {
+        return -c_long::from(libc::EINVAL);
+    }
+    match crate::online_cpus() {
+        Ok(list) => {
+            let n = list.len().min(max);
+            if n > 0 {
+                // SAFETY: `cpus` is valid for `max >= n` writes, by the
+                // caller's contract.
+                unsafe { std::ptr::copy_nonoverlapping(list.as_ptr(), cpus, n) };
+            }
+            c_long::try_from(list.len()).unwrap_or(c_long::MAX)
+        }
+        Err(e) => -c_long::from(fail(&e).abs()),
+    }
+}
+
 /// `const char *msrbatch_errno_name(int err)`: `"EIO"` for `EIO` or `-EIO`;
 /// NULL for values this API does not produce. The string is static.
 #[no_mangle]
@@ -751,14 +862,22 @@ fn fail(e: &crate::Error) -> c_int {
     neg(e)
 }
 
+/// Records `e` in full (what failed, the errno and why, naming the limit) as
+/// this thread's last error and returns its negative errno.
+fn fail_with_reason(e: &crate::Error) -> c_int {
+    set_last_error(&e.to_string());
+    neg(e)
+}
+
 fn set_last_error(msg: &str) {
     let msg = CString::new(msg.replace('\0', " ")).unwrap_or_default();
     LAST_ERROR.with(|l| *l.borrow_mut() = msg);
 }
 
 /// `const char *msrbatch_last_error(void)`: what the calling thread's last
-/// failed counter or model call said ("" if none). Valid until its next
-/// failing call.
+/// failed call said ("" if none): for a refused batch, prepared batch or
+/// sampler, the errno and why in words, naming the kernel's limit and the
+/// value that broke it. Valid until its next failing call.
 #[no_mangle]
 pub extern "C" fn msrbatch_last_error() -> *const c_char {
     LAST_ERROR.with(|l| l.borrow().as_ptr())
@@ -1152,6 +1271,16 @@ mod tests {
             assert_eq!(val, [0, 0]);
             assert_eq!(msrbatch_result(batch, 3, val.as_mut_ptr()), -libc::ERANGE);
             assert_eq!(msrbatch_batch_err_index(batch), -1);
+            assert_eq!(msrbatch_batch_check(batch), 0);
+            msrbatch_batch_timestamps(batch, 1);
+            assert_eq!(msrbatch_batch_check(batch), -libc::EINVAL);
+            assert_eq!(msrbatch_batch_err_index(batch), 1);
+            let why = CStr::from_ptr(msrbatch_last_error()).to_str().unwrap();
+            assert!(
+                why.contains("'cpuid' returns a second value itself"),
+                "{why}"
+            );
+            msrbatch_batch_timestamps(batch, 0);
             assert_eq!(
                 msrbatch_batch_rdtsc(std::ptr::null_mut(), 0),
                 -c_long::from(libc::EINVAL)
@@ -1160,6 +1289,11 @@ mod tests {
             let path = c"/nonexistent/msrbatch";
             assert_eq!(msrbatch_open(path.as_ptr(), &mut dev), -libc::ENOENT);
             assert!(dev.is_null());
+            assert_eq!(
+                msrbatch_open_read_only(path.as_ptr(), &mut dev),
+                -libc::ENOENT
+            );
+            assert_eq!(msrbatch_is_read_only(dev), -libc::EINVAL);
             assert_eq!(msrbatch_run(dev, batch), -libc::EINVAL);
             msrbatch_batch_free(batch);
             msrbatch_close(std::ptr::null_mut());
@@ -1172,6 +1306,56 @@ mod tests {
         assert_eq!(name(-libc::EIO).as_deref(), Some("EIO"));
         assert_eq!(name(libc::ECANCELED).as_deref(), Some("ECANCELED"));
         assert_eq!(name(i32::MIN), None);
+    }
+
+    /// A node the caller may read but not write (sysfs refuses writes to a
+    /// 0444 file even to root) opens read-only with `msrbatch_open`, and
+    /// with `msrbatch_open_read_only`; it is no device, so the ioctl fails.
+    #[test]
+    fn c_open_falls_back_to_read_only() {
+        let path = c"/sys/devices/system/cpu/online";
+        let writable = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path.to_str().unwrap())
+            .is_ok();
+        assert!(
+            !writable,
+            "{path:?} is writable: no read-only node to test with"
+        );
+        for open in [msrbatch_open, msrbatch_open_read_only] {
+            let mut dev = std::ptr::null_mut();
+            let mut info = msrbatch_info::default();
+            // SAFETY: Every pointer is valid, as the header asks.
+            unsafe {
+                assert_eq!(open(path.as_ptr(), &mut dev), 0);
+                assert_eq!(msrbatch_is_read_only(dev), 1);
+                assert_eq!(msrbatch_info(dev, &mut info), -libc::ENOTTY);
+                msrbatch_close(dev);
+            }
+        }
+    }
+
+    /// The online CPUs, as the Rust API and sysfs list them; a short buffer
+    /// gets the first ones and the full count.
+    #[test]
+    fn c_online_cpus() {
+        let want = crate::online_cpus().unwrap();
+        // SAFETY: Every pointer is valid for the room given, as the header asks.
+        unsafe {
+            let n = msrbatch_online_cpus(std::ptr::null_mut(), 0);
+            assert_eq!(n, want.len() as c_long);
+            let mut cpus = vec![u32::MAX; want.len() + 1];
+            assert_eq!(msrbatch_online_cpus(cpus.as_mut_ptr(), cpus.len()), n);
+            assert_eq!(&cpus[..want.len()], want.as_slice());
+            assert_eq!(cpus[want.len()], u32::MAX);
+            let mut one = [u32::MAX];
+            assert_eq!(msrbatch_online_cpus(one.as_mut_ptr(), 1), n);
+            assert_eq!(one[0], want[0]);
+            assert_eq!(
+                msrbatch_online_cpus(std::ptr::null_mut(), 1),
+                -c_long::from(libc::EINVAL)
+            );
+        }
     }
 
     /// The sampler calls refuse NULL; a sampler over a ring (a mapped file

@@ -75,7 +75,7 @@ pub struct Error {
     errno: Errno,
     what: String,
     op_index: Option<u32>,
-    reason: Option<&'static str>,
+    reason: Option<String>,
 }
 
 impl Error {
@@ -109,9 +109,15 @@ impl Error {
     }
 
     /// Adds why the kernel refused, in words (printed last).
-    pub(crate) fn with_reason(mut self, reason: Option<&'static str>) -> Self {
+    pub(crate) fn with_reason(mut self, reason: Option<String>) -> Self {
         self.reason = reason;
         self
+    }
+
+    /// Why the kernel refused, in words naming the limit and the value
+    /// ([`crate::refusal`]), where the library knows.
+    pub fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
     }
 
     /// The errno the kernel (or the C library) returned.
@@ -138,7 +144,7 @@ impl fmt::Display for Error {
         if let Some(i) = self.op_index {
             write!(f, " at op {i}")?;
         }
-        if let Some(r) = self.reason {
+        if let Some(r) = &self.reason {
             write!(f, ": {r}")?;
         }
         Ok(())

@@ -54,8 +54,10 @@ pub mod derived;
 mod error;
 pub mod model;
 pub mod msr;
+mod msr_index;
 pub mod number;
 pub mod pmu;
+pub mod refusal;
 pub mod sampler;
 pub mod script;
 
@@ -80,10 +82,21 @@ pub const RDPMC_FIXED: u32 = 1 << 30;
 
 /// The CPUs the kernel lists as online (`/sys/devices/system/cpu/online`).
 pub fn online_cpus() -> Result<Vec<u32>> {
-    const PATH: &str = "/sys/devices/system/cpu/online";
-    let text = std::fs::read_to_string(PATH).map_err(|e| Error::from_io(PATH, &e))?;
+    sysfs_cpus("/sys/devices/system/cpu/online")
+}
+
+/// The CPUs that may exist on this machine, online or not
+/// (`/sys/devices/system/cpu/possible`): a batch naming another CPU is
+/// refused (`ENODEV`).
+pub fn possible_cpus() -> Result<Vec<u32>> {
+    sysfs_cpus("/sys/devices/system/cpu/possible")
+}
+
+/// The CPU list in the sysfs file `path`.
+fn sysfs_cpus(path: &str) -> Result<Vec<u32>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::from_io(path, &e))?;
     number::parse_cpu_list(text.trim(), &[])
-        .map_err(|_| Error::from_io(PATH, &std::io::Error::from_raw_os_error(libc::EINVAL)))
+        .map_err(|_| Error::from_io(path, &std::io::Error::from_raw_os_error(libc::EINVAL)))
 }
 
 /// One operation. Each runs on the CPU it is pushed for.
@@ -411,6 +424,18 @@ impl Batch {
         (0..self.len()).filter_map(|i| self.result(i))
     }
 
+    /// Every op with its CPU, in batch order.
+    pub fn cpu_ops(&self) -> Vec<(u32, Op)> {
+        (0..self.len()).filter_map(|i| self.op(i)).collect()
+    }
+
+    /// Checks the batch against the kernel's limits that need nothing but
+    /// the batch ([`refusal::check_batch`]): the refusal the kernel would
+    /// make, in words, without an ioctl.
+    pub fn check(&self) -> std::result::Result<(), refusal::Refusal> {
+        refusal::check_batch(&self.cpu_ops(), self.timestamps)
+    }
+
     /// The op at `index`.
     pub fn op(&self, index: usize) -> Option<(u32, Op)> {
         Some((self.raw.get(index)?.cpu, *self.ops.get(index)?))
@@ -488,8 +513,16 @@ impl Prepared<'_> {
     /// offline), `ETIMEDOUT` (synchronised start), `EPERM`/`EBADF` for
     /// writes (checked at every run).
     pub fn run(&self) -> Result<u32> {
-        sys::run_prepared(self.dev.file.as_fd(), self.handle)
-            .map_err(|e| Error::from_io("MSRBATCH_IOC_RUN", &e))
+        sys::run_prepared(self.dev.file.as_fd(), self.handle).map_err(|e| {
+            let why = refusal::explain(
+                refusal::Call::Run,
+                &self.ops,
+                self.timestamps,
+                e.raw_os_error().unwrap_or(libc::EIO),
+                None,
+            );
+            Error::from_io("MSRBATCH_IOC_RUN", &e).with_reason(why)
+        })
     }
 
     /// The result of op `index` from the last run, read from the mapping
@@ -598,6 +631,7 @@ pub struct Info {
 #[derive(Debug)]
 pub struct Device {
     file: File,
+    read_only: bool,
 }
 
 impl Device {
@@ -616,7 +650,33 @@ impl Device {
     /// Opens [`DEVICE_PATH`] read-only: batches that only read work; a batch
     /// that writes, and an RDPMC grant, fail with `EBADF`.
     pub fn open_read_only() -> Result<Self> {
-        Self::open_with(Path::new(DEVICE_PATH), false)
+        Self::open_path_read_only(DEVICE_PATH)
+    }
+
+    /// Opens the device at `path` read-only (as [`Device::open_read_only`]):
+    /// what a caller that will not write opens, so that a node only readable
+    /// by the caller (mode `0640` for a group, as msr-safe's example) works.
+    pub fn open_path_read_only(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(path.as_ref(), false)
+    }
+
+    /// Opens the device at `path` for reading and writing if the node lets
+    /// the caller write, else (`EACCES`, `EROFS`) read-only; see
+    /// [`Device::is_read_only`].
+    pub fn open_path_best(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        match Self::open_with(path, true) {
+            Err(e) if matches!(e.errno().0, libc::EACCES | libc::EROFS) => {
+                Self::open_with(path, false)
+            }
+            r => r,
+        }
+    }
+
+    /// Whether the device was opened read-only (writes, restore on close and
+    /// RDPMC grants then fail with `EBADF`).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     fn open_with(path: &Path, write: bool) -> Result<Self> {
@@ -624,7 +684,10 @@ impl Device {
             .read(true)
             .write(write)
             .open(path)
-            .map(|file| Device { file })
+            .map(|file| Device {
+                file,
+                read_only: !write,
+            })
             .map_err(|e| Error::from_io(format!("open {}", path.display()), &e))
     }
 
@@ -658,9 +721,17 @@ impl Device {
             Err(e) => {
                 let index = blamed(hdr.err_index, hdr.nr_ops);
                 batch.set_refused(index);
+                let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                let why = refusal::explain(
+                    refusal::Call::Batch,
+                    &batch.cpu_ops(),
+                    batch.timestamps,
+                    errno,
+                    index,
+                );
                 Err(Error::from_io("MSRBATCH_IOC_BATCH", &e)
                     .with_index(index)
-                    .with_reason(e.raw_os_error().and_then(allowlist::batch_refusal_reason)))
+                    .with_reason(why))
             }
         }
     }
@@ -678,7 +749,16 @@ impl Device {
         };
         if let Err(e) = sys::prepare(fd, &mut p, &batch.raw) {
             let index = blamed(p.err_index, p.nr_ops);
-            return Err(Error::from_io("MSRBATCH_IOC_PREPARE", &e).with_index(index));
+            let why = refusal::explain(
+                refusal::Call::Prepare,
+                &batch.cpu_ops(),
+                batch.timestamps,
+                e.raw_os_error().unwrap_or(libc::EIO),
+                index,
+            );
+            return Err(Error::from_io("MSRBATCH_IOC_PREPARE", &e)
+                .with_index(index)
+                .with_reason(why));
         }
         let unprepare = |e: std::io::Error| {
             let _ = sys::unprepare(fd, p.handle);
@@ -700,8 +780,10 @@ impl Device {
     /// first write, and written back when the device is closed, also when
     /// the process is killed. `EBADF` on a device opened read-only.
     pub fn restore_on_close(&self) -> Result<()> {
-        sys::restore_on_close(self.file.as_fd())
-            .map_err(|e| Error::from_io("MSRBATCH_IOC_RESTORE_ON_CLOSE", &e))
+        sys::restore_on_close(self.file.as_fd()).map_err(|e| {
+            Error::from_io("MSRBATCH_IOC_RESTORE_ON_CLOSE", &e)
+                .with_reason(Self::why(refusal::Call::RestoreOnClose, &e))
+        })
     }
 
     /// Writes the values [`Device::restore_on_close`] logged back now and
@@ -719,8 +801,10 @@ impl Device {
     /// (perf's `rdpmc` setting is 0), `EOPNOTSUPP` (kernel without
     /// `CONFIG_PREEMPT_NOTIFIERS`, or Xen PV).
     pub fn grant_rdpmc(&self) -> Result<()> {
-        sys::pce_grant(self.file.as_fd(), 0)
-            .map_err(|e| Error::from_io("MSRBATCH_IOC_PCE_GRANT", &e))
+        sys::pce_grant(self.file.as_fd(), 0).map_err(|e| {
+            Error::from_io("MSRBATCH_IOC_PCE_GRANT", &e)
+                .with_reason(Self::why(refusal::Call::Grant, &e))
+        })
     }
 
     /// Like [`Device::grant_rdpmc`], but the grant does not end when this
@@ -728,8 +812,10 @@ impl Device {
     /// descriptor) or when the thread exits. So the thread can close every
     /// descriptor and `execve` a program that gets none.
     pub fn grant_rdpmc_thread(&self) -> Result<()> {
-        sys::pce_grant(self.file.as_fd(), MSRBATCH_PCE_F_THREAD)
-            .map_err(|e| Error::from_io("MSRBATCH_IOC_PCE_GRANT", &e))
+        sys::pce_grant(self.file.as_fd(), MSRBATCH_PCE_F_THREAD).map_err(|e| {
+            Error::from_io("MSRBATCH_IOC_PCE_GRANT", &e)
+                .with_reason(Self::why(refusal::Call::Grant, &e))
+        })
     }
 
     /// Ends the calling thread's grant, whichever descriptor made it
@@ -743,6 +829,11 @@ impl Device {
     /// device stays open, so this is how a grant reaches an exec'd program).
     pub fn keep_across_exec(&self) -> Result<()> {
         sys::keep_across_exec(self.file.as_fd()).map_err(|e| Error::from_io("fcntl(F_SETFD)", &e))
+    }
+
+    /// Why the kernel refused `call` with `e`, in words ([`refusal::explain`]).
+    fn why(call: refusal::Call<'_>, e: &std::io::Error) -> Option<String> {
+        refusal::explain(call, &[], false, e.raw_os_error()?, None)
     }
 
     /// The underlying file, for raw ioctls.

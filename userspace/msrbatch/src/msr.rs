@@ -2,9 +2,15 @@
 //! Architectural MSRs, and the model-specific ones the library computes
 //! with (RAPL): named constants, and the names scripts and tables use.
 //!
-//! A register is written as a name from this module (any case) or as a number
-//! in the [one number grammar](crate::number); [`parse_msr`] reads both.
+//! A register is written as a name (any case) or as a number in the [one
+//! number grammar](crate::number); [`parse_msr`] reads both. The names are
+//! this module's constants and numbered ranges, and every `MSR_*` name of the
+//! kernel's `arch/x86/include/asm/msr-index.h` (generated into `msr_index.rs`
+//! by `scripts/gen-msr-names.sh`), an `MSR_IA32_*` one also without its
+//! `MSR_` (the SDM's spelling: `IA32_PERF_CTL`). An unknown name gets the
+//! nearest known one as a suggestion.
 
+use crate::msr_index::KERNEL_MSRS;
 use crate::number::{parse_u32, NumberError, NumberErrorKind};
 
 /// Defines each constant and the table of fixed names from one list.
@@ -127,13 +133,25 @@ const RANGES: &[(&str, u32, u32, u32)] = &[
     ("AMD_PERF_CTR", AMD_PERF_CTR0, 6, 2),
 ];
 
-/// Looks up an MSR by name (case-insensitive), e.g. `IA32_PERFEVTSEL0`.
+/// The name a kernel MSR is shown by: `MSR_IA32_X` as the SDM's `IA32_X`,
+/// others as the kernel names them.
+fn shown(kernel_name: &'static str) -> &'static str {
+    match kernel_name.strip_prefix("MSR_") {
+        Some(sdm) if sdm.starts_with("IA32_") => sdm,
+        _ => kernel_name,
+    }
+}
+
+/// Looks up an MSR by name (case-insensitive), e.g. `IA32_PERFEVTSEL0`,
+/// `MSR_PLATFORM_INFO`, `IA32_PERF_CTL` (the kernel's `MSR_IA32_PERF_CTL`).
 pub fn msr_by_name(name: &str) -> Option<u32> {
     let upper = name.to_ascii_uppercase();
     if let Some(&(_, v)) = FIXED.iter().find(|(n, _)| *n == upper) {
         return Some(v);
     }
-    RANGES.iter().find_map(|&(prefix, base, count, stride)| {
+    // This module's names first: where the kernel spells one differently
+    // (its MSR_IA32_PMC0 is the SDM's IA32_A_PMC0), the SDM's wins.
+    let ranged = RANGES.iter().find_map(|&(prefix, base, count, stride)| {
         let n = upper.strip_prefix(prefix)?;
         // The index is plain decimal (so IA32_PMC01 and IA32_PMC0x1 are no names).
         if !n.bytes().all(|b| b.is_ascii_digit()) {
@@ -141,18 +159,75 @@ pub fn msr_by_name(name: &str) -> Option<u32> {
         }
         let n = parse_u32(n).ok()?;
         (n < count).then(|| base + n * stride)
+    });
+    ranged.or_else(|| {
+        KERNEL_MSRS
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(&upper) || shown(n).eq_ignore_ascii_case(&upper))
+            .map(|&(_, v)| v)
     })
 }
 
-/// The name of an MSR, if it has one here.
+/// The name of an MSR, if it has one here (this module's first, then the
+/// kernel's first for it).
 pub fn msr_name(msr: u32) -> Option<String> {
     if let Some(&(n, _)) = FIXED.iter().find(|(_, v)| *v == msr) {
         return Some(n.to_string());
     }
-    RANGES.iter().find_map(|&(prefix, base, count, stride)| {
+    let ranged = RANGES.iter().find_map(|&(prefix, base, count, stride)| {
         let off = msr.checked_sub(base)?;
         (off % stride == 0 && off / stride < count).then(|| format!("{prefix}{}", off / stride))
+    });
+    ranged.or_else(|| {
+        KERNEL_MSRS
+            .iter()
+            .find(|(_, v)| *v == msr)
+            .map(|(n, _)| shown(n).to_string())
     })
+}
+
+/// Every name [`msr_by_name`] knows, for suggestions (ranges by their
+/// first member).
+fn known_names() -> impl Iterator<Item = String> {
+    FIXED
+        .iter()
+        .map(|(n, _)| n.to_string())
+        .chain(KERNEL_MSRS.iter().map(|(n, _)| shown(n).to_string()))
+        .chain(RANGES.iter().map(|(p, ..)| format!("{p}0")))
+}
+
+/// Edit distance (insertions, deletions, substitutions) between `a` and `b`.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// The known name nearest to `name`, if one is near enough to be meant: at
+/// most a third of its length away, or one it is the end of
+/// (`PLATFORM_INFO` for `MSR_PLATFORM_INFO`).
+pub fn suggest(name: &str) -> Option<String> {
+    let upper = name.to_ascii_uppercase();
+    let (best, d) = known_names()
+        .map(|n| (distance(&upper, &n.to_ascii_uppercase()), n))
+        .min_by_key(|(d, _)| *d)
+        .map(|(d, n)| (n, d))?;
+    if d <= (upper.len() / 3).max(2) {
+        return Some(best);
+    }
+    let tail = format!("_{upper}");
+    known_names().find(|n| n.to_ascii_uppercase().ends_with(&tail))
 }
 
 /// An MSR as text: its name if it has one here, else its number in hex. This
@@ -181,7 +256,13 @@ pub enum MsrError {
 impl std::fmt::Display for MsrError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            MsrError::Unknown(t) => write!(f, "'{t}' is neither an MSR name nor a number"),
+            MsrError::Unknown(t) => {
+                write!(f, "'{t}' is neither an MSR name nor a number")?;
+                match suggest(t) {
+                    Some(s) => write!(f, " (did you mean {s}?)"),
+                    None => Ok(()),
+                }
+            }
             MsrError::Number(e) => e.fmt(f),
         }
     }
@@ -235,6 +316,55 @@ mod tests {
         for (name, _) in FIXED {
             assert_eq!(msr_name(msr_by_name(name).unwrap()).as_deref(), Some(*name));
         }
+        // Every kernel name reads as its MSR, and every MSR's name back.
+        for &(name, msr) in KERNEL_MSRS {
+            assert!(msr_by_name(name).is_some(), "{name}");
+            let shown = msr_name(msr).unwrap();
+            // The full-width counter aliases, which the kernel calls
+            // MSR_IA32_PMCn, are shown by the SDM's name.
+            let pmc = name.strip_prefix("MSR_IA32_PMC");
+            if pmc.is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())) {
+                assert!(shown.starts_with("IA32_A_PMC"), "{name}: {shown}");
+            }
+            assert_eq!(msr_by_name(&shown), Some(msr), "{name} shown as {shown}");
+        }
+    }
+
+    /// The names the issue found missing, in the SDM's and the kernel's
+    /// spelling.
+    #[test]
+    fn the_kernel_s_names() {
+        for (name, msr) in [
+            ("IA32_ENERGY_PERF_BIAS", 0x1b0),
+            ("MSR_IA32_ENERGY_PERF_BIAS", 0x1b0),
+            ("MSR_PLATFORM_INFO", 0xce),
+            ("IA32_THERM_STATUS", 0x19c),
+            ("IA32_PERF_CTL", 0x199),
+            ("msr_pkg_power_limit", 0x610),
+        ] {
+            assert_eq!(msr_by_name(name), Some(msr), "{name}");
+        }
+        assert_eq!(msr_name(0x199).as_deref(), Some("IA32_PERF_CTL"));
+        assert_eq!(msr_name(0x610).as_deref(), Some("MSR_PKG_POWER_LIMIT"));
+        // This module's names come first.
+        assert_eq!(msr_name(0xc000_0080).as_deref(), Some("IA32_EFER"));
+        assert_eq!(msr_name(0x186).as_deref(), Some("IA32_PERFEVTSEL0"));
+    }
+
+    #[test]
+    fn did_you_mean() {
+        assert_eq!(suggest("IA32_PERF_CTRL").as_deref(), Some("IA32_PERF_CTL"));
+        assert_eq!(suggest("ia32_pat_").as_deref(), Some("IA32_PAT"));
+        assert_eq!(
+            suggest("PLATFORM_INFO").as_deref(),
+            Some("MSR_PLATFORM_INFO")
+        );
+        assert_eq!(suggest("FROBNICATOR_XYZZY"), None);
+        assert_eq!(
+            parse_msr("IA32_THERM_STATU").unwrap_err().to_string(),
+            "'IA32_THERM_STATU' is neither an MSR name nor a number \
+             (did you mean IA32_THERM_STATUS?)"
+        );
     }
 
     #[test]

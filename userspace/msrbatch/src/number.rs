@@ -33,8 +33,11 @@ pub enum NumberErrorKind {
     LeadingZero,
     /// Larger than the given number of bits holds.
     TooLarge(u32),
-    /// A duration without a known unit.
+    /// A duration with an unknown unit.
     BadUnit,
+    /// A duration without a unit (turbostat reads a bare number as seconds,
+    /// perf as milliseconds: msrbatch refuses to guess).
+    NoUnit,
     /// A CPU list that is not `all`, `N`, `N-M` or a comma-separated list of those.
     BadCpuList,
     /// A bit range that is not `HI:LO` with 63 >= HI >= LO.
@@ -72,7 +75,11 @@ impl fmt::Display for NumberError {
             NumberErrorKind::TooLarge(bits) => write!(f, "'{t}' does not fit in {bits} bits"),
             NumberErrorKind::BadUnit => write!(
                 f,
-                "'{t}' is not a duration (a number and ns, us, ms or s; ns without a unit)"
+                "'{t}' is not a duration (a number and a unit: ns, us, ms or s)"
+            ),
+            NumberErrorKind::NoUnit => write!(
+                f,
+                "'{t}' has no unit: write {t}ns, {t}us, {t}ms or {t}s"
             ),
             NumberErrorKind::BadBitRange => {
                 write!(f, "'{t}' is not a bit range (HI:LO with 63 >= HI >= LO)")
@@ -125,17 +132,24 @@ pub fn parse_u32(s: &str) -> Result<u32, NumberError> {
 }
 
 /// Parses a duration into nanoseconds: a number followed by `ns`, `us`, `ms`
-/// or `s` (`500ns`, `10us`, `1ms`), or a bare number of nanoseconds.
+/// or `s` (`500ns`, `10us`, `1ms`). The unit is required, also for 0: tools
+/// disagree on what a bare number means (turbostat's `-i` is seconds, perf's
+/// `-I` milliseconds).
 pub fn parse_duration(s: &str) -> Result<u64, NumberError> {
-    let (num, mult) = [
+    let Some((num, mult)) = [
         ("ns", 1),
         ("us", 1_000),
         ("ms", 1_000_000),
         ("s", 1_000_000_000),
     ]
     .into_iter()
-    .find_map(|(unit, mult)| Some((s.strip_suffix(unit)?, mult)))
-    .unwrap_or((s, 1));
+    .find_map(|(unit, mult)| Some((s.strip_suffix(unit)?, mult))) else {
+        return Err(match parse_u64(s) {
+            Ok(_) => NumberError::new(s, NumberErrorKind::NoUnit),
+            Err(e) if e.kind != NumberErrorKind::Invalid => e,
+            Err(_) => NumberError::new(s, NumberErrorKind::BadUnit),
+        });
+    };
     let n = parse_u64(num).map_err(|e| match e.kind {
         NumberErrorKind::Invalid => NumberError::new(s, NumberErrorKind::BadUnit),
         _ => e,
@@ -232,7 +246,7 @@ mod tests {
     #[test]
     fn durations() {
         for (text, ns) in [
-            ("500", 500),
+            ("0ns", 0),
             ("500ns", 500),
             ("10us", 10_000),
             ("2ms", 2_000_000),
@@ -246,6 +260,10 @@ mod tests {
             ("5parsecs", BadUnit),
             ("ms", BadUnit),
             ("5 ms", BadUnit),
+            ("500", NoUnit),
+            ("0", NoUnit),
+            ("0x10", NoUnit),
+            ("5h", BadUnit),
             ("010us", LeadingZero),
             ("18446744073709551615s", TooLarge(64)),
         ] {
@@ -255,6 +273,10 @@ mod tests {
                 "{text}"
             );
         }
+        assert_eq!(
+            parse_duration("5").unwrap_err().to_string(),
+            "'5' has no unit: write 5ns, 5us, 5ms or 5s"
+        );
     }
 
     #[test]

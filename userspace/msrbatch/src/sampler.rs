@@ -505,7 +505,17 @@ impl Prepared<'_> {
         };
         let nr_ops = u32::try_from(self.len()).unwrap_or(u32::MAX);
         let fd = sys::sample(self.dev.file.as_fd(), &mut req).map_err(|e| {
-            Error::from_io("MSRBATCH_IOC_SAMPLE", &e).with_index(blamed(req.err_index, nr_ops))
+            let index = blamed(req.err_index, nr_ops);
+            let why = crate::refusal::explain(
+                crate::refusal::Call::Sample(cfg),
+                &self.ops,
+                false,
+                e.raw_os_error().unwrap_or(libc::EIO),
+                index,
+            );
+            Error::from_io("MSRBATCH_IOC_SAMPLE", &e)
+                .with_index(index)
+                .with_reason(why)
         })?;
         Sampler::from_fd(fd, req.mmap_size, &self.ops)
     }
