@@ -13,6 +13,10 @@
 //!   `THIS_MODULE` static that `module!` puts at the crate root.
 //! - [`smp_call_function_single`]: its `wait` is a C `int` in 7.2 and a
 //!   `bool` in 7.3.
+//! - [`sort_by_key`]: core's slice sorts call `panic_on_ord_violation()`,
+//!   which 7.3.4's objtool does not know never returns: built by Debian's
+//!   rustc 1.85 it warned "falls through to next function". A heapsort
+//!   without that call instead.
 //! - [`enotuniq`], [`eprotonosupport`], [`eopnotsupp`], [`enotrecoverable`]:
 //!   7.2's `kernel::error::code` lacks them (7.3 added about a hundred codes),
 //!   and its `Error` has no constant constructor, so on both series they are
@@ -74,12 +78,15 @@ pub(crate) fn this_module() -> *mut bindings::module {
 ///
 /// `func` may be called with `info` on `cpu` in hard-interrupt context before
 /// this returns: `info` must be valid for what `func` does with it until then.
+#[allow(
+    clippy::useless_conversion,
+    reason = "`true.into()` is a bool on 7.3 and a C int on 7.2"
+)]
 pub(crate) unsafe fn smp_call_function_single(
     cpu: c_int,
     func: unsafe extern "C" fn(*mut c_void),
     info: *mut c_void,
 ) -> c_int {
-    // `wait` is an `int` in 7.2 and a `bool` in 7.3: `From<bool>` makes either.
     // SAFETY: as this function's own requirements; process context.
     unsafe { bindings::smp_call_function_single(cpu, Some(func), info, true.into()) }
 }
@@ -107,4 +114,72 @@ pub(crate) fn eopnotsupp() -> Error {
 /// `ENOTRECOVERABLE`: a batch ran but its results could not be copied out.
 pub(crate) fn enotrecoverable() -> Error {
     errno(bindings::ENOTRECOVERABLE)
+}
+
+/// Sorts `v` by `key`, in place, not stable; O(n log n) (a heapsort).
+pub(crate) fn sort_by_key<T, K: Ord>(v: &mut [T], key: impl Fn(&T) -> K) {
+    let n = v.len();
+    // A max-heap, then the largest moved to the end, n - 1 times.
+    for root in (0..n / 2).rev() {
+        sift_down(v, root, n, &key);
+    }
+    for end in (1..n).rev() {
+        v.swap(0, end);
+        sift_down(v, 0, end, &key);
+    }
+}
+
+/// Moves `v[root]` down the heap `v[..end]` until both its children are
+/// smaller.
+fn sift_down<T, K: Ord>(v: &mut [T], mut root: usize, end: usize, key: &impl Fn(&T) -> K) {
+    // `root < end <= v.len()`, so `2 * root + 2` cannot overflow.
+    loop {
+        let mut child = 2 * root + 1;
+        if child >= end {
+            return;
+        }
+        if child + 1 < end && key(&v[child]) < key(&v[child + 1]) {
+            child += 1;
+        }
+        if key(&v[root]) >= key(&v[child]) {
+            return;
+        }
+        v.swap(root, child);
+        root = child;
+    }
+}
+
+#[kunit_tests(msrbatch_compat)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sort_by_key_sorts() -> Result {
+        let cases: [&[u32]; 6] = [
+            &[],
+            &[1],
+            &[2, 1],
+            &[3, 1, 2, 3, 0],
+            &[5, 4, 3, 2, 1, 0, 9],
+            &[7, 7, 7, 1, 7],
+        ];
+        for case in cases {
+            let mut v = KVec::new();
+            v.extend_from_slice(case, GFP_KERNEL)?;
+            sort_by_key(&mut v, |&x| x);
+            assert!(v.windows(2).all(|w| w[0] <= w[1]));
+            // The same values: each count unchanged.
+            for x in case {
+                assert_eq!(
+                    v.iter().filter(|&y| y == x).count(),
+                    case.iter().filter(|&y| y == x).count()
+                );
+            }
+        }
+        // A key: pairs by their second element, descending.
+        let mut p = [(1u32, 3u32), (2, 9), (3, 1), (4, 5)];
+        sort_by_key(&mut p, |&(_, b)| core::cmp::Reverse(b));
+        assert_eq!(p, [(2, 9), (4, 5), (1, 3), (3, 1)]);
+        Ok(())
+    }
 }

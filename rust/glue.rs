@@ -26,10 +26,11 @@ extern "C" {
     #[cfg(kernel_7_2)]
     fn msrbatch_irq_restore(flags: core::ffi::c_ulong);
     fn msrbatch_this_cpu_credit() -> *mut crate::batch::Credit;
-    pub(crate) fn msrbatch_preempt_notifier_init(
-        n: *mut bindings::preempt_notifier,
-        ops: *mut bindings::preempt_ops,
-    );
+    // `struct preempt_notifier *` and `struct preempt_ops *`, passed opaque:
+    // through `task_struct` they reach `lock_class_key`, which has no fields
+    // without lockdep (distribution kernels), and rustc would call them not
+    // FFI-safe.
+    pub(crate) fn msrbatch_preempt_notifier_init(n: *mut core::ffi::c_void, ops: *mut core::ffi::c_void);
 }
 
 /// The `allow_writes` parameter's verdict on a batch with `nr_writes` write

@@ -270,7 +270,7 @@ pub(crate) fn grant(binding: Binding, module: *mut bindings::module) -> Result {
             notifier <- Opaque::ffi_init(|n: *mut bindings::preempt_notifier| {
                 // SAFETY: `n` is valid for writes; `OPS` lives forever (the
                 // kernel never writes through this pointer).
-                unsafe { glue::msrbatch_preempt_notifier_init(n, (&raw const OPS).cast_mut()) }
+                unsafe { glue::msrbatch_preempt_notifier_init(n.cast(), (&raw const OPS).cast_mut().cast()) }
             }),
             task,
             module,

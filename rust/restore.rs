@@ -54,7 +54,7 @@ impl RestoreLog {
             return Ok(());
         }
         // One read per (CPU, MSR): sort, then keep the first of each run.
-        reads.sort_unstable_by_key(|r| (r.cpu, r.reg));
+        crate::compat::sort_by_key(&mut reads, |r| (r.cpu, r.reg));
         let mut kept = 0;
         for i in 0..reads.len() {
             if kept == 0 || (reads[i].cpu, reads[i].reg) != (reads[kept - 1].cpu, reads[kept - 1].reg) {
@@ -80,7 +80,7 @@ impl RestoreLog {
             };
             self.saved.push_within_capacity(s).map_err(|_| ENOMEM)?;
         }
-        self.saved.sort_unstable_by_key(|s| (s.cpu, s.msr));
+        crate::compat::sort_by_key(&mut self.saved, |s| (s.cpu, s.msr));
         Ok(())
     }
 

@@ -282,7 +282,7 @@ fn lanes_of(ops: &[Op]) -> Result<KVec<Lane>, batch::Rejected> {
     for (i, op) in ops.iter().enumerate() {
         order.push((op.cpu, i as u32), GFP_KERNEL_ACCOUNT)?;
     }
-    order.sort_unstable();
+    crate::compat::sort_by_key(&mut order, |&p| p);
     // The first op, in array order, that is its CPU's 65th or later.
     let too_many = order
         .chunk_by(|a, b| a.0 == b.0)
