@@ -26,7 +26,7 @@
 //!   puts the caller's op fields back before the results are copied out.
 
 #[path = "allowlist_text.rs"]
-mod text;
+pub(crate) mod text;
 
 use crate::batch::Rejected;
 use crate::uapi::{opcode, Op};

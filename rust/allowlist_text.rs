@@ -39,6 +39,9 @@
 
 use core::fmt;
 
+#[path = "heapsort.rs"]
+pub(crate) mod heapsort;
+
 /// The largest allowlist text, in bytes (msr-safe's limit too).
 pub const MAX_TEXT: usize = 128 * 1024;
 
@@ -224,7 +227,7 @@ pub fn parse(text: &[u8], mut entry: impl FnMut(Entry)) -> Result<Extras, ParseE
 
 /// Sorts `entries` by MSR; an MSR listed twice is an error on its second line.
 pub fn sort_entries(entries: &mut [Entry]) -> Result<(), ParseError> {
-    entries.sort_unstable_by_key(|e| (e.msr, e.line));
+    heapsort::sort_by_key(entries, |e| (e.msr, e.line));
     match entries.windows(2).find(|w| w[0].msr == w[1].msr) {
         Some(w) => Err(ParseError {
             line: w[1].line,

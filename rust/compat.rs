@@ -15,8 +15,8 @@
 //!   `bool` in 7.3.
 //! - [`sort_by_key`]: core's slice sorts call `panic_on_ord_violation()`,
 //!   which 7.3.4's objtool does not know never returns: built by Debian's
-//!   rustc 1.85 it warned "falls through to next function". A heapsort
-//!   without that call instead.
+//!   rustc 1.85 they made it warn "falls through to next function". The
+//!   module sorts with `heapsort.rs` instead.
 //! - [`enotuniq`], [`eprotonosupport`], [`eopnotsupp`], [`enotrecoverable`]:
 //!   7.2's `kernel::error::code` lacks them (7.3 added about a hundred codes),
 //!   and its `Error` has no constant constructor, so on both series they are
@@ -27,6 +27,10 @@ use kernel::{bindings, prelude::*};
 
 #[cfg(not(kernel_7_2))]
 pub(crate) use kernel::interrupt::local_interrupt_disable;
+
+// `heapsort.rs` is compiled once, in `allowlist_text.rs`, which the
+// library shares.
+pub(crate) use crate::allowlist::text::heapsort::sort_by_key;
 
 /// Interrupts stay off on this CPU while this guard lives (7.2's stand-in for
 /// 7.3's `kernel::interrupt::LocalInterruptDisabled`).
@@ -114,39 +118,6 @@ pub(crate) fn eopnotsupp() -> Error {
 /// `ENOTRECOVERABLE`: a batch ran but its results could not be copied out.
 pub(crate) fn enotrecoverable() -> Error {
     errno(bindings::ENOTRECOVERABLE)
-}
-
-/// Sorts `v` by `key`, in place, not stable; O(n log n) (a heapsort).
-pub(crate) fn sort_by_key<T, K: Ord>(v: &mut [T], key: impl Fn(&T) -> K) {
-    let n = v.len();
-    // A max-heap, then the largest moved to the end, n - 1 times.
-    for root in (0..n / 2).rev() {
-        sift_down(v, root, n, &key);
-    }
-    for end in (1..n).rev() {
-        v.swap(0, end);
-        sift_down(v, 0, end, &key);
-    }
-}
-
-/// Moves `v[root]` down the heap `v[..end]` until both its children are
-/// smaller.
-fn sift_down<T, K: Ord>(v: &mut [T], mut root: usize, end: usize, key: &impl Fn(&T) -> K) {
-    // `root < end <= v.len()`, so `2 * root + 2` cannot overflow.
-    loop {
-        let mut child = 2 * root + 1;
-        if child >= end {
-            return;
-        }
-        if child + 1 < end && key(&v[child]) < key(&v[child + 1]) {
-            child += 1;
-        }
-        if key(&v[root]) >= key(&v[child]) {
-            return;
-        }
-        v.swap(root, child);
-        root = child;
-    }
 }
 
 #[kunit_tests(msrbatch_compat)]

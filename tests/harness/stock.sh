@@ -129,6 +129,11 @@ stock_kernel() {
 		{ cat "$log" >&2; return 1; }
 	grep -E '^msrbatch: ' "$log" >&2
 	kdir=$(sed -n 's/^KDIR=//p' "$log" | tail -n1)
+	# Its refusals: one line each, naming what to install.
+	stock_refuses "$dir" "a rustc other than the kernel's" "install rustc=" env RUSTC=/bin/true \
+		/src/scripts/debian-kdir.sh "$kver" &&
+		stock_refuses "$dir" "a kernel without headers" "install linux-headers-0.0-none" \
+			/src/scripts/debian-kdir.sh 0.0-none || return
 	stock_in_chroot "$dir" make -C /build/msrbatch KDIR="$kdir" >"$log" 2>&1 ||
 		{ cat "$log" >&2; return 1; }
 	if grep -iE 'warning|error' "$log" >&2; then
@@ -161,6 +166,22 @@ stock_kernel() {
 	(cd "$root" && find . | cpio -o -H newc --quiet) >"$STOCK_DIR/rootfs-$name.cpio"
 	GUEST_KERNEL=$img/vmlinuz GUEST_ROOTFS=$STOCK_DIR/rootfs-$name.cpio \
 		guest_boot "stock-$name" "run-all.sh '/tests/stock_kernel_test.sh $kver' $STOCK_TESTS" 900 ''
+}
+
+# stock_refuses CHROOT DESCRIPTION PATTERN CMD...: CMD in CHROOT must fail
+# with one line on stderr, matching PATTERN.
+stock_refuses() {
+	local dir=$1 what=$2 pattern=$3 out
+	shift 3
+	if out=$(stock_in_chroot "$dir" "$@" 2>&1); then
+		echo "msrbatch: debian-kdir accepted $what" >&2
+		return 1
+	fi
+	if [ "$(printf '%s\n' "$out" | wc -l)" -ne 1 ] || ! printf '%s' "$out" | grep -q "$pattern"; then
+		printf 'msrbatch: debian-kdir refused %s with other than one line naming "%s":\n%s\n' "$what" "$pattern" "$out" >&2
+		return 1
+	fi
+	msrb_log "refused $what: $out"
 }
 
 # stock_kernels_list: "NAME SUITE APT_SUITES FROM" lines of stock-kernels.txt.
