@@ -27,7 +27,7 @@ if [ ! -f "$kdir/rust/libkernel.rmeta" ]; then
 	fail "no Rust artifacts (rust/libkernel.rmeta); distribution header packages often omit them: build against a full kernel build tree (see README)"
 fi
 want=$(sed -n 's/^CONFIG_RUSTC_VERSION_TEXT="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$conf")
-have=$("$rustc" --version 2>/dev/null) || fail "RUSTC=$rustc does not run"
+have=$("$rustc" --version 2>/dev/null | head -n1) && [ -n "$have" ] || fail "RUSTC=$rustc does not run"
 [ "$want" = "$have" ] || fail "it was built by '$want' but RUSTC=$rustc is '$have'; pass RUSTC= the kernel's rustc"
 # The C compiler: an LLVM= build needs clang (LLVM=1: clang, LLVM=-22:
 # clang-22) and a clang-built kernel; a gcc-built kernel needs its gcc.

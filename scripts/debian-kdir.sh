@@ -87,7 +87,7 @@ if [ "$mode" = deps ]; then
 fi
 
 # The toolchain must be the one that built the kernel, to the letter.
-have_rustc=$(${RUSTC:-rustc} --version 2>/dev/null) || have_rustc=none
+have_rustc=$(${RUSTC:-rustc} --version 2>/dev/null | head -n1) || have_rustc=none
 [ "$have_rustc" = "$want_rustc" ] ||
 	fail "built by '$want_rustc' but ${RUSTC:-rustc} is '$have_rustc': install $(need_pkg rustc "$rustc_deb" "$want_rustc") $(need_pkg rust-src "$rustc_deb" "$want_rustc") (a newer rustc, e.g. from backports, names every symbol differently)"
 sysroot=$(${RUSTC:-rustc} --print sysroot)

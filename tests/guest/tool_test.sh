@@ -27,16 +27,20 @@ check "a faulting op exits 1 and reports EIO" sh -c "[ $rc -eq 1 ] && grep -q EI
 printf 'cpu 4095\nrdtsc\n' | msrbatch run - >/tmp/nodev.out 2>&1
 check "a batch on a CPU that does not exist is refused before the ioctl, naming the line and the CPUs" grep -q -- "^msrbatch: -:2: ENODEV: CPU 4095 does not exist: this machine's CPUs are 0-" /tmp/nodev.out
 
+# IA32_PAT as the kernel set it (Debian's kernels and the harness's differ),
+# read through the in-tree driver with msr-tools.
+pat=$(rdmsr -p 0 0x277)
+pat16=$(printf '%016x' "0x$pat")
 # --json: one object per op result; --csv: a header and one row per op.
 msrbatch run --json /tests/scripts/demo.msr >/tmp/demo.json
 n=$(wc -l </tmp/demo.json)
 check "--json prints one object per op ($n for $((5 * ncpu)) ops)" [ "$n" -eq $((5 * ncpu)) ]
 check "--json objects carry cpu, op, register, value and error" \
 	sh -c "! grep -v '\"cpu\":[0-9]*,\"op\":\"[a-z]*\",\"register\":\"[^\"]*\".*\"value\":[0-9]*,.*\"error\":null}$' /tmp/demo.json | grep -q ."
-check "--json names MSRs" grep -q '"name":"IA32_PAT","value":[0-9]*,"value_hex":"0x7040600070406"' /tmp/demo.json
+check "--json names MSRs" grep -q '"name":"IA32_PAT","value":[0-9]*,"value_hex":"0x'"$pat"'"' /tmp/demo.json
 msrbatch run --csv /tests/scripts/demo.msr >/tmp/demo.csv
 check "--csv has a header and $((5 * ncpu)) rows" sh -c "head -n1 /tmp/demo.csv | grep -qx 'iteration,line,cpu,op,register,value,error,tsc,start_spread,old,aux,ebx,ecx,edx' && [ \$(wc -l </tmp/demo.csv) -eq $((5 * ncpu + 1)) ]"
-check "--csv rows: rdmsr of IA32_PAT on cpu 0, no timestamp, the start spread" grep -qx '0,4,0,rdmsr,0x277,0x7040600070406,,,[0-9][0-9]*,,,,,' /tmp/demo.csv
+check "--csv rows: rdmsr of IA32_PAT on cpu 0, no timestamp, the start spread" grep -qx "0,4,0,rdmsr,0x277,0x$pat,,,[0-9][0-9]*,,,,," /tmp/demo.csv
 printf 'cpu 1\nrdtsc\n' | msrbatch run --csv --repeat 3 --interval 10ms - >/tmp/rep.csv
 check "--repeat 3 runs the batch 3 times" sh -c "[ \$(grep -c ',rdtsc,' /tmp/rep.csv) -eq 3 ] && [ \$(cut -d, -f1 /tmp/rep.csv | sort -u | wc -l) -eq 4 ]"
 t1=$(sed -n 2p /tmp/rep.csv | cut -d, -f6)
@@ -50,7 +54,7 @@ sed 's/^/# /' /tmp/rep.txt
 check "run --repeat 3: exit $rc, three tables named iteration 0, 1, 2" \
 	sh -c "[ $rc -eq 0 ] && [ \"\$(grep '^# iteration' /tmp/rep.txt | tr '\n' ' ')\" = '# iteration 0 # iteration 1 # iteration 2 ' ]"
 check "run --repeat 3: every run read IA32_PAT and TSC_AUX of CPU 1" \
-	sh -c "[ \$(grep -c ' rdmsr IA32_PAT  *0x0007040600070406  *ok$' /tmp/rep.txt) -eq 3 ] && [ \$(grep -c '^4  *1  *rdmsr IA32_TSC_AUX  *0x0*1  *ok$' /tmp/rep.txt) -eq 3 ]"
+	sh -c "[ \$(grep -c ' rdmsr IA32_PAT  *0x$pat16  *ok$' /tmp/rep.txt) -eq 3 ] && [ \$(grep -c '^4  *1  *rdmsr IA32_TSC_AUX  *0x0*1  *ok$' /tmp/rep.txt) -eq 3 ]"
 
 # A synchronised start: the table gets a tsc column and the start spread.
 # Emulation can keep a CPU from arriving in time (ETIMEDOUT): tried again.
@@ -74,7 +78,7 @@ check "--json with timestamps: a tsc per op ($tscs), in order, after the value r
 check "--json with timestamps: the start spread (one CPU: 0)" sh -c "[ \$(grep -c '\"start_spread\":0,' /tmp/ts.json) -eq 3 ]"
 printf 'cpu 0\nrdtsc\nrdtscp\n' | msrbatch run --timestamps - >/tmp/tsbad.out 2>&1
 rc=$?
-check "run --timestamps with rdtscp: exit $rc, EINVAL at script line 3" sh -c "[ $rc -eq 2 ] && grep -q 'EINVAL.*script line 3' /tmp/tsbad.out"
+check "run --timestamps with rdtscp: exit $rc, refused at line 3, saying why" sh -c "[ $rc -eq 2 ] && grep -q '^msrbatch: -:3: EINVAL: .rdtscp. returns a second value itself' /tmp/tsbad.out"
 check "info shows the busy budget per CPU" sh -c "msrbatch info | grep -qx 'max busy per CPU:   20000000 ns'"
 
 # msr-tools compatibility: the same options give the same text as msr-tools'

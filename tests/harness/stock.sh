@@ -6,7 +6,7 @@
 # runs the integration tests that need neither KUnit nor the debug kernel.
 
 STOCK_DIR=$MSRB_CACHE/stock
-STOCK_APT_CONF='Acquire::Check-Valid-Until "false"; APT::Install-Recommends "false";'
+STOCK_APT_CONF='Acquire::Check-Valid-Until "false"; APT::Install-Recommends "false"; APT::Sandbox::User "root";'
 
 # stock_in_chroot DIR CMD...: CMD as root in the chroot DIR, with /proc, /dev,
 # the harness cache at /cache and this tree (read-only) at /src. The mounts
@@ -70,7 +70,7 @@ stock_image() {
 	mkdir -p "$out/x"
 	pkgs=$(stock_in_chroot "$dir" apt-cache show "linux-image-$kver" |
 		sed -n '/^Depends:/{s/^Depends: //; s/([^)]*)//g; s/,/\n/g; p}' |
-		tr -d ' ' | grep -E "^linux-(binary|modules|image)-$kver" | sort -u | tr '\n' ' ')
+		tr -d ' ' | awk -v k="$kver" '$0 == "linux-binary-" k || $0 == "linux-modules-" k' | tr '\n' ' ')
 	dl=$dir/tmp/image-$kver
 	rm -rf "$dl"
 	mkdir -p "$dl"
@@ -80,7 +80,10 @@ stock_image() {
 		dpkg-deb -x "$f" "$out/x" || return
 	done
 	rm -rf "$dl"
-	cp "$out/x/boot/vmlinuz-$kver" "$out/vmlinuz" || return
+	# /boot/vmlinuz-KVER, or (Debian since 7.x) /usr/lib/modules/KVER/vmlinuz.
+	f=$(find "$out/x" -path "*/boot/vmlinuz-$kver" -o -path "*/modules/$kver/vmlinuz" | head -n1)
+	[ -n "$f" ] || { echo "msrbatch: no vmlinuz in the packages of linux-image-$kver" >&2; return 1; }
+	cp "$f" "$out/vmlinuz" || return
 	f=$(find "$out/x" -path "*/kernel/arch/x86/kernel/msr.ko*" | head -n1)
 	case "$f" in
 	*.xz) xz -dc "$f" >"$out/msr.ko" ;;
@@ -144,15 +147,22 @@ stock_kernel() {
 
 	# DKMS with the default kernel tree, once debian-kdir --install added the
 	# Rust artifacts to the installed headers (private DKMS trees).
-	stock_in_chroot "$dir" sh -c "
-		/src/scripts/debian-kdir.sh --install '$kver' >/dev/null &&
-		ver=\$(/src/scripts/version.sh) && d=/tmp/dkms && rm -rf \$d &&
-		mkdir -p \$d/src \$d/tree \$d/inst && cp -r /build/msrbatch \$d/src/msrbatch-\$ver &&
-		make -s -C \$d/src/msrbatch-\$ver clean >/dev/null 2>&1
-		dk='dkms --dkmstree \$d/tree --sourcetree \$d/src --installtree \$d/inst' &&
-		\$dk add -m msrbatch -v \$ver >/dev/null &&
-		{ \$dk build -m msrbatch -v \$ver -k '$kver' || { cat \$d/tree/msrbatch/\$ver/build/make.log; false; }; } &&
-		ls \$d/tree/msrbatch/\$ver/'$kver'/*/module/msrbatch.ko*" >"$log" 2>&1 ||
+	cat >"$dir/tmp/dkms-build.sh" <<'SH'
+set -e
+kver=$1
+/src/scripts/debian-kdir.sh --install "$kver" >/dev/null
+ver=$(/src/scripts/version.sh)
+d=/tmp/dkms
+rm -rf "$d"
+mkdir -p "$d/src" "$d/tree" "$d/inst"
+cp -r /build/msrbatch "$d/src/msrbatch-$ver"
+make -s -C "$d/src/msrbatch-$ver" clean >/dev/null 2>&1 || true
+dk="dkms --dkmstree $d/tree --sourcetree $d/src --installtree $d/inst"
+$dk add -m msrbatch -v "$ver" >/dev/null
+$dk build -m msrbatch -v "$ver" -k "$kver" --kernelsourcedir "/lib/modules/$kver/build" || { cat "$d/tree/msrbatch/$ver/build/make.log"; exit 1; }
+ls "$d/tree/msrbatch/$ver/$kver"/*/module/msrbatch.ko*
+SH
+	stock_in_chroot "$dir" sh /tmp/dkms-build.sh "$kver" >"$log" 2>&1 ||
 		{ tail -n 30 "$log" >&2; echo "msrbatch: $name: DKMS build failed" >&2; return 1; }
 	msrb_log "$name: DKMS built $(tail -n1 "$log")"
 

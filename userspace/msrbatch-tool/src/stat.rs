@@ -356,6 +356,10 @@ fn dry_run_cpu(
                     (0xa, 0),
                     [2 | (n & 0xff) << 8 | 48 << 16 | 7 << 24, 0, 0, 0],
                 );
+                // A hypervisor's PMU (CPUID.01H:ECX[31]): its CPUID is taken
+                // at its word, without the Core 2 quirk's 3 fixed counters,
+                // so the plan uses exactly the n counters asked for.
+                c.leaves.insert((1, 0), [0, 0, 1 << 31, 0]);
                 c
             };
             vec![leaves; a.cpu as usize + 1]
