@@ -55,7 +55,7 @@ modules:
 # building a kernel: make debian-kdir [KVER=7.3.4+deb13-amd64] [INSTALL=1]
 # (scripts/debian-kdir.sh; Documentation/install.md).
 debian-kdir:
-	@scripts/debian-kdir.sh $(if $(INSTALL),--install) \
+	@scripts/debian-kdir.sh $(if $(filter 1 y yes,$(INSTALL)),--install) \
 		$(if $(filter command line environment,$(origin KVER)),$(KVER))
 
 clean:

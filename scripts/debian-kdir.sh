@@ -63,22 +63,29 @@ srcpkg=linux-source-$series
 # "rustc 1.85.1 (...)" is rustc 1.85.1+dfsg1-*), the newest the apt sources
 # offer; empty when none does.
 debian_version_for() { # PACKAGE UPSTREAM_VERSION
-	apt-cache madison "$1" 2>/dev/null | awk -F'|' '{gsub(/ /, "", $2); print $2}' |
-		grep -E "^([0-9]+:)?$(printf '%s' "$2" | sed 's/\./\\./g')([+~-]|$)" |
+	{ apt-cache madison "$1" 2>/dev/null || true; } | awk -F'|' '{gsub(/ /, "", $2); print $2}' |
+		{ grep -E "^([0-9]+:)?$(printf '%s' "$2" | sed 's/\./\\./g')([+~-]|$)" || true; } |
 		sort -V | tail -n1
 }
-rustc_up=$(echo "$want_rustc" | awk '{print $2}')
-bindgen_up=$(echo "$want_bindgen" | awk '{print $2}')
-rustc_deb=$(debian_version_for rustc "$rustc_up")
-bindgen_deb=$(debian_version_for bindgen "$bindgen_up")
-need_pkg() { # PACKAGE DEBIAN_VERSION UPSTREAM_TEXT
-	[ -n "$2" ] && echo "$1=$2" && return
-	fail "the kernel was built by '$3', and no apt source here offers $1 of that version: add the Debian suite that built this kernel (trixie for +deb13 kernels, sid for +deb14) to apt's sources"
+# pkg_for PACKAGE TEXT: "PACKAGE=VERSION" for the Debian package whose binary
+# prints TEXT ("rustc 1.85.1 (...)" -> rustc=1.85.1+dfsg1-1+deb13u1), or a
+# sentence saying that no apt source offers it. Looked up only when needed.
+pkg_for() {
+	local ver
+	ver=$(debian_version_for "$1" "$(echo "$2" | awk '{print $2}')")
+	if [ -n "$ver" ]; then
+		echo "$1=$ver"
+	else
+		echo "$1 of that version, which no apt source here offers (add the Debian suite that built this kernel: trixie for +deb13 kernels, sid for +deb14)"
+	fi
 }
 
 if [ "$mode" = deps ]; then
-	toolchain=("$(need_pkg rustc "$rustc_deb" "$want_rustc")" "$(need_pkg rust-src "$rustc_deb" "$want_rustc")")
-	[ -z "$want_bindgen" ] || toolchain+=("$(need_pkg bindgen "$bindgen_deb" "$want_bindgen")")
+	toolchain=("$(pkg_for rustc "$want_rustc")" "$(pkg_for rust-src "$want_rustc")")
+	[ -z "$want_bindgen" ] || toolchain+=("$(pkg_for bindgen "$want_bindgen")")
+	case "${toolchain[*]}" in
+	*" which no apt source"*) fail "the kernel was built by '$want_rustc'${want_bindgen:+ and '$want_bindgen'}: install $(printf '%s\n' "${toolchain[@]}" | grep -m1 'which no apt source')" ;;
+	esac
 	tools=(make flex bison bc openssl libelf-dev libssl-dev xz-utils)
 	[ -z "$want_pahole" ] || [ "$want_pahole" = 0 ] || tools+=(dwarves)
 	echo "${toolchain[*]}"
@@ -89,14 +96,14 @@ fi
 # The toolchain must be the one that built the kernel, to the letter.
 have_rustc=$(${RUSTC:-rustc} --version 2>/dev/null | head -n1) || have_rustc=none
 [ "$have_rustc" = "$want_rustc" ] ||
-	fail "built by '$want_rustc' but ${RUSTC:-rustc} is '$have_rustc': install $(need_pkg rustc "$rustc_deb" "$want_rustc") $(need_pkg rust-src "$rustc_deb" "$want_rustc") (a newer rustc, e.g. from backports, names every symbol differently)"
+	fail "built by '$want_rustc' but ${RUSTC:-rustc} is '$have_rustc': install $(pkg_for rustc "$want_rustc") $(pkg_for rust-src "$want_rustc" | cut -d' ' -f1) (a newer rustc, e.g. from backports, names every symbol differently)"
 sysroot=$(${RUSTC:-rustc} --print sysroot)
 [ -f "$sysroot/lib/rustlib/src/rust/library/core/src/lib.rs" ] ||
-	fail "the Rust standard library source is missing: install $(need_pkg rust-src "$rustc_deb" "$want_rustc")"
+	fail "the Rust standard library source is missing: install $(pkg_for rust-src "$want_rustc")"
 if [ -n "$want_bindgen" ]; then
 	have_bindgen=$(${BINDGEN:-bindgen} --version 2>/dev/null | head -n1) || have_bindgen=none
 	[ "$have_bindgen" = "$want_bindgen" ] ||
-		fail "built with '$want_bindgen' but ${BINDGEN:-bindgen} is '$have_bindgen': install $(need_pkg bindgen "$bindgen_deb" "$want_bindgen")"
+		fail "built with '$want_bindgen' but ${BINDGEN:-bindgen} is '$have_bindgen': install $(pkg_for bindgen "$want_bindgen")"
 fi
 command -v "$cc" >/dev/null || fail "the kernel's C compiler $cc is missing: install ${cc#x86_64-linux-gnu-}"
 if [ -n "$want_pahole" ] && [ "$want_pahole" != 0 ]; then
@@ -111,6 +118,7 @@ done
 # The matching Debian source, shared with the test harness's cache.
 src=$MSRB_CACHE/src/$srcpkg-$srcver
 if [ ! -f "$src/Makefile" ]; then
+	mkdir -p "$MSRB_CACHE/src"
 	dl=$(mktemp -d "$MSRB_CACHE/dl.XXXXXX")
 	msrb_log "fetching $srcpkg=$srcver"
 	(cd "$dl" && apt-get download -qq "$srcpkg=$srcver" 2>/dev/null) ||
@@ -119,23 +127,31 @@ if [ ! -f "$src/Makefile" ]; then
 	rm -rf "$dl"
 fi
 
+[ "$mode" != install ] || [ -w "$hdr" ] || fail "--install writes into $hdr: run it as root"
+
+# The tree, built once per kernel and Debian version (and source path: the
+# tree's Makefile names it), stamped only once its symbols were checked.
 out=$MSRB_CACHE/debian-kdir/$kver-$srcver
+[ "$(readlink "$out/source" 2>/dev/null)" = "$src" ] || rm -f "$out/.msrbatch-built"
+kmake=(make -s -C "$src" O="$out" RUSTC="${RUSTC:-rustc}" HOSTRUSTC="${RUSTC:-rustc}" BINDGEN="${BINDGEN:-bindgen}")
 if [ ! -f "$out/.msrbatch-built" ]; then
 	rm -rf "$out"
 	mkdir -p "$out"
 	cp "$hdr/.config" "$hdr/.kernelvariables" "$out/"
 	msrb_log "rebuilding the Rust artifacts of $kver in $out (a few minutes on 2 cores)"
-	make -s -C "$src" O="$out" olddefconfig >"$out/.olddefconfig.log" 2>&1 ||
+	"${kmake[@]}" olddefconfig >"$out/.olddefconfig.log" 2>&1 ||
 		fail "make olddefconfig failed: see $out/.olddefconfig.log"
-	changed=$(diff <(grep '^CONFIG_' "$hdr/.config" | sort) <(grep '^CONFIG_' "$out/.config" | sort) |
+	# Only the C compiler's version text may differ (a newer Debian revision
+	# of the same gcc): it changes no option and no Rust symbol.
+	changed=$(diff <(grep '^CONFIG_' "$hdr/.config" | grep -v '^CONFIG_CC_VERSION_TEXT=' | sort) \
+		<(grep '^CONFIG_' "$out/.config" | grep -v '^CONFIG_CC_VERSION_TEXT=' | sort) |
 		sed -n 's/^[<>] //p' | tr '\n' ' ') || true
 	[ -z "$changed" ] ||
 		fail "this toolchain changes the kernel's configuration ($changed): the build would not match Debian's kernel"
-	make -s -C "$src" O="$out" -j"$(nproc)" modules_prepare >"$out/.modules_prepare.log" 2>&1 ||
+	"${kmake[@]}" -j"$(nproc)" modules_prepare >"$out/.modules_prepare.log" 2>&1 ||
 		fail "make modules_prepare failed: see $out/.modules_prepare.log"
 	cp "$hdr/Module.symvers" "$out/"
 	[ ! -f "$hdr/vmlinux" ] || cp "$hdr/vmlinux" "$out/"
-	touch "$out/.msrbatch-built"
 fi
 
 # Every Rust symbol this tree exports must be one Debian's kernel exports.
@@ -143,19 +159,22 @@ ours=$(sed -n 's/^EXPORT_SYMBOL_RUST_GPL(\(_R[^)]*\));$/\1/p' "$out"/rust/export
 debian=$(awk '$2 ~ /^_R/ {print $2}' "$out/Module.symvers" | sort -u)
 n_ours=$(printf '%s\n' "$ours" | grep -c .)
 n_debian=$(printf '%s\n' "$debian" | grep -c .)
-missing=$(comm -23 <(printf '%s\n' "$ours") <(printf '%s\n' "$debian") | head -n3 | tr '\n' ' ')
+missing=$({ comm -23 <(printf '%s\n' "$ours") <(printf '%s\n' "$debian") || true; } | head -n3 | tr '\n' ' ')
 [ -z "$missing" ] && [ "$n_ours" -eq "$n_debian" ] ||
 	fail "the rebuilt Rust symbols differ from Debian's Module.symvers ($n_ours here, $n_debian there; e.g. $missing): the toolchain or source does not match"
 msrb_log "$kver: all $n_ours Rust symbol names equal those in Debian's Module.symvers"
+touch "$out/.msrbatch-built"
 
 if [ "$mode" = install ]; then
 	kbuild_scripts=$(realpath "$hdr/scripts")
 	# The crates' metadata and the proc-macro libraries (7.3: 9 and 3).
 	files=("$out"/rust/*.rmeta "$out"/rust/*.so)
 	[ -f "$out/rust/libkernel.rmeta" ] || fail "the rebuilt tree lacks rust/libkernel.rmeta"
+	# target.json first: headers with rust/libkernel.rmeta but no target.json
+	# would pass check-kdir.sh and then fail to build.
+	install -m 0644 "$out/scripts/target.json" "$kbuild_scripts/target.json"
 	mkdir -p "$hdr/rust"
 	install -m 0644 "${files[@]}" "$hdr/rust/"
-	install -m 0644 "$out/scripts/target.json" "$kbuild_scripts/target.json"
 	msrb_log "installed ${#files[@]} files into $hdr/rust and $kbuild_scripts/target.json; no package owns them: remove them by hand after removing the headers package"
 	out=$hdr
 fi

@@ -117,7 +117,7 @@ if guest_prepare; then
 	# Debian's own kernels: built as a user builds it, booted, tested.
 	while IFS=$'\t' read -r name suite apt_suites from; do
 		stage "stock kernel $name ($from): debian-kdir, build, DKMS, boot, tests" \
-			stock_kernel "$name" "$suite" "$apt_suites" "$from"
+			stock_kernel "$name" "$suite" "$apt_suites" "$from" </dev/null
 	done < <(stock_kernels_list)
 else
 	failed=$((failed + 1))

@@ -143,7 +143,7 @@ stock_kernel() {
 		echo "msrbatch: $name: the module build printed warnings (above)" >&2
 		return 1
 	fi
-	"$MSRB_TOP/scripts/check-modinfo.sh" "$work/rust/msrbatch.ko" >&2 || return
+	"$MSRB_TOP/scripts/check-modinfo.sh" "$work/rust/msrbatch.ko" "$kver" >&2 || return
 
 	# DKMS with the default kernel tree, once debian-kdir --install added the
 	# Rust artifacts to the installed headers (private DKMS trees).
