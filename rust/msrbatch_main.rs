@@ -192,7 +192,9 @@ impl MiscDevice for MsrBatchFile {
         #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
         pce::release_file(file_id(file));
         if let Some(log) = Option::as_mut(&mut *this.restore.lock()) {
-            log.restore();
+            if log.restore() == Err(EPERM) {
+                pr_warn!("restore on close: kernel locked down, MSRs not restored\n");
+            }
         }
         drop(this);
     }
@@ -216,7 +218,10 @@ impl MiscDevice for MsrBatchFile {
                 this.restore.lock().get_or_insert_with(restore::RestoreLog::new);
                 Ok(0)
             }
-            IOC_RESTORE_NOW => Ok(Option::as_mut(&mut *this.restore.lock()).map_or(0, |log| log.restore() as isize)),
+            IOC_RESTORE_NOW => match Option::as_mut(&mut *this.restore.lock()) {
+                Some(log) => log.restore().map(|failed| failed as isize),
+                None => Ok(0),
+            },
             // Without CAP_SYS_RAWIO, only with the allowlist's `allow pce`.
             IOC_PCE_GRANT if rules.is_some_and(|r| !r.allows_pce()) => Err(EPERM),
             IOC_PCE_GRANT => pce_grant(file, arg, access).map(|()| 0),
@@ -395,7 +400,7 @@ fn has_rawio() -> bool {
 }
 
 /// Whether the kernel's lockdown forbids MSR writes.
-fn msr_writes_locked_down() -> bool {
+pub(crate) fn msr_writes_locked_down() -> bool {
     #[cfg(CONFIG_SECURITY)]
     {
         // SAFETY: `security_locked_down` may be called from process context.

@@ -87,8 +87,12 @@ lifetime_races() {
 	GUEST_VCPU_SHARE="0 1" guest_boot lifetime "run-all.sh 'lifetime_test 180 30'" 900 ''
 }
 
+# Two boots: one locked down from the start; one without lockdown= in which
+# lockdown_restore_test taints (a restore that wrote) and then locks the
+# kernel down itself, after staging the values restores would write.
 lockdown_tests() {
-	guest_boot lockdown 'run-all.sh /tests/lockdown_test.sh' 300 'lockdown=integrity'
+	guest_boot lockdown 'run-all.sh /tests/lockdown_test.sh' 300 'lockdown=integrity' &&
+	guest_boot lockdown-runtime 'run-all.sh lockdown_restore_test' 300 ''
 }
 
 # Guest instruction counts of the batch paths under QEMU -icount on the base
