@@ -178,10 +178,11 @@ impl MiscDevice for MsrBatchFile {
 
     fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
         let rules = (!has_rawio()).then(allowlist::snapshot);
+        let confined = rules.is_some();
         KBox::try_pin_init(
             try_pin_init!(MsrBatchFile {
                 rules,
-                prepared <- new_mutex!(prepared::Table::new()),
+                prepared <- new_mutex!(prepared::Table::new(confined)),
                 restore <- new_mutex!(None),
             }),
             GFP_KERNEL_ACCOUNT,
@@ -575,7 +576,7 @@ fn run_ops(
         _ => None,
     };
     if masked.as_ref().is_some_and(|m| !m.is_empty()) {
-        plan = batch::plan(ops, hdr.flags)?;
+        plan = batch::plan(ops, hdr.flags | batch::F_MASKED_WRITES)?;
     }
     // SAFETY: `check_writes` allowed the batch's writes (and, without
     // CAP_SYS_RAWIO, the rules did, each within its write mask).
@@ -584,7 +585,7 @@ fn run_ops(
         taint_if_written(ops);
     }
     if let Some(m) = masked {
-        m.restore(ops);
+        m.restore(ops, hdr.flags & uapi::F_TIMESTAMPS != 0);
     }
     let copied = write_ops(ptr, ops).is_ok();
     Ok(Ran { ran, copied })
