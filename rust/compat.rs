@@ -13,7 +13,8 @@
 //!   `THIS_MODULE` static that `module!` puts at the crate root.
 //! - [`smp_call_function_single`]: its `wait` is a C `int` in 7.2 and a
 //!   `bool` in 7.3.
-//! - [`enotuniq`], [`eprotonosupport`], [`eopnotsupp`], [`enotrecoverable`]:
+//! - [`enotuniq`], [`eprotonosupport`], [`eopnotsupp`], [`enotrecoverable`],
+//!   [`edquot`]:
 //!   7.2's `kernel::error::code` lacks them (7.3 added about a hundred codes),
 //!   and its `Error` has no constant constructor, so on both series they are
 //!   made from the C constants when used.
@@ -107,4 +108,10 @@ pub(crate) fn eopnotsupp() -> Error {
 /// `ENOTRECOVERABLE`: a batch ran but its results could not be copied out.
 pub(crate) fn enotrecoverable() -> Error {
     errno(bindings::ENOTRECOVERABLE)
+}
+
+/// `EDQUOT`: a confined descriptor's prepared batches would hold more than
+/// its share of memory.
+pub(crate) fn edquot() -> Error {
+    errno(bindings::EDQUOT)
 }

@@ -205,7 +205,7 @@ impl Table {
                 return Err(ENOSPC);
             }
             if self.held + bytes > MAX_PREPARED_BYTES_CONFINED {
-                return Err(EDQUOT);
+                return Err(crate::compat::edquot());
             }
             CONFINED_HELD
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |all| {
