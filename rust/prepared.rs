@@ -5,9 +5,10 @@
 //!
 //! `MSRBATCH_IOC_PREPARE` copies the ops in, validates and plans them as a
 //! plain batch would, and keeps that private copy: the caller cannot change
-//! an op after it was checked. The results live in `vmalloc_user()` memory,
-//! which `mmap()` of the descriptor at the batch's offset maps into the
-//! caller (`remap_vmalloc_range()`). `MSRBATCH_IOC_RUN` runs the private
+//! an op after it was checked. The results live in zeroed vmalloc memory
+//! charged to the caller's memory cgroup, which `mmap()` of the descriptor
+//! at the batch's offset maps into the caller, page by page
+//! (`glue::results_mmap`). `MSRBATCH_IOC_RUN` runs the private
 //! copy (its `status`/`val` fields are the run's scratch space), then
 //! publishes every op's status and values into the results, and returns the
 //! number of failed ops: no user memory is read or written by a run.
@@ -29,8 +30,9 @@ use kernel::{
     sync::{Arc, Mutex},
 };
 
-/// The results of one prepared batch: zeroed `vmalloc_user()` memory, whole
-/// pages, mappable with `remap_vmalloc_range()`.
+/// The results of one prepared batch: zeroed vmalloc memory, whole pages,
+/// charged to the caller's memory cgroup, mappable with
+/// `glue::results_mmap`.
 struct Results {
     ptr: NonNull<OpResult>,
     len: usize,

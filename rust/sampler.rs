@@ -5,7 +5,7 @@
 //!
 //! `MSRBATCH_IOC_SAMPLE` copies the prepared batch's ops (they are already
 //! validated), keeps those of each CPU as that CPU's *lane*, allocates the
-//! ring (`vmalloc_user()`: one control page, `struct msrbatch_ring`, then the
+//! ring (`glue::results_alloc()`, charged to the caller: one control page, `struct msrbatch_ring`, then the
 //! data area) and hands the sampler to `sampler_glue.c`, which makes it a
 //! file and starts one pinned hrtimer per CPU through a CPU hotplug state.
 //!
@@ -108,7 +108,8 @@ struct Lane {
     lost: AtomicU64,
 }
 
-/// The ring: `vmalloc_user()` memory, the control page then the data area.
+/// The ring: `glue::results_alloc()` memory, the control page then the data
+/// area.
 struct Ring {
     base: NonNull<u8>,
     bytes: usize,
