@@ -124,7 +124,7 @@ struct TextBuf(KVVec<u8>);
 
 impl core::fmt::Write for TextBuf {
     fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        self.0.extend_from_slice(s.as_bytes(), GFP_KERNEL).map_err(|_| core::fmt::Error)
+        self.0.extend_from_slice(s.as_bytes(), GFP_KERNEL_ACCOUNT).map_err(|_| core::fmt::Error)
     }
 }
 
@@ -229,15 +229,17 @@ impl Masked {
     }
 
     /// Puts the caller's op codes and arguments back after the run. A WRMSR
-    /// reports nothing (`val` zeroed, as the ABI says); an RMWMSR keeps the
-    /// value read and the value written (the merged one).
-    pub(crate) fn restore(self, ops: &mut [Op]) {
+    /// reports nothing (`val` zeroed, as the ABI says) but, with `stamps`
+    /// (`MSRBATCH_F_TIMESTAMPS`), its timestamp in `val[1]`, as an unmasked
+    /// one does; an RMWMSR keeps the value read and the value written (the
+    /// merged one).
+    pub(crate) fn restore(self, ops: &mut [Op], stamps: bool) {
         for &(i, code, arg) in self.0.iter() {
             if let Some(op) = ops.get_mut(i) {
                 op.op = code;
                 op.arg = arg;
                 if code == opcode::WRMSR {
-                    op.val = [0, 0];
+                    op.val = [0, if stamps { op.val[1] } else { 0 }];
                 }
             }
         }
@@ -261,7 +263,7 @@ impl MiscDevice for AllowlistFile {
             return Err(EPERM);
         }
         let text = if access.read { snapshot().render()? } else { KVVec::new() };
-        Ok(KBox::pin(AllowlistFile { text }, GFP_KERNEL)?)
+        Ok(KBox::pin(AllowlistFile { text }, GFP_KERNEL_ACCOUNT)?)
     }
 
     fn read_iter(mut kiocb: Kiocb<'_, Self::Ptr>, iov: &mut IovIterDest<'_>) -> Result<usize> {
@@ -389,9 +391,16 @@ mod tests {
         // Results as the engine leaves them, then the caller's fields back.
         ops[0].val = [old, 0xabcd_e003];
         ops[1].val = [old, 0x0000_2003];
-        saved.restore(&mut ops);
+        let mut stamped = ops;
+        let again = r.mask_writes(&mut orig.clone())?;
+        saved.restore(&mut ops, false);
         assert!((ops[0].op, ops[0].arg, ops[0].val) == (opcode::WRMSR, orig[0].arg, [0, 0]));
         assert!((ops[1].op, ops[1].arg, ops[1].val) == (opcode::RMWMSR, orig[1].arg, [old, 0x2003]));
+        // With timestamps a WRMSR keeps its stamp in val[1] (the engine wrote
+        // it over the value written).
+        stamped[0].val = [old, 0x1234];
+        again.restore(&mut stamped, true);
+        assert!((stamped[0].op, stamped[0].val) == (opcode::WRMSR, [0, 0x1234]));
         Ok(())
     }
 

@@ -17,7 +17,8 @@
 //!   which 7.3.4's objtool does not know never returns: built by Debian's
 //!   rustc 1.85 they made it warn "falls through to next function". The
 //!   module sorts with `heapsort.rs` instead.
-//! - [`enotuniq`], [`eprotonosupport`], [`eopnotsupp`], [`enotrecoverable`]:
+//! - [`enotuniq`], [`eprotonosupport`], [`eopnotsupp`], [`enotrecoverable`],
+//!   [`edquot`]:
 //!   7.2's `kernel::error::code` lacks them (7.3 added about a hundred codes),
 //!   and its `Error` has no constant constructor, so on both series they are
 //!   made from the C constants when used.
@@ -33,7 +34,10 @@ pub(crate) use kernel::interrupt::local_interrupt_disable;
 pub(crate) use crate::allowlist::text::heapsort::sort_by_key;
 
 /// Interrupts stay off on this CPU while this guard lives (7.2's stand-in for
-/// 7.3's `kernel::interrupt::LocalInterruptDisabled`).
+/// 7.3's `kernel::interrupt::LocalInterruptDisabled`). Unlike 7.3's, which
+/// counts, it restores the flags it saved: nested guards must end in the
+/// reverse order of their making, as Rust's scopes end them (the module
+/// never nests them).
 ///
 /// # Invariants
 ///
@@ -60,9 +64,11 @@ pub(crate) fn local_interrupt_disable() -> LocalInterruptDisabled {
 #[cfg(kernel_7_2)]
 impl Drop for LocalInterruptDisabled {
     fn drop(&mut self) {
-        // By the type invariants, `flags` was saved on this CPU, interrupts
-        // off since: putting them back is the matching restore.
-        crate::glue::irq_restore(self.flags);
+        // SAFETY: By the type invariants, `flags` was saved on this CPU,
+        // interrupts off since; the guard ends here, and guards end in the
+        // reverse order of their making, so no other guard is still alive
+        // that this one's restore would cut short.
+        unsafe { crate::glue::irq_restore(self.flags) };
     }
 }
 
@@ -118,6 +124,12 @@ pub(crate) fn eopnotsupp() -> Error {
 /// `ENOTRECOVERABLE`: a batch ran but its results could not be copied out.
 pub(crate) fn enotrecoverable() -> Error {
     errno(bindings::ENOTRECOVERABLE)
+}
+
+/// `EDQUOT`: a confined descriptor's prepared batches would hold more than
+/// its share of memory.
+pub(crate) fn edquot() -> Error {
+    errno(bindings::EDQUOT)
 }
 
 #[kunit_tests(msrbatch_compat)]

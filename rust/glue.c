@@ -17,6 +17,7 @@
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 #include <linux/lockdep.h>
+#include <linux/mm.h>
 #include <linux/percpu.h>
 #include <linux/perf_event.h>
 #include <linux/preempt.h>
@@ -256,10 +257,17 @@ void msrbatch_log_refused_grant(const char *why)
 
 /* ---- memory a prepared batch's results live in (prepared.rs) ------------ */
 
-/* Zeroed, page-aligned, mappable memory (VM_USERMAP), a whole number of pages. */
+/*
+ * Zeroed, page-aligned memory, a whole number of pages, charged to the
+ * caller's memory cgroup. vmalloc_user() would mark it VM_USERMAP for
+ * remap_vmalloc_range() but charges nobody, and the allocator it calls with
+ * its flags is not exported: so __vmalloc() with __GFP_ACCOUNT, zeroed as
+ * vmalloc_user()'s memory is (nothing of the kernel's reaches the mapping),
+ * and msrbatch_results_mmap() inserts the pages itself.
+ */
 void *msrbatch_results_alloc(unsigned long bytes)
 {
-	return vmalloc_user(bytes);
+	return __vmalloc(bytes, GFP_KERNEL_ACCOUNT | __GFP_ZERO);
 }
 
 void msrbatch_results_free(void *addr)
@@ -267,10 +275,26 @@ void msrbatch_results_free(void *addr)
 	vfree(addr);
 }
 
-/* Maps an area from msrbatch_results_alloc() into vma, from its start. */
-int msrbatch_results_mmap(struct vm_area_struct *vma, void *addr)
+/*
+ * Maps the first pages of an area of @bytes bytes from
+ * msrbatch_results_alloc() into vma, from its start, as
+ * remap_vmalloc_range() does: page by page, vm_insert_page() taking a
+ * reference on each (the mapping outlives vfree()).
+ */
+int msrbatch_results_mmap(struct vm_area_struct *vma, void *addr, unsigned long bytes)
 {
-	return remap_vmalloc_range(vma, addr, 0);
+	unsigned long uaddr = vma->vm_start, size = vma->vm_end - vma->vm_start;
+	int ret;
+
+	if (!PAGE_ALIGNED(addr) || !is_vmalloc_addr(addr) || size > PAGE_ALIGN(bytes))
+		return -EINVAL;
+	for (; uaddr < vma->vm_end; uaddr += PAGE_SIZE, addr += PAGE_SIZE) {
+		ret = vm_insert_page(vma, uaddr, vmalloc_to_page(addr));
+		if (ret)
+			return ret;
+	}
+	vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+	return 0;
 }
 
 /* ---- the grant reaper ---------------------------------------------------- */

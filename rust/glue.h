@@ -23,7 +23,7 @@ u64 msrbatch_ns_to_tsc(u64 ns);
 void msrbatch_log_refused_grant(const char *why);
 void *msrbatch_results_alloc(unsigned long bytes);
 void msrbatch_results_free(void *addr);
-int msrbatch_results_mmap(struct vm_area_struct *vma, void *addr);
+int msrbatch_results_mmap(struct vm_area_struct *vma, void *addr, unsigned long bytes);
 void msrbatch_kick_reaper(void);
 void msrbatch_reaper_sync(void);
 unsigned long msrbatch_irq_save(void);
@@ -47,14 +47,14 @@ struct msrbatch_sampler;
 
 int msrbatch_sampler_init(void);
 void msrbatch_sampler_exit(void);
-struct msrbatch_sampler *msrbatch_sampler_new(void *owner, u64 period_ns, u64 *epoch_ns);
+struct msrbatch_sampler *msrbatch_sampler_new(u64 period_ns, u64 *epoch_ns);
 void msrbatch_sampler_free(struct msrbatch_sampler *s);
 bool msrbatch_sampler_stop(struct msrbatch_sampler *s);
 unsigned long msrbatch_sampler_lock(struct msrbatch_sampler *s);
 void msrbatch_sampler_unlock(struct msrbatch_sampler *s, unsigned long flags);
 void msrbatch_sampler_wake(struct msrbatch_sampler *s);
 void msrbatch_sampler_wake_all(struct msrbatch_sampler *s);
-int msrbatch_sampler_install(struct msrbatch_sampler *s);
+int msrbatch_sampler_install(struct msrbatch_sampler *s, void *owner);
 
 /* Implemented in Rust (sampler.rs); owner is the Rust half. */
 bool msrbatch_sampler_samples(void *owner, unsigned int cpu);

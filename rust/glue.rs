@@ -18,7 +18,7 @@ extern "C" {
     fn msrbatch_results_alloc(bytes: core::ffi::c_ulong) -> *mut core::ffi::c_void;
     fn msrbatch_results_free(addr: *mut core::ffi::c_void);
     // `struct vm_area_struct *`, passed opaque (Rust sees it as not FFI-safe).
-    fn msrbatch_results_mmap(vma: *mut core::ffi::c_void, addr: *mut core::ffi::c_void) -> c_int;
+    fn msrbatch_results_mmap(vma: *mut core::ffi::c_void, addr: *mut core::ffi::c_void, bytes: core::ffi::c_ulong) -> c_int;
     fn msrbatch_kick_reaper();
     fn msrbatch_reaper_sync();
     #[cfg(kernel_7_2)]
@@ -118,7 +118,8 @@ pub(crate) fn log_refused_grant(why: &'static core::ffi::CStr) {
 }
 
 /// Zeroed, page-aligned memory that [`results_mmap`] can map into user
-/// space (`vmalloc_user()`); `bytes` is a multiple of the page size.
+/// space (`__vmalloc()`, charged to the caller's memory cgroup); `bytes` is
+/// a multiple of the page size.
 pub(crate) fn results_alloc(bytes: usize) -> Option<core::ptr::NonNull<core::ffi::c_void>> {
     // SAFETY: Process context.
     core::ptr::NonNull::new(unsafe { msrbatch_results_alloc(bytes as core::ffi::c_ulong) })
@@ -134,16 +135,21 @@ pub(crate) unsafe fn results_free(addr: core::ptr::NonNull<core::ffi::c_void>) {
     unsafe { msrbatch_results_free(addr.as_ptr()) }
 }
 
-/// Maps memory from [`results_alloc`] into `vma`, from its start
-/// (`remap_vmalloc_range()`).
+/// Maps memory from [`results_alloc`], `bytes` long, into `vma`, from its
+/// start, page by page as `remap_vmalloc_range()` does (`EINVAL` for a VMA
+/// larger than `bytes`).
 ///
 /// # Safety
 ///
 /// `vma` is being set up by `mmap()`, and `addr` came from
-/// [`results_alloc`] with at least the VMA's size, and is still allocated.
-pub(crate) unsafe fn results_mmap(vma: *mut bindings::vm_area_struct, addr: core::ptr::NonNull<core::ffi::c_void>) -> Result {
+/// [`results_alloc`] with `bytes`, and is still allocated.
+pub(crate) unsafe fn results_mmap(
+    vma: *mut bindings::vm_area_struct,
+    addr: core::ptr::NonNull<core::ffi::c_void>,
+    bytes: usize,
+) -> Result {
     // SAFETY: By the function's requirements.
-    kernel::error::to_result(unsafe { msrbatch_results_mmap(vma.cast(), addr.as_ptr()) })
+    kernel::error::to_result(unsafe { msrbatch_results_mmap(vma.cast(), addr.as_ptr(), bytes as core::ffi::c_ulong) })
 }
 
 /// Queues the grant reaper; callable in any context, even the scheduler's.
@@ -209,11 +215,17 @@ pub(crate) fn irq_save() -> core::ffi::c_ulong {
     unsafe { msrbatch_irq_save() }
 }
 
-/// `local_irq_restore(flags)`, with `flags` from [`irq_save`] on this CPU.
+/// `local_irq_restore(flags)`.
+///
+/// # Safety
+///
+/// `flags` came from [`irq_save`] on this CPU, and nothing that relies on
+/// interrupts staying off (code that holds a [`LocalInterruptDisabled`]
+/// guard of its own) runs after this until interrupts are off again.
+///
+/// [`LocalInterruptDisabled`]: crate::compat::LocalInterruptDisabled
 #[cfg(kernel_7_2)]
-pub(crate) fn irq_restore(flags: core::ffi::c_ulong) {
-    // SAFETY: Restoring interrupt flags is memory-safe whatever they are;
-    // that they are this CPU's own saved flags is the caller's (the guard's)
-    // invariant.
+pub(crate) unsafe fn irq_restore(flags: core::ffi::c_ulong) {
+    // SAFETY: No memory-safety precondition of its own: the caller's.
     unsafe { msrbatch_irq_restore(flags) }
 }

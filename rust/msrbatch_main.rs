@@ -178,10 +178,11 @@ impl MiscDevice for MsrBatchFile {
 
     fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
         let rules = (!has_rawio()).then(allowlist::snapshot);
+        let confined = rules.is_some();
         KBox::try_pin_init(
             try_pin_init!(MsrBatchFile {
                 rules,
-                prepared <- new_mutex!(prepared::Table::new()),
+                prepared <- new_mutex!(prepared::Table::new(confined)),
                 restore <- new_mutex!(None),
             }),
             GFP_KERNEL_ACCOUNT,
@@ -192,7 +193,9 @@ impl MiscDevice for MsrBatchFile {
         #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
         pce::release_file(file_id(file));
         if let Some(log) = Option::as_mut(&mut *this.restore.lock()) {
-            log.restore();
+            if log.restore() == Err(EPERM) {
+                pr_warn!("restore on close: kernel locked down, MSRs not restored\n");
+            }
         }
         drop(this);
     }
@@ -216,7 +219,10 @@ impl MiscDevice for MsrBatchFile {
                 this.restore.lock().get_or_insert_with(restore::RestoreLog::new);
                 Ok(0)
             }
-            IOC_RESTORE_NOW => Ok(Option::as_mut(&mut *this.restore.lock()).map_or(0, |log| log.restore() as isize)),
+            IOC_RESTORE_NOW => match Option::as_mut(&mut *this.restore.lock()) {
+                Some(log) => log.restore().map(|failed| failed as isize),
+                None => Ok(0),
+            },
             // Without CAP_SYS_RAWIO, only with the allowlist's `allow pce`.
             IOC_PCE_GRANT if rules.is_some_and(|r| !r.allows_pce()) => Err(EPERM),
             IOC_PCE_GRANT => pce_grant(file, arg, access).map(|()| 0),
@@ -395,7 +401,7 @@ fn has_rawio() -> bool {
 }
 
 /// Whether the kernel's lockdown forbids MSR writes.
-fn msr_writes_locked_down() -> bool {
+pub(crate) fn msr_writes_locked_down() -> bool {
     #[cfg(CONFIG_SECURITY)]
     {
         // SAFETY: `security_locked_down` may be called from process context.
@@ -570,7 +576,7 @@ fn run_ops(
         _ => None,
     };
     if masked.as_ref().is_some_and(|m| !m.is_empty()) {
-        plan = batch::plan(ops, hdr.flags)?;
+        plan = batch::plan(ops, hdr.flags | batch::F_MASKED_WRITES)?;
     }
     // SAFETY: `check_writes` allowed the batch's writes (and, without
     // CAP_SYS_RAWIO, the rules did, each within its write mask).
@@ -579,7 +585,7 @@ fn run_ops(
         taint_if_written(ops);
     }
     if let Some(m) = masked {
-        m.restore(ops);
+        m.restore(ops, hdr.flags & uapi::F_TIMESTAMPS != 0);
     }
     let copied = write_ops(ptr, ops).is_ok();
     Ok(Ran { ran, copied })

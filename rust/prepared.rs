@@ -5,9 +5,10 @@
 //!
 //! `MSRBATCH_IOC_PREPARE` copies the ops in, validates and plans them as a
 //! plain batch would, and keeps that private copy: the caller cannot change
-//! an op after it was checked. The results live in `vmalloc_user()` memory,
-//! which `mmap()` of the descriptor at the batch's offset maps into the
-//! caller (`remap_vmalloc_range()`). `MSRBATCH_IOC_RUN` runs the private
+//! an op after it was checked. The results live in zeroed vmalloc memory
+//! charged to the caller's memory cgroup, which `mmap()` of the descriptor
+//! at the batch's offset maps into the caller, page by page
+//! (`glue::results_mmap`). `MSRBATCH_IOC_RUN` runs the private
 //! copy (its `status`/`val` fields are the run's scratch space), then
 //! publishes every op's status and values into the results, and returns the
 //! number of failed ops: no user memory is read or written by a run.
@@ -21,6 +22,7 @@
 use crate::batch::{self, Plan};
 use crate::uapi::{self, Op, OpResult};
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicUsize, Ordering};
 use kernel::{
     new_mutex,
     page::PAGE_SIZE,
@@ -28,8 +30,9 @@ use kernel::{
     sync::{Arc, Mutex},
 };
 
-/// The results of one prepared batch: zeroed `vmalloc_user()` memory, whole
-/// pages, mappable with `remap_vmalloc_range()`.
+/// The results of one prepared batch: zeroed vmalloc memory, whole pages,
+/// charged to the caller's memory cgroup, mappable with
+/// `glue::results_mmap`.
 struct Results {
     ptr: NonNull<OpResult>,
     len: usize,
@@ -116,6 +119,13 @@ impl Prepared {
         self.results.bytes
     }
 
+    /// The memory the batch holds, as the confined limits count it: its ops
+    /// and its results (whole pages).
+    fn held_bytes(&self) -> usize {
+        // The ops were validated: at most `MAX_OPS`, no overflow.
+        self.results.len * size_of::<Op>() + self.results.bytes
+    }
+
     /// Runs the batch; `check_writes` decides, at each run, whether its
     /// writes (if any) are still allowed. Returns the number of failed ops.
     pub(crate) fn run(
@@ -143,40 +153,112 @@ impl Prepared {
         // SAFETY: `vma` is being set up by `mmap()`; the results are an area
         // from `results_alloc` of `bytes` bytes, no smaller than `vma`, alive
         // while `self` is.
-        unsafe { crate::glue::results_mmap(vma.as_ptr(), self.results.ptr.cast()) }
+        unsafe { crate::glue::results_mmap(vma.as_ptr(), self.results.ptr.cast(), self.results.bytes) }
     }
 }
 
-/// A file's prepared batches, by handle.
-pub(crate) struct Table(KVec<Option<Arc<Prepared>>>);
+/// How many prepared batches a descriptor opened without `CAP_SYS_RAWIO`
+/// may hold at once (`ENOSPC` beyond; `MSRBATCH_MAX_PREPARED` for others).
+pub(crate) const MAX_PREPARED_CONFINED: usize = 16;
+/// How much memory (ops and results, see [`Prepared::held_bytes`]) the
+/// prepared batches of one such descriptor may hold together (`EDQUOT`).
+pub(crate) const MAX_PREPARED_BYTES_CONFINED: usize = 1 << 20;
+/// How much all such descriptors' prepared batches may hold together in the
+/// system (`ENOSPC`): what descriptors with `CAP_SYS_RAWIO` never compete for.
+pub(crate) const MAX_PREPARED_BYTES_ALL_CONFINED: usize = 64 << 20;
+
+/// The memory all confined descriptors' tables hold (see
+/// [`MAX_PREPARED_BYTES_ALL_CONFINED`]).
+static CONFINED_HELD: AtomicUsize = AtomicUsize::new(0);
+
+/// A file's prepared batches, by handle, and for a descriptor confined by
+/// the allowlist what they hold, against its limits.
+pub(crate) struct Table {
+    slots: KVec<Option<Arc<Prepared>>>,
+    confined: bool,
+    /// Bytes the batches in `slots` hold (counted for confined tables only).
+    held: usize,
+}
 
 impl Table {
-    pub(crate) const fn new() -> Self {
-        Table(KVec::new())
+    /// `confined`: the descriptor was opened without `CAP_SYS_RAWIO`.
+    pub(crate) const fn new(confined: bool) -> Self {
+        Table {
+            slots: KVec::new(),
+            confined,
+            held: 0,
+        }
     }
 
-    /// Stores `p` under the lowest free handle (`ENOSPC` when the file holds
-    /// `MSRBATCH_MAX_PREPARED` already).
+    /// Stores `p` under the lowest free handle. `ENOSPC` when the file holds
+    /// `MSRBATCH_MAX_PREPARED` already, or, confined, [`MAX_PREPARED_CONFINED`],
+    /// or when all confined descriptors together would hold more than
+    /// [`MAX_PREPARED_BYTES_ALL_CONFINED`]; `EDQUOT` when this confined
+    /// descriptor would hold more than [`MAX_PREPARED_BYTES_CONFINED`].
     pub(crate) fn insert(&mut self, p: Arc<Prepared>) -> Result<u32> {
-        if let Some(i) = self.0.iter().position(Option::is_none) {
-            self.0[i] = Some(p);
-            return Ok(i as u32);
-        }
-        if self.0.len() >= uapi::MAX_PREPARED {
+        let free = self.slots.iter().position(Option::is_none);
+        let used = self.slots.iter().filter(|s| s.is_some()).count();
+        if free.is_none() && self.slots.len() >= uapi::MAX_PREPARED {
             return Err(ENOSPC);
         }
-        self.0.push(Some(p), GFP_KERNEL_ACCOUNT)?;
-        Ok((self.0.len() - 1) as u32)
+        let bytes = if self.confined { p.held_bytes() } else { 0 };
+        if self.confined {
+            if used >= MAX_PREPARED_CONFINED {
+                return Err(ENOSPC);
+            }
+            if self.held + bytes > MAX_PREPARED_BYTES_CONFINED {
+                return Err(crate::compat::edquot());
+            }
+            CONFINED_HELD
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |all| {
+                    (all + bytes <= MAX_PREPARED_BYTES_ALL_CONFINED).then_some(all + bytes)
+                })
+                .map_err(|_| ENOSPC)?;
+        }
+        let handle = match free {
+            Some(i) => {
+                self.slots[i] = Some(p);
+                i
+            }
+            None => match self.slots.push(Some(p), GFP_KERNEL_ACCOUNT) {
+                Ok(()) => self.slots.len() - 1,
+                Err(e) => {
+                    CONFINED_HELD.fetch_sub(bytes, Ordering::Relaxed);
+                    return Err(e.into());
+                }
+            },
+        };
+        self.held += bytes;
+        Ok(handle as u32)
     }
 
     /// The batch under `handle` (`ENOENT` if none).
     pub(crate) fn get(&self, handle: usize) -> Result<Arc<Prepared>> {
-        self.0.get(handle).and_then(Option::clone).ok_or(ENOENT)
+        self.slots.get(handle).and_then(Option::clone).ok_or(ENOENT)
     }
 
     /// Removes the batch under `handle` (`ENOENT` if none).
     pub(crate) fn remove(&mut self, handle: usize) -> Result<Arc<Prepared>> {
-        self.0.get_mut(handle).and_then(Option::take).ok_or(ENOENT)
+        let p = self.slots.get_mut(handle).and_then(Option::take).ok_or(ENOENT)?;
+        self.release(&p);
+        Ok(p)
+    }
+
+    /// Gives back what `p`, just taken out of the table, held.
+    fn release(&mut self, p: &Prepared) {
+        if self.confined {
+            let bytes = p.held_bytes();
+            self.held -= bytes;
+            CONFINED_HELD.fetch_sub(bytes, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        if self.confined {
+            CONFINED_HELD.fetch_sub(self.held, Ordering::Relaxed);
+        }
     }
 }
 

@@ -10,6 +10,12 @@
 //! writes them back, one batch per CPU, so an offline CPU does not keep the
 //! others from being restored; what cannot be restored (CPU offline, write
 //! faulted) is logged, never an oops.
+//!
+//! Restores are MSR writes like any other: under `LOCKDOWN_MSR` (also a
+//! lockdown that came after the values were logged) nothing is written
+//! (`MSRBATCH_IOC_RESTORE_NOW` fails with `EPERM` and keeps the log; a close
+//! logs what it could not put back), and a restore that wrote taints the
+//! kernel (`TAINT_CPU_OUT_OF_SPEC`).
 
 use crate::batch::{self, is_write};
 use crate::uapi::{opcode, Op};
@@ -85,8 +91,16 @@ impl RestoreLog {
     }
 
     /// Writes every logged value back and empties the log. Returns how many
-    /// could not be restored (each CPU's failures are logged).
-    pub(crate) fn restore(&mut self) -> usize {
+    /// could not be restored (each CPU's failures are logged); `EPERM`, with
+    /// the log kept and nothing written, when the kernel's lockdown forbids
+    /// MSR writes.
+    pub(crate) fn restore(&mut self) -> Result<usize> {
+        if self.saved.is_empty() {
+            return Ok(0);
+        }
+        if crate::msr_writes_locked_down() {
+            return Err(EPERM);
+        }
         let saved = core::mem::take(&mut self.saved);
         let mut failed = 0;
         let mut rest = &saved[..];
@@ -100,9 +114,8 @@ impl RestoreLog {
             }
             failed += bad;
         }
-        failed
+        Ok(failed)
     }
-
 }
 
 /// Restores `saved`, all of CPU `cpu`, in one batch; returns the failures.
@@ -114,15 +127,22 @@ fn restore_cpu(cpu: u32, saved: &[Saved]) -> usize {
             cpu,
             reg: s.msr,
             arg: [s.value, 0],
+            // Until it runs: an op whose batch fails before it runs did
+            // not write (and does not taint).
+            status: batch::status::ETIME,
             ..Op::default()
         };
-        if ops.push(op, GFP_KERNEL).is_err() {
+        if ops.push(op, GFP_KERNEL_ACCOUNT).is_err() {
             return saved.len();
         }
     }
     // SAFETY: These writes put back values that were in these MSRs before
-    // this file wrote them: they undo writes that were allowed.
-    match unsafe { execute_all(&mut ops) } {
+    // this file wrote them: they undo writes that were allowed, and the
+    // caller checked that lockdown does not forbid MSR writes now.
+    let done = unsafe { execute_all(&mut ops) };
+    // Whatever ran, also when some ops failed: a restore is a raw MSR write.
+    crate::taint_if_written(&ops);
+    match done {
         Ok(nr_failed) => nr_failed as usize,
         Err(r) => {
             pr_warn!("restore: CPU {cpu}: error {:?} (offline?)\n", r.err);

@@ -5,7 +5,7 @@
 //!
 //! `MSRBATCH_IOC_SAMPLE` copies the prepared batch's ops (they are already
 //! validated), keeps those of each CPU as that CPU's *lane*, allocates the
-//! ring (`vmalloc_user()`: one control page, `struct msrbatch_ring`, then the
+//! ring (`glue::results_alloc()`, charged to the caller: one control page, `struct msrbatch_ring`, then the
 //! data area) and hands the sampler to `sampler_glue.c`, which makes it a
 //! file and starts one pinned hrtimer per CPU through a CPU hotplug state.
 //!
@@ -39,14 +39,14 @@ pub(crate) struct Glue {
 }
 
 extern "C" {
-    fn msrbatch_sampler_new(owner: *mut c_void, period_ns: u64, epoch_ns: *mut u64) -> *mut Glue;
+    fn msrbatch_sampler_new(period_ns: u64, epoch_ns: *mut u64) -> *mut Glue;
     fn msrbatch_sampler_free(s: *mut Glue);
     fn msrbatch_sampler_stop(s: *mut Glue) -> bool;
     fn msrbatch_sampler_lock(s: *mut Glue) -> c_ulong;
     fn msrbatch_sampler_unlock(s: *mut Glue, flags: c_ulong);
     fn msrbatch_sampler_wake(s: *mut Glue);
     fn msrbatch_sampler_wake_all(s: *mut Glue);
-    fn msrbatch_sampler_install(s: *mut Glue) -> c_int;
+    fn msrbatch_sampler_install(s: *mut Glue, owner: *mut c_void) -> c_int;
 }
 
 /// `MSRBATCH_SAMPLER_READABLE` and `MSRBATCH_SAMPLER_HUP` of `glue.h`.
@@ -108,7 +108,8 @@ struct Lane {
     lost: AtomicU64,
 }
 
-/// The ring: `vmalloc_user()` memory, the control page then the data area.
+/// The ring: `glue::results_alloc()` memory, the control page then the data
+/// area.
 struct Ring {
     base: NonNull<u8>,
     bytes: usize,
@@ -240,6 +241,11 @@ pub(crate) struct Sampler {
     /// Sorted by CPU.
     lanes: KVec<Lane>,
     watermark: u64,
+    /// One more than the head at which a record last did not fit (0: none
+    /// yet): while the head has not moved since, the ring is full, and
+    /// readable whatever the watermark (records are whole, so a full ring
+    /// may stop short of a watermark near the data area's size).
+    full_at: AtomicU64,
     stopped: AtomicBool,
     _reserved: Reservation,
 }
@@ -408,16 +414,16 @@ impl NewSampler {
                 ring,
                 lanes,
                 watermark: u64::from(req.watermark),
+                full_at: AtomicU64::new(0),
                 stopped: AtomicBool::new(false),
                 _reserved: reserved,
             },
             GFP_KERNEL_ACCOUNT,
         )?;
-        let owner = core::ptr::from_mut::<Sampler>(&mut *s).cast::<c_void>();
         let mut epoch = 0u64;
-        // SAFETY: `owner` is the boxed sampler, which outlives its C half
-        // (`Drop` frees that first).
-        let g = unsafe { msrbatch_sampler_new(owner, req.period_ns, &mut epoch) };
+        // SAFETY: No preconditions; the C half knows no owner until
+        // `install`, and calls nothing back before.
+        let g = unsafe { msrbatch_sampler_new(req.period_ns, &mut epoch) };
         s.glue = Some(NonNull::new(g).ok_or(ENOMEM)?);
         s.ring.put64(offset_of!(RingPage, epoch_ns), epoch);
         Ok(NewSampler(s))
@@ -434,10 +440,13 @@ impl NewSampler {
             return Err(ENOMEM);
         };
         // From here on the C half owns the box: its release reclaims it.
-        let _ = KBox::into_raw(self.0);
-        // SAFETY: `g` is the sampler's C half, whose owner is the leaked box;
-        // `msrbatch_sampler_install` gives both to the file, or releases.
-        let fd = unsafe { msrbatch_sampler_install(g.as_ptr()) };
+        // The owner pointer is the one `into_raw` returns, and from now on
+        // the sampler is reached only through it, by shared references.
+        let owner = KBox::into_raw(self.0).cast::<c_void>();
+        // SAFETY: `g` is the sampler's C half, `owner` the leaked box that
+        // holds it; `msrbatch_sampler_install` gives both to the file, or
+        // releases them.
+        let fd = unsafe { msrbatch_sampler_install(g.as_ptr(), owner) };
         kernel::error::to_result(fd).map(|()| fd as isize)
     }
 }
@@ -453,6 +462,8 @@ impl Sampler {
 
     /// Counts a record of `lane` that did not fit. Under the lock.
     fn lose(&self, lane: &Lane) {
+        let head = self.ring.head.load(Ordering::Relaxed);
+        self.full_at.store(head.wrapping_add(1), Ordering::Release);
         lane.lost.fetch_add(1, Ordering::Relaxed);
         let total = self.ring.lost.fetch_add(1, Ordering::Relaxed) + 1;
         self.ring.put64(offset_of!(RingPage, lost), total);
@@ -478,10 +489,18 @@ impl Sampler {
         true
     }
 
-    /// Wakes `poll()` if the watermark is reached.
+    /// Whether `unread` bytes are worth waking a reader for: the watermark
+    /// is reached, or the ring is full (a record did not fit, and nothing
+    /// was appended since).
+    fn worth_reading(&self, unread: u64) -> bool {
+        let full = self.full_at.load(Ordering::Acquire) == self.ring.head.load(Ordering::Acquire).wrapping_add(1);
+        unread != 0 && (unread >= self.watermark.max(1) || full)
+    }
+
+    /// Wakes `poll()` if the watermark is reached or the ring is full.
     fn wake_if_ready(&self) {
         if let Some(g) = self.glue {
-            if self.ring.unread() >= self.watermark.max(1) {
+            if self.worth_reading(self.ring.unread()) {
                 // SAFETY: `g` is this sampler's live C half.
                 unsafe { msrbatch_sampler_wake(g.as_ptr()) };
             }
@@ -583,7 +602,7 @@ impl Sampler {
         let unread = self.ring.unread();
         let stopped = self.stopped.load(Ordering::Acquire);
         let mut r = 0;
-        if unread != 0 && (unread >= self.watermark.max(1) || stopped) {
+        if self.worth_reading(unread) || (unread != 0 && stopped) {
             r |= READABLE;
         }
         if stopped {
@@ -595,10 +614,12 @@ impl Sampler {
 
 impl Drop for Sampler {
     fn drop(&mut self) {
-        self.stop();
         if let Some(g) = self.glue.take() {
-            // SAFETY: Stopped: no timer, hotplug callback or wake-up refers
-            // to `g` any more; the file (if any) is being released.
+            // SAFETY: Nothing refers to `g` any more: either the sampler was
+            // never installed (no timer, hotplug callback or wake-up was ever
+            // set up, and the C half never knew this owner), or
+            // `msrbatch_sampler_release` stopped it before dropping it. No
+            // callback forms a reference to `self` while this `&mut` lives.
             unsafe { msrbatch_sampler_free(g.as_ptr()) };
         }
     }
@@ -657,7 +678,7 @@ extern "C" fn msrbatch_sampler_mmap(owner: *mut c_void, vma: *mut kernel::bindin
     }
     // SAFETY: `vma` is being set up by mmap(), no larger than the ring,
     // which is an area from `results_alloc` alive while the sampler is.
-    match unsafe { crate::glue::results_mmap(vma, s.ring.base.cast()) } {
+    match unsafe { crate::glue::results_mmap(vma, s.ring.base.cast(), s.ring.bytes) } {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
     }
@@ -679,8 +700,16 @@ extern "C" fn msrbatch_sampler_ioctl(owner: *mut c_void, cmd: c_uint, arg: c_ulo
 
 #[no_mangle]
 extern "C" fn msrbatch_sampler_release(owner: *mut c_void) {
-    // SAFETY: `owner` is the box `NewSampler::install` leaked; the C half
-    // calls this once, from the file's release or a failed install, and
-    // nothing uses the sampler afterwards.
+    // First stop, through a shared reference: the stop cancels the timers,
+    // whose callbacks (and the hotplug state's, and the stop's own
+    // `mark_stopped`) form `&Sampler` from the same pointer meanwhile; a
+    // `&mut` or a `KBox` must not exist while they may run.
+    // SAFETY: The C half calls this once, from the file's release or a
+    // failed install, with the owner it was installed with: a live sampler.
+    unsafe { sampler(owner) }.stop();
+    // Then free: no timer, hotplug callback or wake-up is left, and no file
+    // operation runs (the file is being released, or never existed).
+    // SAFETY: `owner` is the box `NewSampler::install` leaked; nothing uses
+    // the sampler afterwards.
     drop(unsafe { KBox::from_raw(owner.cast::<Sampler>()) });
 }

@@ -128,7 +128,8 @@ static void sampler_wake_fn(struct irq_work *w)
 	wake_up_all(&s->wq);
 }
 
-struct msrbatch_sampler *msrbatch_sampler_new(void *owner, u64 period_ns, u64 *epoch_ns)
+/* The Rust half (owner) is given at install: nothing calls back before. */
+struct msrbatch_sampler *msrbatch_sampler_new(u64 period_ns, u64 *epoch_ns)
 {
 	struct msrbatch_sampler *s;
 	unsigned int cpu;
@@ -142,7 +143,6 @@ struct msrbatch_sampler *msrbatch_sampler_new(void *owner, u64 period_ns, u64 *e
 	mutex_init(&s->stop_lock);
 	s->period_ns = period_ns;
 	s->epoch_ns = ktime_get_ns();
-	s->owner = owner;
 	for (cpu = 0; cpu < nr_cpu_ids; cpu++) {
 		s->timers[cpu].s = s;
 		s->timers[cpu].cpu = cpu;
@@ -261,13 +261,16 @@ static const struct file_operations sampler_fops = {
 };
 
 /*
- * Starts @s and returns a descriptor for it, or a negative errno. Takes
- * ownership of @s in every case: on failure it is stopped and released.
+ * Starts @s, whose Rust half is @owner, and returns a descriptor for it, or a
+ * negative errno. Takes ownership of both in every case: on failure they are
+ * stopped and released.
  */
-int msrbatch_sampler_install(struct msrbatch_sampler *s)
+int msrbatch_sampler_install(struct msrbatch_sampler *s, void *owner)
 {
 	struct file *file;
 	int fd, err;
+
+	s->owner = owner;
 
 	fd = get_unused_fd_flags(O_CLOEXEC);
 	if (fd < 0) {

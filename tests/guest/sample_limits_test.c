@@ -111,6 +111,8 @@ static void test_watermark(void)
 {
 	static const struct { unsigned int nr_ops, watermark; } cases[] = {
 		{ 6, PAGE - 16 },	/* 144-byte records: a full ring holds 4032 */
+		/* #30: 176-byte records after a 32-byte ONLINE: a full ring holds 4080 */
+		{ 8, PAGE - 8 },
 		{ 64, 3300 },		/* 1072-byte records: a full ring holds 3216 */
 	};
 	unsigned int i;

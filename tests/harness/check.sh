@@ -61,7 +61,7 @@ ecosystem_checks() {
 }
 
 # Every guest test, in one boot; the module's KUnit suite runs when it loads.
-GUEST_TESTS="attack_test prepared_test sample_test sample_limits_test sync_test restore_test abi_test abi_test-32 msrbatch-guest-tests msrbatch-allowlist-test /tests/allowlist_tool_test.sh /tests/tool_test.sh /tests/sample_tool_test.sh /tests/examples_test.sh /tests/udev_test.sh /tests/unload_test.sh pce_test /tests/pce_policy_test.sh"
+GUEST_TESTS="attack_test prepared_test sample_test sample_limits_test fairshare_test sync_test restore_test abi_test abi_test-32 msrbatch-guest-tests msrbatch-allowlist-test /tests/allowlist_tool_test.sh /tests/tool_test.sh /tests/sample_tool_test.sh /tests/examples_test.sh /tests/udev_test.sh /tests/unload_test.sh pce_test /tests/pce_policy_test.sh"
 
 guest_tests() {
 	guest_boot tests "grep '^msrbatch ' /proc/modules && run-all.sh $GUEST_TESTS" \
@@ -87,8 +87,12 @@ lifetime_races() {
 	GUEST_VCPU_SHARE="0 1" guest_boot lifetime "run-all.sh 'lifetime_test 180 30'" 900 ''
 }
 
+# Two boots: one locked down from the start; one without lockdown= in which
+# lockdown_restore_test taints (a restore that wrote) and then locks the
+# kernel down itself, after staging the values restores would write.
 lockdown_tests() {
-	guest_boot lockdown 'run-all.sh /tests/lockdown_test.sh' 300 'lockdown=integrity'
+	guest_boot lockdown 'run-all.sh /tests/lockdown_test.sh' 300 'lockdown=integrity' &&
+	guest_boot lockdown-runtime 'run-all.sh lockdown_restore_test' 300 ''
 }
 
 # Guest instruction counts of the batch paths under QEMU -icount on the base

@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * What a descriptor opened without CAP_SYS_RAWIO (an allowlist-confined
+ * group member) may hold and do, against the limits of
+ * Documentation/security.md ("Limits of a confined descriptor", #30):
+ *
+ *   fairshare_test [PART...]
+ *
+ * PARTs (default: all, in this order):
+ *   stamps    a confined masked WRMSR with MSRBATCH_F_TIMESTAMPS runs as
+ *             root's does (it was EINVAL: re-planned as an RMWMSR)
+ *   prepared  a confined descriptor holds at most 16 prepared batches
+ *             (ENOSPC) and 1 MiB of them (EDQUOT); all confined descriptors
+ *             together 64 MiB (ENOSPC); root still prepares meanwhile
+ *
+ * Each part's confined side runs in a child as uid 1000, gid 4242, with no
+ * capabilities; root (the parent) loads the allowlist and opens the node to
+ * the child, and puts back the list, the node's mode and any MSR written.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <grp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "testlib.h"
+
+#define TSC_AUX 0xc0000103u
+#define MAX_PREPARED_CONFINED 16
+#define MAX_PREPARED_BYTES_CONFINED (1u << 20)
+#define MAX_PREPARED_BYTES_ALL_CONFINED (64u << 20)
+
+static int run(int fd, struct msrbatch_op *ops, int n, __u32 flags)
+{
+	struct msrbatch_batch b;
+
+	memset(&b, 0, sizeof(b));
+	b.version = MSRBATCH_ABI_VERSION;
+	b.flags = flags;
+	b.nr_ops = n;
+	b.ops = (__u64)(uintptr_t)ops;
+	return ioctl(fd, MSRBATCH_IOC_BATCH, &b) ? -errno : 0;
+}
+
+static int prepare(int fd, struct msrbatch_op *ops, unsigned int n)
+{
+	struct msrbatch_prepare p;
+
+	memset(&p, 0, sizeof(p));
+	p.version = MSRBATCH_ABI_VERSION;
+	p.nr_ops = n;
+	p.ops = (__u64)(uintptr_t)ops;
+	return ioctl(fd, MSRBATCH_IOC_PREPARE, &p) ? -errno : (int)p.handle;
+}
+
+static int load_list(const char *text)
+{
+	int fd = open("/dev/msrbatch_allowlist", O_WRONLY);
+	ssize_t n = fd < 0 ? -1 : write(fd, text, strlen(text));
+
+	if (fd >= 0)
+		close(fd);
+	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+static mode_t dev_mode;
+
+/* Lets uid 1000 open the node (restored by close_node). */
+static void open_node(void)
+{
+	struct stat sb;
+
+	stat("/dev/msrbatch", &sb);
+	dev_mode = sb.st_mode & 07777;
+	chmod("/dev/msrbatch", 0666);
+}
+
+static void close_node(void)
+{
+	chmod("/dev/msrbatch", dev_mode);
+}
+
+static int drop_to_user(void)
+{
+	return setgroups(0, NULL) || setgid(4242) || setuid(1000) ? -1 : 0;
+}
+
+/* Runs fn in a child as uid 1000; its results come back through *out. */
+static int as_user(void (*fn)(int wfd), void *out, size_t len)
+{
+	int p[2], st, ok;
+	pid_t pid;
+
+	if (pipe(p))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		if (drop_to_user())
+			_exit(2);
+		fn(p[1]);
+		_exit(0);
+	}
+	close(p[1]);
+	ok = read(p[0], out, len) == (ssize_t)len;
+	close(p[0]);
+	waitpid(pid, &st, 0);
+	return ok && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* ---- stamps --------------------------------------------------------------- */
+
+struct stamps_result {
+	int opened, r, status;
+	__u64 val0, val1;
+};
+
+static void stamps_child(int wfd)
+{
+	struct stamps_result res = { 0 };
+	struct msrbatch_op op = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, 0xabcde000, 0);
+	int fd = open("/dev/msrbatch", O_RDWR);
+
+	res.opened = fd >= 0;
+	res.r = run(fd, &op, 1, MSRBATCH_F_TIMESTAMPS);
+	res.status = op.status;
+	res.val0 = op.val[0];
+	res.val1 = op.val[1];
+	if (write(wfd, &res, sizeof(res)) != sizeof(res))
+		_exit(1);
+}
+
+static void test_stamps(void)
+{
+	struct stamps_result res;
+	struct msrbatch_op op;
+	int root = open("/dev/msrbatch", O_RDWR), r;
+	__u64 orig, now;
+
+	op = mkop(MSRBATCH_OP_RDMSR, 0, TSC_AUX, 0, 0);
+	r = run(root, &op, 1, 0);
+	orig = op.val[0];
+	check(r == 0 && op.status == 0, "root reads CPU 0's TSC_AUX (0x%llx)", (unsigned long long)orig);
+	/* Root's WRMSR with timestamps: the reference. */
+	op = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, orig, 0);
+	r = run(root, &op, 1, MSRBATCH_F_TIMESTAMPS);
+	check(r == 0 && op.status == 0 && op.val[0] == 0 && op.val[1] != 0,
+	      "root: WRMSR with MSRBATCH_F_TIMESTAMPS runs, val[0] 0, val[1] the stamp (%d, %d, 0x%llx, 0x%llx)", r,
+	      op.status, (unsigned long long)op.val[0], (unsigned long long)op.val[1]);
+	/* TSC_AUX bits 31:12 writable by the group. */
+	check(load_list("0xc0000103 0x00000000fffff000\n") == 0, "root loads a list with TSC_AUX, mask 0xfffff000");
+	open_node();
+	r = as_user(stamps_child, &res, sizeof(res));
+	close_node();
+	check(r == 0 && res.opened, "uid 1000, no capabilities, opens /dev/msrbatch O_RDWR (confined)");
+	check(res.r == 0 && res.status == 0 && res.val0 == 0 && res.val1 != 0,
+	      "confined: a masked WRMSR with MSRBATCH_F_TIMESTAMPS runs as root's, val[0] 0, val[1] the stamp "
+	      "(%d, %d, 0x%llx, 0x%llx)",
+	      res.r, res.status, (unsigned long long)res.val0, (unsigned long long)res.val1);
+	op = mkop(MSRBATCH_OP_RDMSR, 0, TSC_AUX, 0, 0);
+	run(root, &op, 1, 0);
+	now = op.val[0];
+	check(res.r != 0 || now == ((orig & ~0xfffff000ull) | 0xabcde000),
+	      "... and wrote only the mask's bits (0x%llx -> 0x%llx)", (unsigned long long)orig,
+	      (unsigned long long)now);
+	op = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, orig, 0);
+	r = run(root, &op, 1, 0);
+	check(r == 0 && op.status == 0, "(TSC_AUX of CPU 0 put back: 0x%llx)", (unsigned long long)orig);
+	load_list("# empty\n");
+	close(root);
+}
+
+/* ---- prepared ------------------------------------------------------------- */
+
+/* One-op batches, and batches of BIG ops: BIG * 48 bytes of ops plus BIG * 24
+ * of results (whole pages) = 288 KiB, 3 of which fit in 1 MiB. */
+#define BIG 4096u
+
+struct prepared_result {
+	int opened;
+	int small;		/* one-op batches prepared before the refusal */
+	int small_err;
+	int after_unprepare;	/* a prepare after one UNPREPARE */
+	int big;		/* BIG-op batches on a fresh descriptor */
+	int big_err;
+	int descs, fds_big;	/* descriptors and batches until the system-wide refusal */
+	int all_err;
+};
+
+static struct msrbatch_op *big_ops(void)
+{
+	static struct msrbatch_op *ops;
+	unsigned int i;
+
+	if (!ops) {
+		ops = calloc(BIG, sizeof(*ops));
+		for (i = 0; ops && i < BIG; i++)
+			ops[i] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
+	}
+	return ops;
+}
+
+static int rfd_go = -1;
+
+static void prepared_child(int wfd)
+{
+	struct prepared_result res;
+	struct msrbatch_op one = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
+	static int fds[200];
+	int fd, h, i, n;
+
+	memset(&res, 0, sizeof(res));
+	fd = open("/dev/msrbatch", O_RDONLY);
+	res.opened = fd >= 0;
+	for (n = 0; n < MSRBATCH_MAX_PREPARED + 1; n++) {
+		h = prepare(fd, &one, 1);
+		if (h < 0) {
+			res.small_err = h;
+			break;
+		}
+	}
+	res.small = n;
+	ioctl(fd, MSRBATCH_IOC_UNPREPARE, 0);
+	res.after_unprepare = prepare(fd, &one, 1);
+	close(fd);
+
+	fd = open("/dev/msrbatch", O_RDONLY);
+	for (n = 0; n < MSRBATCH_MAX_PREPARED; n++) {
+		h = prepare(fd, big_ops(), BIG);
+		if (h < 0) {
+			res.big_err = h;
+			break;
+		}
+	}
+	res.big = n;
+	close(fd);
+
+	/* Many descriptors, 3 big batches each, until the system-wide limit. */
+	res.all_err = 0;
+	for (i = 0; i < 200 && !res.all_err; i++) {
+		fds[i] = open("/dev/msrbatch", O_RDONLY);
+		if (fds[i] < 0) {
+			res.all_err = -errno;
+			break;
+		}
+		res.descs++;
+		for (n = 0; n < 3; n++) {
+			h = prepare(fds[i], big_ops(), BIG);
+			if (h < 0) {
+				res.all_err = h;
+				break;
+			}
+			res.fds_big++;
+		}
+	}
+	/* Tell root, then hold everything until it has tried its own (it
+	 * closes the pipe); exiting closes the descriptors. */
+	if (write(wfd, &res, sizeof(res)) != sizeof(res))
+		_exit(1);
+	while (read(rfd_go, &res, 1) > 0)
+		;
+}
+
+static void test_prepared(void)
+{
+	struct prepared_result res;
+	int p[2], go[2], st, root, h = 0, n;
+	pid_t pid;
+
+	open_node();
+	if (pipe(p) || pipe(go))
+		return;
+	pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		close(go[1]);
+		rfd_go = go[0];
+		if (drop_to_user())
+			_exit(2);
+		prepared_child(p[1]);
+		_exit(0);
+	}
+	close(p[1]);
+	close(go[0]);
+	memset(&res, 0, sizeof(res));
+	n = read(p[0], &res, sizeof(res)) == sizeof(res);
+	check(n && res.opened, "uid 1000, no capabilities, opens /dev/msrbatch (confined)");
+	check(res.small == MAX_PREPARED_CONFINED && res.small_err == -ENOSPC,
+	      "confined: %d one-op prepared batches, then ENOSPC (%d, %d)", MAX_PREPARED_CONFINED, res.small,
+	      res.small_err);
+	check(res.after_unprepare >= 0, "confined: after an UNPREPARE there is room for one more (%d)",
+	      res.after_unprepare);
+	check(res.big == 3 && res.big_err == -EDQUOT,
+	      "confined: %u-op batches (288 KiB each): 3 fit in %u KiB, the 4th is EDQUOT (%d, %d)", BIG,
+	      MAX_PREPARED_BYTES_CONFINED >> 10, res.big, res.big_err);
+	/* 3 * 288 KiB = 864 KiB per descriptor: the 64 MiB fill in the 76th. */
+	check(res.all_err == -ENOSPC && res.fds_big == (int)(MAX_PREPARED_BYTES_ALL_CONFINED / (288u << 10)),
+	      "all confined descriptors: %u MiB of prepared batches, then ENOSPC (%d descriptors, %d batches, %d)",
+	      MAX_PREPARED_BYTES_ALL_CONFINED >> 20, res.descs, res.fds_big, res.all_err);
+	root = open("/dev/msrbatch", O_RDONLY);
+	for (n = 0; n < 8; n++) {
+		h = prepare(root, big_ops(), BIG);
+		if (h < 0)
+			break;
+	}
+	check(n == 8, "meanwhile root (CAP_SYS_RAWIO) prepares 8 more such batches (%d, %d)", n, h);
+	close(root);
+	close(go[1]);
+	close(p[0]);
+	waitpid(pid, &st, 0);
+	close_node();
+	/* The child's descriptors are closed: confined descriptors have their room again. */
+	open_node();
+	pid = fork();
+	if (pid == 0) {
+		int fd;
+
+		if (drop_to_user())
+			_exit(2);
+		fd = open("/dev/msrbatch", O_RDONLY);
+		_exit(prepare(fd, big_ops(), BIG) >= 0 ? 0 : 1);
+	}
+	waitpid(pid, &st, 0);
+	close_node();
+	check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "after the confined descriptors closed, their room is back");
+}
+
+int main(int argc, char **argv)
+{
+	static const char *all[] = { "stamps", "prepared" };
+	const char **parts = all;
+	int nparts = 2, i;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc > 1) {
+		parts = (const char **)argv + 1;
+		nparts = argc - 1;
+	}
+	for (i = 0; i < nparts; i++) {
+		printf("# part %s\n", parts[i]);
+		if (!strcmp(parts[i], "stamps"))
+			test_stamps();
+		else if (!strcmp(parts[i], "prepared"))
+			test_prepared();
+		else
+			check(0, "unknown part %s", parts[i]);
+	}
+	return tally();
+}
