@@ -65,5 +65,5 @@ for i in 0 50us 61s 1xs; do
 done
 printf 'cpu 0\nrdtsc\n' | msrbatch sample -i 1ms --count 2 --ring-pages 3 - >/tmp/sample-ring.out 2>&1
 rc=$?
-check "--ring-pages 3 (not a power of two): exit 2, says so before the ioctl (exit $rc)" sh -c "[ $rc -eq 2 ] && grep -q 'ring pages must be a power of two' /tmp/sample-ring.out"
+check "--ring-pages 3 (not a power of two): exit 2, says so before the ioctl (exit $rc)" sh -c "[ $rc -eq 2 ] && grep -q '3 ring pages: the ring.s pages must be a power of two' /tmp/sample-ring.out"
 finish
