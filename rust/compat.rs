@@ -17,6 +17,12 @@
 //!   which 7.3.4's objtool does not know never returns: built by Debian's
 //!   rustc 1.85 they made it warn "falls through to next function". The
 //!   module sorts with `heapsort.rs` instead.
+//! - [`own_misc_fops`]: 7.3's `MiscDeviceRegistration` names the module as
+//!   its file operations' owner, so an open file keeps the module loaded;
+//!   7.2's leaves the owner empty, and the module could be unloaded under an
+//!   open `/dev/msrbatch` (seen: an oops in `filp_flush` of the file's
+//!   close, in freed module memory). On 7.2 the registration's operations are
+//!   swapped for a copy of them that names the module (`glue.c`).
 //! - [`enotuniq`], [`eprotonosupport`], [`eopnotsupp`], [`enotrecoverable`],
 //!   [`edquot`]:
 //!   7.2's `kernel::error::code` lacks them (7.3 added about a hundred codes),
@@ -69,6 +75,23 @@ impl Drop for LocalInterruptDisabled {
         // reverse order of their making, so no other guard is still alive
         // that this one's restore would cut short.
         unsafe { crate::glue::irq_restore(self.flags) };
+    }
+}
+
+/// Makes this module the owner of the file operations of `misc`, a misc
+/// device it registered (`slot`: one of `glue.c`'s two copies). A no-op on
+/// 7.3, whose registration does it.
+pub(crate) fn own_misc_fops(misc: *mut bindings::miscdevice, slot: u32) -> Result {
+    #[cfg(kernel_7_2)]
+    {
+        // SAFETY: `misc` is a misc device this module registered and keeps
+        // registered until it unloads.
+        kernel::error::to_result(unsafe { crate::glue::msrbatch_misc_own_fops(misc.cast(), slot) })
+    }
+    #[cfg(not(kernel_7_2))]
+    {
+        let _ = (misc, slot);
+        Ok(())
     }
 }
 

@@ -14,6 +14,7 @@
 #include <linux/device.h>
 #include <linux/irq_work.h>
 #include <linux/math64.h>
+#include <linux/miscdevice.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 #include <linux/lockdep.h>
@@ -359,4 +360,22 @@ unsigned long msrbatch_irq_save(void)
 void msrbatch_irq_restore(unsigned long flags)
 {
 	local_irq_restore(flags);
+}
+
+/* ---- misc devices' owner on 7.2 (compat.rs) ------------------------------ */
+
+/* The copies of the two devices' file operations, with the owner set. */
+static struct file_operations msrbatch_owned_fops[2];
+
+int msrbatch_misc_own_fops(struct miscdevice *misc, unsigned int slot)
+{
+	if (slot >= ARRAY_SIZE(msrbatch_owned_fops))
+		return -EINVAL;
+	if (misc->fops->owner)
+		return 0;
+	msrbatch_owned_fops[slot] = *misc->fops;
+	msrbatch_owned_fops[slot].owner = THIS_MODULE;
+	/* misc_open() reads it under misc_mtx at each open. */
+	WRITE_ONCE(misc->fops, &msrbatch_owned_fops[slot]);
+	return 0;
 }

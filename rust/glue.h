@@ -26,6 +26,8 @@ void msrbatch_results_free(void *addr);
 int msrbatch_results_mmap(struct vm_area_struct *vma, void *addr, unsigned long bytes);
 void msrbatch_kick_reaper(void);
 void msrbatch_reaper_sync(void);
+struct miscdevice;
+int msrbatch_misc_own_fops(struct miscdevice *misc, unsigned int slot);
 unsigned long msrbatch_irq_save(void);
 void msrbatch_irq_restore(unsigned long flags);
 

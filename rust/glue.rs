@@ -21,6 +21,9 @@ extern "C" {
     fn msrbatch_results_mmap(vma: *mut core::ffi::c_void, addr: *mut core::ffi::c_void, bytes: core::ffi::c_ulong) -> c_int;
     fn msrbatch_kick_reaper();
     fn msrbatch_reaper_sync();
+    // `struct miscdevice *`, passed opaque (it reaches `lock_class_key`).
+    #[cfg(kernel_7_2)]
+    pub(crate) fn msrbatch_misc_own_fops(misc: *mut core::ffi::c_void, slot: core::ffi::c_uint) -> c_int;
     #[cfg(kernel_7_2)]
     fn msrbatch_irq_save() -> core::ffi::c_ulong;
     #[cfg(kernel_7_2)]

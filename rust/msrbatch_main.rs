@@ -97,6 +97,11 @@ impl kernel::InPlaceModule for MsrBatchModule {
                 name: c"msrbatch_allowlist",
             }),
         })
+        // An open file must keep the module loaded (7.2 does not see to it).
+        .pin_chain(|this| {
+            crate::compat::own_misc_fops(this._miscdev.as_raw(), 0)?;
+            crate::compat::own_misc_fops(this._allowlist_dev.as_raw(), 1)
+        })
     }
 }
 
