@@ -216,9 +216,12 @@ impl Plan {
         for (i, op) in ops.iter().enumerate() {
             check_op(op).map_err(|e| Rejected::at(e, i))?;
             // A timestamp goes into val[1]: not for the ops that return one
-            // (a masked WRMSR run as an RMWMSR reports no value).
-            let rmw_reports = op.op == opcode::RMWMSR && flags & F_MASKED_WRITES == 0;
-            if stamps && (rmw_reports || matches!(op.op, opcode::RDTSCP | opcode::CPUID)) {
+            // (a masked WRMSR run as an RMWMSR reports no value). Nothing
+            // of this is computed per op without timestamps.
+            if stamps
+                && (matches!(op.op, opcode::RDTSCP | opcode::CPUID)
+                    || (op.op == opcode::RMWMSR && flags & F_MASKED_WRITES == 0))
+            {
                 return Err(Rejected::at(EINVAL, i));
             }
             if known_cpu != Some(op.cpu) {
