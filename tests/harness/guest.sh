@@ -121,6 +121,9 @@ guest_rootfs() {
 	cp /lib/x86_64-linux-gnu/libc.so.6 "$root/lib/x86_64-linux-gnu/"
 	cp "$MSRB_TOP"/tests/guest/*.sh "$root/tests/" 2>/dev/null
 	cp -r "$MSRB_TOP"/tests/guest/scripts "$root/tests/" 2>/dev/null
+	# The CPUID dumps, for the tests of --cpuid-dump (pentium_test.sh).
+	mkdir -p "$root/tests/cpuid"
+	cp "$MSRB_TOP"/userspace/msrbatch/testdata/cpuid/*.txt "$root/tests/cpuid/" || return
 	cp "$MSRB_TOP/packaging/60-msrbatch.rules" "$root/tests/"
 	chmod +x "$root"/tests/*.sh 2>/dev/null
 	(cd "$root" && find . | cpio -o -H newc --quiet) >"$GUEST_DIR/rootfs.cpio"
