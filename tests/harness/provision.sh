@@ -78,8 +78,39 @@ fetch_linux_source() {
 }
 
 install_packages
+# A newer QEMU for the stock-kernel stages (tests/harness/stock.sh) from the
+# host release's backports, unpacked into the cache, not installed: Debian
+# 12's QEMU 7.2 TCG oopses Debian's kernels when they patch a static key
+# (tests/harness/stock-kernels.txt). The other stages keep the system's QEMU,
+# which the icount budgets were measured with.
+fetch_stock_qemu() {
+	local apt="$MSRB_CACHE/apt-qemu" suite ver dest
+	suite=$(. /etc/os-release && echo "$VERSION_CODENAME")-backports
+	if [ -f "$MSRB_CACHE/qemu/current" ] && [ -x "$(cat "$MSRB_CACHE/qemu/current")/usr/bin/qemu-system-x86_64" ]; then
+		return 0
+	fi
+	mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$MSRB_CACHE/qemu"
+	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(debian_mirror) $suite main" >"$apt/sources.list"
+	local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
+		-o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache"
+		-o APT::Get::List-Cleanup=0 -o Debug::NoLocking=1 -o APT::Sandbox::User=root)
+	apt-get "${opts[@]}" update -qq || msrb_die "apt update of $suite failed (see above)"
+	ver=$(apt-cache "${opts[@]}" show qemu-system-x86 2>/dev/null | sed -n 's/^Version: //p' | sort -V | tail -n1)
+	[ -n "$ver" ] || msrb_die "qemu-system-x86 is not in Debian $suite: the stock-kernel stages need a QEMU newer than 7.2"
+	dest="$MSRB_CACHE/qemu/qemu-system-x86-${ver//:/_}"
+	rm -rf "$dest" "$apt/dl"
+	mkdir -p "$apt/dl"
+	(cd "$apt/dl" && apt-get "${opts[@]}" download -qq "qemu-system-x86=$ver") ||
+		msrb_die "cannot download qemu-system-x86=$ver from $suite"
+	dpkg-deb -x "$apt"/dl/qemu-system-x86_*.deb "$dest.tmp" && mv "$dest.tmp" "$dest"
+	rm -rf "$apt/dl"
+	"$dest/usr/bin/qemu-system-x86_64" --version >/dev/null || msrb_die "$dest/usr/bin/qemu-system-x86_64 does not run"
+	echo "$dest" >"$MSRB_CACHE/qemu/current"
+}
+
 install_bindgen
 fetch_linux_source
+fetch_stock_qemu
 
 KSRC=$(cat "$MSRB_CACHE/src/current")
 RUSTC=/usr/bin/rustc
@@ -93,5 +124,6 @@ BINDGEN=$MSRB_CACHE/bindgen-$MSRB_BINDGEN_VERSION/bin/bindgen
 BINDGEN_VERSION="$("$MSRB_CACHE/bindgen-$MSRB_BINDGEN_VERSION/bin/bindgen" --version)"
 LLVM=$MSRB_LLVM_SUFFIX
 CLANG_VERSION="$(clang$MSRB_LLVM_SUFFIX --version | head -n1)"
+STOCK_QEMU=$(cat "$MSRB_CACHE/qemu/current")/usr/bin/qemu-system-x86_64
 ENV
 msrb_log "toolchain: $(tr '\n' ' ' <"$MSRB_CACHE/toolchain.env")"

@@ -3,7 +3,8 @@
 # after guest.sh: for each, in a debootstrapped chroot of the suite that built
 # it, the module is built as a user builds it (`make debian-kdir`, then `make
 # KDIR=...`, then DKMS), and Debian's own vmlinuz boots in QEMU with it and
-# runs the integration tests that need neither KUnit nor the debug kernel.
+# runs the integration tests that need neither KUnit nor the debug kernel, in
+# a newer QEMU than the other stages (provision.sh's fetch_stock_qemu).
 
 STOCK_DIR=$MSRB_CACHE/stock
 STOCK_APT_CONF='Acquire::Check-Valid-Until "false"; APT::Install-Recommends "false"; APT::Sandbox::User "root";'
@@ -182,7 +183,8 @@ SH
 		*) tests="$tests $t" ;;
 		esac
 	done
-	GUEST_KERNEL=$img/vmlinuz GUEST_ROOTFS=$STOCK_DIR/rootfs-$name.cpio \
+	. "$MSRB_CACHE/toolchain.env"
+	GUEST_QEMU=$STOCK_QEMU GUEST_KERNEL=$img/vmlinuz GUEST_ROOTFS=$STOCK_DIR/rootfs-$name.cpio \
 		guest_boot "stock-$name" "run-all.sh '/tests/stock_kernel_test.sh $kver'$tests" 900 ''
 }
 
