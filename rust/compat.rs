@@ -22,7 +22,9 @@
 //!   7.2's leaves the owner empty, and the module could be unloaded under an
 //!   open `/dev/msrbatch` (seen: an oops in `filp_flush` of the file's
 //!   close, in freed module memory). On 7.2 the registration's operations are
-//!   swapped for a copy of them that names the module (`glue.c`).
+//!   swapped for a copy of them that names the module (`glue.c`), and a
+//!   file opened before the swap (during the module's init) is refused with
+//!   `EAGAIN` ([`file_holds_module`]).
 //! - [`enotuniq`], [`eprotonosupport`], [`eopnotsupp`], [`enotrecoverable`],
 //!   [`edquot`]:
 //!   7.2's `kernel::error::code` lacks them (7.3 added about a hundred codes),
@@ -93,6 +95,21 @@ pub(crate) fn own_misc_fops(misc: *mut bindings::miscdevice, slot: u32) -> Resul
         let _ = (misc, slot);
         Ok(())
     }
+}
+
+/// `EAGAIN` for a file opened through a misc device's operations before
+/// [`own_misc_fops`] gave them an owner (while the module initialises, on
+/// 7.2): such a file would hold no module reference. Always `Ok` on 7.3.
+pub(crate) fn file_holds_module(file: &kernel::fs::File) -> Result {
+    #[cfg(kernel_7_2)]
+    {
+        // SAFETY: `file` is a valid file, being opened.
+        if !unsafe { crate::glue::msrbatch_file_has_owner(file.as_ptr().cast()) } {
+            return Err(EAGAIN);
+        }
+    }
+    let _ = file;
+    Ok(())
 }
 
 /// This module's `struct module`, for references that keep it loaded.

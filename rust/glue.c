@@ -375,7 +375,17 @@ int msrbatch_misc_own_fops(struct miscdevice *misc, unsigned int slot)
 		return 0;
 	msrbatch_owned_fops[slot] = *misc->fops;
 	msrbatch_owned_fops[slot].owner = THIS_MODULE;
-	/* misc_open() reads it under misc_mtx at each open. */
-	WRITE_ONCE(misc->fops, &msrbatch_owned_fops[slot]);
+	/*
+	 * misc_open() reads the pointer at each open (under misc_mtx, which this
+	 * does not hold): publish the copy's contents before the pointer. A
+	 * file opened before this holds no module reference and is refused by
+	 * msrbatch_file_has_owner().
+	 */
+	smp_store_release(&misc->fops, &msrbatch_owned_fops[slot]);
 	return 0;
+}
+
+bool msrbatch_file_has_owner(struct file *file)
+{
+	return file->f_op->owner == THIS_MODULE;
 }

@@ -28,6 +28,8 @@ void msrbatch_kick_reaper(void);
 void msrbatch_reaper_sync(void);
 struct miscdevice;
 int msrbatch_misc_own_fops(struct miscdevice *misc, unsigned int slot);
+struct file;
+bool msrbatch_file_has_owner(struct file *file);
 unsigned long msrbatch_irq_save(void);
 void msrbatch_irq_restore(unsigned long flags);
 

@@ -24,6 +24,9 @@ extern "C" {
     // `struct miscdevice *`, passed opaque (it reaches `lock_class_key`).
     #[cfg(kernel_7_2)]
     pub(crate) fn msrbatch_misc_own_fops(misc: *mut core::ffi::c_void, slot: core::ffi::c_uint) -> c_int;
+    // `struct file *`, passed opaque.
+    #[cfg(kernel_7_2)]
+    pub(crate) fn msrbatch_file_has_owner(file: *mut core::ffi::c_void) -> bool;
     #[cfg(kernel_7_2)]
     fn msrbatch_irq_save() -> core::ffi::c_ulong;
     #[cfg(kernel_7_2)]

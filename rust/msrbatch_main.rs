@@ -181,7 +181,8 @@ impl Access {
 impl MiscDevice for MsrBatchFile {
     type Ptr = Pin<KBox<Self>>;
 
-    fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
+    fn open(file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
+        crate::compat::file_holds_module(file)?;
         let rules = (!has_rawio()).then(allowlist::snapshot);
         let confined = rules.is_some();
         KBox::try_pin_init(

@@ -141,13 +141,19 @@ if [ ! -f "$out/.msrbatch-built" ]; then
 	msrb_log "rebuilding the Rust artifacts of $kver in $out (a few minutes on 2 cores)"
 	"${kmake[@]}" olddefconfig >"$out/.olddefconfig.log" 2>&1 ||
 		fail "make olddefconfig failed: see $out/.olddefconfig.log"
-	# Only the C compiler's version text may differ (a newer Debian revision
-	# of the same gcc): it changes no option and no Rust symbol.
-	changed=$(diff <(grep '^CONFIG_' "$hdr/.config" | grep -v '^CONFIG_CC_VERSION_TEXT=' | sort) \
-		<(grep '^CONFIG_' "$out/.config" | grep -v '^CONFIG_CC_VERSION_TEXT=' | sort) |
+	# Only the C toolchain's version numbers may differ (a newer Debian
+	# revision of the same gcc, binutils of the same series): they name no
+	# option and no Rust symbol. Any option they would turn on or off, and
+	# any Rust tool's version, must be Debian's.
+	versions='^CONFIG_(CC_VERSION_TEXT|GCC_VERSION|AS_VERSION|LD_VERSION)='
+	changed=$(diff <(grep '^CONFIG_' "$hdr/.config" | grep -Ev "$versions" | sort) \
+		<(grep '^CONFIG_' "$out/.config" | grep -Ev "$versions" | sort) |
 		sed -n 's/^[<>] //p' | tr '\n' ' ') || true
 	[ -z "$changed" ] ||
 		fail "this toolchain changes the kernel's configuration ($changed): the build would not match Debian's kernel"
+	moved=$({ diff <(grep -E "$versions" "$hdr/.config" | sort) <(grep -E "$versions" "$out/.config" | sort) || true; } |
+		sed -n 's/^> //p' | tr '\n' ' ')
+	[ -z "$moved" ] || msrb_log "$kver: C toolchain versions differ from Debian's build (no option changed): $moved"
 	"${kmake[@]}" -j"$(nproc)" modules_prepare >"$out/.modules_prepare.log" 2>&1 ||
 		fail "make modules_prepare failed: see $out/.modules_prepare.log"
 	cp "$hdr/Module.symvers" "$out/"
