@@ -43,7 +43,10 @@ echo "ok - module, tool, pkg-config file and man pages all say version $ver"
 export PKG_CONFIG_SYSROOT_DIR="$tmp/root" PKG_CONFIG_PATH="$tmp/root/usr/lib/pkgconfig" PKG_CONFIG_LIBDIR=
 # shellcheck disable=SC2046
 gcc -Wall -Werror $(pkg-config --cflags msrbatch) -o "$tmp/read_msrs" examples/read_msrs.c $(pkg-config --libs msrbatch)
-LD_LIBRARY_PATH="$tmp/root/usr/lib" ldd "$tmp/read_msrs" | grep -q "$tmp/root/usr/lib/libmsrbatch.so"
+# grep without -q reads all of ldd's output: with -q it could exit at the
+# match while ldd still writes, and pipefail would fail on ldd's SIGPIPE
+# (seen once in a clean-clone make check).
+LD_LIBRARY_PATH="$tmp/root/usr/lib" ldd "$tmp/read_msrs" | grep "$tmp/root/usr/lib/libmsrbatch.so" >/dev/null
 echo "ok - the installed headers, library and pkg-config file build examples/read_msrs.c"
 unset PKG_CONFIG_SYSROOT_DIR PKG_CONFIG_PATH PKG_CONFIG_LIBDIR
 
@@ -68,7 +71,7 @@ if ! "${dk[@]}" build -m msrbatch -v "$ver" -k "$kver" --kernelsourcedir "$kb" >
 	exit 1
 fi
 ko="$d/tree/msrbatch/$ver/$kver/$(uname -m)/module/msrbatch.ko"
-[ -f "$ko" ] && /sbin/modinfo -F license "$ko" | grep -qx GPL
+[ -f "$ko" ] && /sbin/modinfo -F license "$ko" | grep -x GPL >/dev/null
 echo "ok - dkms build of msrbatch $ver (dkms.conf reads the version) for $kver (the test kernel) produced msrbatch.ko"
 
 rm -f rust-project.json
