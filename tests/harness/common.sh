@@ -49,6 +49,18 @@ debian_mirror() {
 	echo "$uri"
 }
 
+# msrb_private_apt DIR CMD ARGS...: apt-get or apt-cache with DIR's own
+# sources.list, lists and cache; the system's apt sources and state are left
+# alone, and dpkg's status is not read (so `show` lists what the sources offer,
+# not what is installed).
+msrb_private_apt() {
+	local dir=$1 cmd=$2
+	shift 2
+	"$cmd" -o "Dir::Etc::SourceList=$dir/sources.list" -o Dir::Etc::SourceParts=/dev/null \
+		-o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir/cache" -o Dir::State::status=/dev/null \
+		-o APT::Get::List-Cleanup=0 -o Debug::NoLocking=1 -o APT::Sandbox::User=root "$@"
+}
+
 # msrb_unpack_linux_source DEB DEST VERSION: the kernel tree of a Debian
 # linux-source-X.Y package into DEST (made whole or not at all), with the
 # package's version in DEST/.msrbatch-debian-version.

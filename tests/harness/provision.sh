@@ -60,16 +60,13 @@ fetch_linux_source() {
 	mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$srcroot"
 	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(debian_mirror) $MSRB_LINUX_SUITE main" \
 		>"$apt/sources.list"
-	local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
-		-o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache"
-		-o APT::Get::List-Cleanup=0 -o Debug::NoLocking=1 -o APT::Sandbox::User=root)
 	msrb_log "fetching $MSRB_LINUX_SERIES from $MSRB_LINUX_SUITE (private apt config in $apt)"
-	apt-get "${opts[@]}" update -qq ||
+	msrb_private_apt "$apt" apt-get update -qq ||
 		msrb_die "apt update of $MSRB_LINUX_SUITE failed (see above)"
-	ver=$(apt-cache "${opts[@]}" show "$MSRB_LINUX_SERIES" 2>/dev/null |
+	ver=$(msrb_private_apt "$apt" apt-cache show "$MSRB_LINUX_SERIES" 2>/dev/null |
 		sed -n 's/^Version: //p' | head -n1)
 	[ -n "$ver" ] || msrb_die "$MSRB_LINUX_SERIES is no longer in Debian $MSRB_LINUX_SUITE: the pinned kernel series is gone; pick a new series in tests/harness/common.sh"
-	(cd "$apt" && apt-get "${opts[@]}" download -qq "$MSRB_LINUX_SERIES=$ver")
+	(cd "$apt" && msrb_private_apt "$apt" apt-get download -qq "$MSRB_LINUX_SERIES=$ver")
 	deb=$(ls "$apt"/"$MSRB_LINUX_SERIES"_*.deb | head -n1)
 	local dest="$srcroot/$MSRB_LINUX_SERIES-$ver"
 	msrb_unpack_linux_source "$deb" "$dest" "$ver"
@@ -91,18 +88,14 @@ fetch_stock_qemu() {
 	fi
 	mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$MSRB_CACHE/qemu"
 	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(debian_mirror) $suite main" >"$apt/sources.list"
-	# Dir::State::status: not the installed 7.2's record.
-	local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
-		-o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o Dir::State::status=/dev/null
-		-o APT::Get::List-Cleanup=0 -o Debug::NoLocking=1 -o APT::Sandbox::User=root)
 	# Only the stock-kernel stages need it: a failure here is theirs alone.
-	apt-get "${opts[@]}" update -qq || { msrb_log "apt update of $suite failed: the stock-kernel stages will fail"; return 0; }
-	ver=$(apt-cache "${opts[@]}" show qemu-system-x86 2>/dev/null | sed -n 's/^Version: //p' | sort -V | tail -n1)
+	msrb_private_apt "$apt" apt-get update -qq || { msrb_log "apt update of $suite failed: the stock-kernel stages will fail"; return 0; }
+	ver=$(msrb_private_apt "$apt" apt-cache show qemu-system-x86 2>/dev/null | sed -n 's/^Version: //p' | sort -V | tail -n1)
 	[ -n "$ver" ] || { msrb_log "qemu-system-x86 is not in Debian $suite: the stock-kernel stages will fail"; return 0; }
 	dest="$MSRB_CACHE/qemu/qemu-system-x86-${ver//:/_}"
 	rm -rf "$dest" "$dest.tmp" "$apt/dl"
 	mkdir -p "$apt/dl"
-	(cd "$apt/dl" && apt-get "${opts[@]}" download -qq "qemu-system-x86=$ver") &&
+	(cd "$apt/dl" && msrb_private_apt "$apt" apt-get download -qq "qemu-system-x86=$ver") &&
 		dpkg-deb -x "$apt"/dl/qemu-system-x86_*.deb "$dest.tmp" && mv "$dest.tmp" "$dest" &&
 		"$dest/usr/bin/qemu-system-x86_64" --version >/dev/null ||
 		{ msrb_log "could not unpack and run qemu-system-x86=$ver from $suite: the stock-kernel stages will fail"; rm -rf "$apt/dl"; return 0; }
