@@ -128,7 +128,8 @@ batch flags are ignored."
         #[arg(long)]
         pentium: bool,
     },
-    /// Count events while CMD runs pinned to one CPU.
+    /// Count events on a list of CPUs while CMD runs pinned to them, and
+    /// print the counts as perf stat does (on standard error, or -o FILE).
     Stat(stat::StatArgs),
     /// Write the man page (roff) to stdout.
     #[command(hide = true, name = "__man")]
