@@ -514,6 +514,11 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
 }
 
 fn main() -> ExitCode {
+    // A reader that goes away ends the tool quietly, as it ends C tools
+    // (`msrbatch sample ... | head`): SIGPIPE's default action, not Rust's
+    // EPIPE errors (and println!'s panic on them).
+    // SAFETY: SIG_DFL installs no handler.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let args: Vec<String> = std::env::args().collect();
     let prog = prog(&args);
     let exit = match Cli::try_parse_from(&args) {
