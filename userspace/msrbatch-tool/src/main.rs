@@ -78,20 +78,25 @@ enum Cmd {
         restore: RestoreArg,
     },
     /// Sample a script that only reads: the kernel runs it on each of its
-    /// CPUs every period (-i) into a ring; one row per sample, with
-    /// turbostat's TSC_MHz, Avg_MHz, Busy%, Bzy_MHz, Pkg_J/PkgWatt and
-    /// Cor_J/CorWatt where the script reads their MSRs on that CPU, and a
-    /// line for each CPU going online or offline and each loss.
+    /// CPUs every period (-i) into a ring; turbostat's table: per period a
+    /// header, a summary row (CPU -) and a row per CPU, with Avg_MHz, Busy%,
+    /// Bzy_MHz, TSC_MHz (and Pkg/Cor energy) where the script reads their
+    /// MSRs, --add columns, and each op's value.
     #[command(
         long_about = "Sample a script that only reads (rdmsr, rdpmc, rdtsc, rdtscp, cpuid): the \
-kernel runs each CPU's ops every period (-i) into a ring this command reads; one row per sample \
-(cpu, seq: the period it was due in, tsc: before the first op, then each op's value). Derived \
-columns, each where the script reads its sources on a CPU: TSC_MHz (from the samples' TSC over \
-seq x period), Avg_MHz, Busy% and Bzy_MHz (IA32_APERF and IA32_MPERF), Pkg_J and PkgWatt (Intel \
-MSR_PKG_ENERGY_STATUS with MSR_RAPL_POWER_UNIT; AMD MSR_AMD_PKG_ENERGY_STATUS with \
-MSR_AMD_RAPL_POWER_UNIT), Cor_J and CorWatt (MSR_AMD_CORE_ENERGY_STATUS). CPUs going online or \
-offline and samples lost to a full ring are lines of their own (table: '#' lines). The script's \
-batch flags are ignored."
+kernel runs each CPU's ops every period (-i) into a ring this command reads. As turbostat prints \
+it: per period a header, a summary row (CPU '-': each derived column's mean over the CPUs, each \
+--add delta column's sum) and one row per CPU in CPU order; a CPU that produced no sample in a \
+period has a row of '-' (CSV and JSON: a 'missed' record), periods without any sample a line. \
+Columns: CPU, Avg_MHz, Busy% and Bzy_MHz (IA32_APERF and IA32_MPERF), TSC_MHz (the TSC's rate \
+measured against CLOCK_MONOTONIC; the time between two samples is their TSC ticks over it), Pkg_J \
+and PkgWatt (Intel MSR_PKG_ENERGY_STATUS with MSR_RAPL_POWER_UNIT; AMD \
+MSR_AMD_PKG_ENERGY_STATUS with MSR_AMD_RAPL_POWER_UNIT), Cor_J and CorWatt \
+(MSR_AMD_CORE_ENERGY_STATUS), each where the script reads its sources; the --add columns; then \
+each op's value, named after its MSR (MSR_0x.. without a name), TSC, TSCP, PMCn or CPUID_leaf.sub. \
+--show and --hide pick columns. CPUs going online or offline and samples lost to a full ring are \
+lines of their own (table: '#' lines). Ctrl-C stops sampling and prints the last period; a closed \
+output pipe ends the command quietly. The script's batch flags are ignored."
     )]
     Sample(sample::SampleArgs),
     /// Read an MSR, with msr-tools' rdmsr options, output and exit statuses.
@@ -303,7 +308,9 @@ fn check_cpus(file: &str, s: &script::Script) -> Result<(), Failure> {
 /// cleared (a sampler has none).
 fn sample_script(device: &str, a: &sample::SampleArgs) -> Result<Exit, Failure> {
     let mut s = read_script(&a.file)?;
+    sample::apply_adds(&mut s, &a.add);
     sample::check_sampleable(&a.file, &s)?;
+    a.check_columns(&s).map_err(Failure::nothing_ran)?;
     s.batch
         .stop_on_error(false)
         .sync_start(false)
