@@ -107,9 +107,9 @@ output pipe ends the command quietly. The script's batch flags are ignored."
     /// 23H; AMD 80000001H and 80000022H; the original Pentium's CESR, CTR0
     /// and CTR1 on family 5), live or from a CPUID dump.
     Pmu {
-        /// CPU to ask.
-        #[arg(short = 'C', long = "cpu", default_value_t = 0, value_parser = parse_u32)]
-        cpu: u32,
+        /// CPUs to ask, as a list: 0-3,5 (all: every online CPU).
+        #[arg(short = 'C', long = "cpu", value_name = "CPUS", default_value = "0")]
+        cpu: String,
         /// Decode every CPU of this CPUID dump (`cpuid -r` or AIDA64
         /// format) instead of asking the device.
         #[arg(long, value_name = "FILE")]
@@ -462,6 +462,9 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             cpuid_dump,
             json,
         } => {
+            let online = msrbatch::online_cpus().unwrap_or_default();
+            let cpus = msrbatch::number::parse_cpu_list(&cpu, &online)
+                .map_err(|e| Failure::nothing_ran(format!("-C {cpu}: {e}")))?;
             // A dump is decoded without the device.
             let dev = match cpuid_dump {
                 Some(_) => None,
@@ -470,7 +473,7 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             let dev = dev.as_ref().map(|d| d as &dyn Backend);
             pmu::pmu(
                 dev,
-                cpu,
+                &cpus,
                 cpuid_dump.as_deref(),
                 json,
                 &mut std::io::stdout(),
