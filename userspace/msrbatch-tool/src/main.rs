@@ -13,7 +13,7 @@ mod stat;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use exit::{Exit, Failure};
-use msrbatch::number::{parse_duration, parse_u32, parse_u64};
+use msrbatch::number::{parse_duration, parse_u64};
 use msrbatch::{refusal, script, Backend, Device};
 use output::Format;
 use std::io::Read;
