@@ -8,7 +8,7 @@
 //! so does every CPU going online or offline and every loss.
 
 use crate::exit::{Exit, Failure};
-use crate::output::{describe_value, format_row, json_op, Format};
+use crate::output::{describe_value, format_row, json_op, values, Format};
 use crate::parse_count;
 use msrbatch::derived::{derive, Derived, Sources};
 use msrbatch::number::{parse_duration, parse_u32};
@@ -248,6 +248,19 @@ struct Column {
     source: Source,
 }
 
+impl Column {
+    /// The values besides the main one its op returns, which CSV gives
+    /// columns of their own (`NAME_aux`, `NAME_ebx`..): RDTSCP's TSC_AUX,
+    /// CPUID's EBX, ECX and EDX.
+    fn csv_extras(&self) -> &'static [&'static str] {
+        match self.source {
+            Source::Value(Op::RdTscp, _) => &["aux"],
+            Source::Value(Op::Cpuid { .. }, _) => &["ebx", "ecx", "edx"],
+            _ => &[],
+        }
+    }
+}
+
 /// A column's name for an op's value: the MSR's name (`MSR_0x..` when it
 /// has none), `TSC`, `TSCP`, `PMCn` (`FIXED_CTRn`), `CPUID_leaf.sub`.
 fn value_name(op: &Op) -> String {
@@ -461,7 +474,10 @@ impl Printer {
             let mut h: Vec<String> = ["type", "CPU", "seq", "tsc", "lost"]
                 .map(String::from)
                 .to_vec();
-            h.extend(self.header().into_iter().skip(1));
+            for c in &self.columns {
+                h.push(c.name.clone());
+                h.extend(c.csv_extras().iter().map(|x| format!("{}_{x}", c.name)));
+            }
             h.join(",")
         })
     }
@@ -532,7 +548,7 @@ impl Printer {
     fn csv_event(&self, what: &str, cpu: &str, seq: &str, tsc: &str, lost: &str) -> String {
         format!(
             "{what},{cpu},{seq},{tsc},{lost}{}",
-            ",".repeat(self.columns.len())
+            ",".repeat(self.csv_cells(&[]).len())
         )
     }
 
@@ -603,6 +619,27 @@ impl Printer {
             cells,
             values: results.iter().map(json_value).collect(),
         }
+    }
+
+    /// A row's CSV fields: per column its cell, and for RDTSCP and CPUID
+    /// the values besides the main one (missing cells: empty fields).
+    fn csv_cells(&self, cells: &[Cell]) -> Vec<String> {
+        let mut f = Vec::new();
+        for (k, c) in self.columns.iter().enumerate() {
+            let cell = cells.get(k).unwrap_or(&Cell::Empty);
+            f.push(cell.csv());
+            let all = match (cell, &c.source) {
+                (Cell::Result(Ok(v)), Source::Value(op, _)) => values(op, v),
+                _ => Vec::new(),
+            };
+            f.extend(c.csv_extras().iter().map(|x| {
+                all.iter()
+                    .find(|(k, _)| k == x)
+                    .map(|(_, v)| format!("{v:#x}"))
+                    .unwrap_or_default()
+            }));
+        }
+        f
     }
 
     /// Whether every CPU expected in period `seq` has reached it.
@@ -710,7 +747,7 @@ impl Printer {
                     String::new(),
                     String::new(),
                 ];
-                cells.extend(summary.iter().map(Cell::csv));
+                cells.extend(self.csv_cells(&summary));
                 lines.push(cells.join(","));
                 for cpu in cpus {
                     lines.push(match rows.get(&cpu) {
@@ -722,7 +759,7 @@ impl Printer {
                                 r.tsc.to_string(),
                                 String::new(),
                             ];
-                            cells.extend(r.cells.iter().map(Cell::csv));
+                            cells.extend(self.csv_cells(&r.cells));
                             cells.join(",")
                         }
                         None => {
@@ -1079,7 +1116,10 @@ mod tests {
         let cpus = [(0, ops.clone()), (1, vec![Op::RdTscp])];
         let mut p = printer(Format::Csv, &cpus);
         let header = p.start().unwrap();
-        assert_eq!(header, "type,CPU,seq,tsc,lost,TSC_MHz,TSC,IA32_TSC,TSCP");
+        assert_eq!(
+            header,
+            "type,CPU,seq,tsc,lost,TSC_MHz,TSC,IA32_TSC,TSCP,TSCP_aux"
+        );
         let n = header.split(',').count();
         let mut rows = Vec::new();
         for r in [
@@ -1099,14 +1139,37 @@ mod tests {
         assert_eq!(
             rows[2..],
             [
-                "summary,-,0,,,,,,",
-                "sample,0,0,10,,,0x7,0x8,",
-                "sample,1,0,10,,,,,0x7",
-                "lost,1,,,4,,,,",
-                "summary,-,1,,,2400,,,",
-                "sample,0,1,2400010,,2400,0x9,0xa,",
-                "missed,1,1,,,,,,",
+                "summary,-,0,,,,,,,",
+                "sample,0,0,10,,,0x7,0x8,,",
+                "sample,1,0,10,,,,,0x7,0x0",
+                "lost,1,,,4,,,,,",
+                "summary,-,1,,,2400,,,,",
+                "sample,0,1,2400010,,2400,0x9,0xa,,",
+                "missed,1,1,,,,,,,",
             ]
+        );
+        // CPUID's EBX..EDX and RDTSCP's TSC_AUX have columns of their own.
+        let cpuid = Op::Cpuid {
+            leaf: 0xa,
+            subleaf: 0,
+        };
+        let mut p = printer(Format::Csv, &[(2, vec![Op::RdTscp, cpuid])]);
+        assert_eq!(
+            p.start().unwrap(),
+            "type,CPU,seq,tsc,lost,TSC_MHz,TSCP,TSCP_aux,CPUID_0xa.0,CPUID_0xa.0_ebx,CPUID_0xa.0_ecx,CPUID_0xa.0_edx"
+        );
+        p.record(&online(2, 0), HZ);
+        let r = Record::Sample(Sample {
+            cpu: 2,
+            seq: 0,
+            tsc: 1,
+            failed: 0,
+            values: vec![[9, 0x102], [0x1 | 0x2 << 32, 0x3 | 0x4 << 32]],
+        });
+        let lines = p.record(&r, HZ);
+        assert_eq!(
+            lines[1], "sample,2,0,1,,,0x9,0x102,0x1,0x2,0x3,0x4",
+            "{lines:?}"
         );
         let mut p = printer(Format::Json, &cpus);
         assert_eq!(p.start(), None);
