@@ -361,6 +361,7 @@ fn run_script(device: &str, file: &str, a: &RunArgs<'_>) -> Result<Exit, Failure
         run.start_spread = Some(s.batch.start_spread());
         not_run.count(s.batch.results());
         output::print_results(a.format, &run, s.batch.results().zip(&s.origins));
+        output::report_masked_writes(s.batch.results().map(|r| (r.op, r.value.is_ok())));
     } else {
         let prepared = dev.prepare(&s.batch).map_err(refused)?;
         for iteration in 0..repeat {
@@ -372,6 +373,7 @@ fn run_script(device: &str, file: &str, a: &RunArgs<'_>) -> Result<Exit, Failure
             not_run.count(prepared.results());
             output::print_results(a.format, &run, prepared.results().zip(&s.origins));
         }
+        output::report_masked_writes(prepared.results().map(|r| (r.op, r.value.is_ok())));
     }
     not_run.report();
     Ok(if all_ok {
