@@ -838,13 +838,20 @@ struct TscClock {
 }
 
 impl TscClock {
-    /// A TSC reading and the clock's, taken together (the TSC halfway
-    /// between two reads around the clock's).
+    /// A TSC reading and the clock's, taken together: of 5 tries, the one
+    /// whose two TSC reads around the clock's are closest (a vCPU or a
+    /// thread preempted in between would skew the pair), the TSC halfway.
     fn now() -> (Instant, u64) {
-        let a = rdtsc();
-        let t = Instant::now();
-        let b = rdtsc();
-        (t, a + b.wrapping_sub(a) / 2)
+        (0..5)
+            .map(|_| {
+                let a = rdtsc();
+                let t = Instant::now();
+                let b = rdtsc();
+                (b.wrapping_sub(a), t, a.wrapping_add(b.wrapping_sub(a) / 2))
+            })
+            .min_by_key(|p| p.0)
+            .map(|(_, t, tsc)| (t, tsc))
+            .unwrap_or_else(|| (Instant::now(), rdtsc()))
     }
 
     fn start() -> Self {
