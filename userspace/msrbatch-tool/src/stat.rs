@@ -8,7 +8,7 @@ mod print;
 use clap::Args;
 use msrbatch::counters::{check_ownership, parse_events, EventSpec, Plan, Reading, Session};
 use msrbatch::model::Model;
-use msrbatch::number::parse_cpu_list;
+use msrbatch::number::{format_cpu_list, parse_cpu_list};
 use msrbatch::pmu::{probe_cpuid, CpuidCpu, CpuidDump, PmuInfo};
 use msrbatch::{script, Backend, Batch};
 use print::{Layout, Report, Style};
@@ -772,7 +772,7 @@ pub fn stat(
         if let Some(c) = cpus.iter().find(|c| !possible.contains(c)) {
             return Err(format!(
                 "-C: no CPU {c} (this machine has CPUs {})",
-                list_text(&possible)
+                format_cpu_list(&possible)
             ));
         }
     }
@@ -792,25 +792,6 @@ pub fn stat(
         &mut std::io::stderr(),
         &mut |tick: &mut dyn FnMut() -> Result<(), String>| run_cmd(pin, &cmd, every, tick),
     )
-}
-
-/// A CPU list as ranges: `0-3,5`.
-fn list_text(cpus: &[u32]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        parts.push(if j == i {
-            cpus[i].to_string()
-        } else {
-            format!("{}-{}", cpus[i], cpus[j])
-        });
-        i = j + 1;
-    }
-    parts.join(",")
 }
 
 /// Counts on `cpus` with `run` standing for CMD, and prints the counts on
@@ -859,7 +840,7 @@ fn print_sweep(a: &StatArgs, cpus: &[u32], s: &Sweep) -> String {
     use std::fmt::Write;
     let reps = a.repeat;
     let runs = s.groups as u64 * u64::from(reps);
-    let on = list_text(cpus);
+    let on = format_cpu_list(cpus);
     let mut t = String::new();
     let _ = writeln!(
         t,

@@ -112,7 +112,7 @@ impl Report {
 
     /// The CPUs as perf names them: `0-3,5`.
     fn cpu_list(&self) -> String {
-        super::list_text(&self.cpus)
+        msrbatch::number::format_cpu_list(&self.cpus)
     }
 
     /// The rows to print: per CPU with -A, else one per event.

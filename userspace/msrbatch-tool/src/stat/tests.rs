@@ -688,7 +688,7 @@ fn options_as_perf_takes_them() {
         .unwrap()
         .to_string();
     assert!(e.contains("at least 1"), "{e}");
-    assert_eq!(list_text(&[0, 1, 2, 3, 5, 7, 8]), "0-3,5,7-8");
+    assert_eq!(format_cpu_list(&[0, 1, 2, 3, 5, 7, 8]), "0-3,5,7-8");
 }
 
 #[test]
