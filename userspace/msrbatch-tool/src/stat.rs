@@ -176,11 +176,64 @@ fn shell_status(st: std::process::ExitStatus) -> i32 {
 /// -I) while it runs.
 type Workload<'a> = dyn FnMut(&mut dyn FnMut() -> Result<(), String>) -> Result<Ran, String> + 'a;
 
-/// Sets how this process takes SIGINT and SIGQUIT; returns what it had.
-fn set_interrupt(action: libc::sighandler_t) -> [libc::sighandler_t; 2] {
-    // SAFETY: signal() with SIG_IGN, SIG_DFL or a previous disposition of
-    // the same signal installs no Rust code as a handler.
-    [libc::SIGINT, libc::SIGQUIT].map(|s| unsafe { libc::signal(s, action) })
+/// A handler that does nothing: while CMD runs, SIGINT and SIGQUIT reach
+/// CMD and leave stat running. (Ignoring them instead would be inherited:
+/// exec resets handled signals to their default, not ignored ones.)
+extern "C" fn pass_on(_: libc::c_int) {}
+
+/// Has SIGINT and SIGQUIT run `pass_on` (SA_RESTART); returns what they had.
+fn hold_interrupts() -> [libc::sigaction; 2] {
+    [libc::SIGINT, libc::SIGQUIT].map(|s| {
+        // SAFETY: zeroed sigactions are valid (no handler, empty mask, no
+        // flags); the handler installed does nothing, which is
+        // async-signal-safe.
+        unsafe {
+            let mut new: libc::sigaction = std::mem::zeroed();
+            new.sa_sigaction = pass_on as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            new.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut new.sa_mask);
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(s, &new, &mut old);
+            old
+        }
+    })
+}
+
+/// Puts back what [`hold_interrupts`] returned.
+fn release_interrupts(old: [libc::sigaction; 2]) {
+    for (s, a) in [libc::SIGINT, libc::SIGQUIT].into_iter().zip(old) {
+        // SAFETY: `a` is what sigaction() returned for `s`.
+        unsafe { libc::sigaction(s, &a, std::ptr::null_mut()) };
+    }
+}
+
+/// Calls `f` with this thread's affinity set to `cpus` (a child it spawns
+/// inherits it), then puts the thread's affinity back.
+fn with_affinity<T>(cpus: &[u32], f: impl FnOnce() -> T) -> Result<T, String> {
+    let size = size_of::<libc::cpu_set_t>();
+    // SAFETY: cpu_set_t is a plain bit array; all zeroes is empty.
+    let (mut old, mut set): (libc::cpu_set_t, libc::cpu_set_t) =
+        unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+    for &cpu in cpus {
+        if cpu >= libc::CPU_SETSIZE as u32 {
+            return Err(format!("CPU {cpu} is beyond what an affinity mask holds"));
+        }
+        // SAFETY: sets bit `cpu` of `set`, which has CPU_SETSIZE bits.
+        unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+    }
+    let err = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
+    // SAFETY: both sets are cpu_set_t of `size` bytes.
+    if unsafe { libc::sched_getaffinity(0, size, &mut old) } != 0 {
+        return Err(err("sched_getaffinity"));
+    }
+    // SAFETY: as above.
+    if unsafe { libc::sched_setaffinity(0, size, &set) } != 0 {
+        return Err(err(&format!("pinning to CPUs {}", format_cpu_list(cpus))));
+    }
+    let r = f();
+    // SAFETY: as above; `old` is what the thread had.
+    unsafe { libc::sched_setaffinity(0, size, &old) };
+    Ok(r)
 }
 
 /// Waits until `child` exits or `until` passes; whether it exited.
@@ -201,50 +254,27 @@ fn wait_until(child: &mut std::process::Child, until: Instant) -> Result<bool, S
 }
 
 /// Runs CMD with its affinity `cpus` (None: unchanged), calling `tick`
-/// every `every` while it runs. This process ignores SIGINT and SIGQUIT
-/// meanwhile (CMD gets them), so a Ctrl-C that ends CMD still prints its
-/// counts, as perf stat does.
+/// every `every` while it runs. Meanwhile SIGINT and SIGQUIT reach CMD and
+/// leave this process running, so a Ctrl-C that ends CMD still prints its
+/// counts, as perf stat does. CMD is spawned without code between fork and
+/// exec (posix_spawn, which needs no socket: the test kernel has none), with
+/// the affinity this thread has while spawning it.
 fn run_cmd(
     cpus: Option<&[u32]>,
     cmd: &[String],
     every: Option<Duration>,
     tick: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Ran, String> {
-    use std::os::unix::process::CommandExt;
     let mut c = std::process::Command::new(&cmd[0]);
     c.args(&cmd[1..]);
-    let set: Option<libc::cpu_set_t> = match cpus {
-        Some(cpus) => {
-            // SAFETY: cpu_set_t is a plain bit array; all zeroes is empty.
-            let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-            for &cpu in cpus {
-                if cpu >= libc::CPU_SETSIZE as u32 {
-                    return Err(format!("CPU {cpu} is beyond what an affinity mask holds"));
-                }
-                // SAFETY: sets bit `cpu` of `set`, which has CPU_SETSIZE.
-                unsafe { libc::CPU_SET(cpu as usize, &mut set) };
-            }
-            Some(set)
-        }
-        None => None,
-    };
-    // SAFETY: Only async-signal-safe calls between fork and exec.
-    unsafe {
-        c.pre_exec(move || {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
-            if let Some(set) = &set {
-                if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), set) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        })
-    };
-    let old = set_interrupt(libc::SIG_IGN);
+    let old = hold_interrupts();
     let start = Instant::now();
     let r = (|| {
-        let mut child = c.spawn().map_err(|e| format!("{}: {e}", cmd[0]))?;
+        let spawned = match cpus {
+            Some(cpus) => with_affinity(cpus, || c.spawn())?,
+            None => c.spawn(),
+        };
+        let mut child = spawned.map_err(|e| format!("{}: {e}", cmd[0]))?;
         if let Some(every) = every {
             let mut next = start + every;
             while !wait_until(&mut child, next)? {
@@ -258,10 +288,7 @@ fn run_cmd(
             elapsed: start.elapsed(),
         })
     })();
-    for (s, a) in [libc::SIGINT, libc::SIGQUIT].into_iter().zip(old) {
-        // SAFETY: puts back the disposition signal() returned for `s`.
-        unsafe { libc::signal(s, a) };
-    }
+    release_interrupts(old);
     r
 }
 

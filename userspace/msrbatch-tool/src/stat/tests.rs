@@ -723,4 +723,26 @@ fn a_command_killed_by_a_signal_exits_128_plus_n() {
     assert_eq!((r.status, ticks), (0, 3));
     assert!(r.elapsed >= Duration::from_millis(350), "{:?}", r.elapsed);
     assert!(run_cmd(None, &["/nonexistent/cmd".into()], None, &mut || Ok(())).is_err());
+    // SIGINT reaches CMD with its default action (stat's own handler is
+    // not inherited), and CMD runs on the CPUs asked for while stat's
+    // affinity is put back.
+    let sh = |script: &str| -> Vec<String> { ["sh", "-c", script].map(String::from).to_vec() };
+    let r = run_cmd(None, &sh("kill -INT $$; sleep 1"), None, &mut || Ok(())).unwrap();
+    assert_eq!(r.status, 128 + libc::SIGINT);
+    let before = std::fs::read_to_string("/proc/self/status").unwrap();
+    let allowed = |s: &str| {
+        s.lines()
+            .find(|l| l.starts_with("Cpus_allowed_list:"))
+            .map(|l| l.split_whitespace().nth(1).unwrap_or("").to_string())
+    };
+    let r = run_cmd(
+        Some(&[0]),
+        &sh("grep -q '^Cpus_allowed_list:[[:space:]]*0$' /proc/self/status"),
+        None,
+        &mut || Ok(()),
+    )
+    .unwrap();
+    assert_eq!(r.status, 0, "CMD pinned to CPU 0");
+    let after = std::fs::read_to_string("/proc/self/status").unwrap();
+    assert_eq!(allowed(&before), allowed(&after));
 }
