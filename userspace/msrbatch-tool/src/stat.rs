@@ -94,7 +94,7 @@ pub struct StatArgs {
     #[arg(long)]
     no_restore: bool,
     /// The command and its arguments.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    #[arg(required = true, trailing_var_arg = true)]
     cmd: Vec<String>,
 }
 

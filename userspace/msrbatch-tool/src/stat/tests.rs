@@ -689,6 +689,25 @@ fn options_as_perf_takes_them() {
         .to_string();
     assert!(e.contains("at least 1"), "{e}");
     assert_eq!(format_cpu_list(&[0, 1, 2, 3, 5, 7, 8]), "0-3,5,7-8");
+    // perf's spellings: -x, and -x; attached (CMD's own options after it
+    // or after --).
+    for (argv, sep, cmd) in [
+        (&["-x,", "-e", "c", "--", "true"][..], ",", &["true"][..]),
+        (
+            &["-x;", "-e", "c", "sh", "-c", "-x"],
+            ";",
+            &["sh", "-c", "-x"],
+        ),
+        (
+            &["-x", ":", "-e", "c", "--", "-weird", "-a"],
+            ":",
+            &["-weird", "-a"],
+        ),
+    ] {
+        let a = args(argv);
+        assert_eq!(a.style(), Style::Csv(sep.into()), "{argv:?}");
+        assert_eq!(a.cmd, cmd, "{argv:?}");
+    }
 }
 
 #[test]
