@@ -456,7 +456,8 @@ fn dry_run_follows_linuxs_core2_event_constraints() {
     ]);
     let err = stat(None, &a, &mut Vec::new()).unwrap_err();
     assert!(
-        format!("{err}").contains("AnyThread needs architectural perfmon version 3"),
+        err.to_string()
+            .contains("AnyThread needs architectural perfmon version 3"),
         "{err}"
     );
 }

@@ -223,7 +223,7 @@ mod tests {
         assert_eq!(p.event_constraints().len(), 10);
         // MUL (0x12) on PMC1 only, FP_COMP_OPS_EXE (0x10) on PMC0 only,
         // whatever the umask and flags; an unconstrained event anywhere.
-        assert_eq!(p.event_counter_mask(0x4301_12), 0b10);
+        assert_eq!(p.event_counter_mask(0x43_0112), 0b10);
         assert_eq!(p.event_counter_mask(0x0110), 0b01);
         assert_eq!(p.event_counter_mask(0xc4), 0b11);
         assert!(p.report("CPU 0").contains(
