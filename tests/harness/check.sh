@@ -110,6 +110,8 @@ stage "provision" "$MSRB_TOP/tests/harness/provision.sh"
 stage "host: fmt, clippy, cargo test, doc, uapi bindings, checkpatch" host_checks
 if guest_prepare; then
 	passed=$((passed + 1))
+	stage "harness: a second build rebuilds nothing, a newer source only its program" \
+		"$MSRB_TOP/tests/harness/test-incremental.sh"
 	stage "module: clippy, modinfo" module_checks
 	stage "ecosystem: make install/uninstall, DKMS build, rust-analyzer" ecosystem_checks
 	stage "guest ($GUEST_FLAVOUR): KUnit + integration tests (4 CPUs)" guest_tests
