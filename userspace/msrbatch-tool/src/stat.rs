@@ -498,7 +498,7 @@ fn count_group<B: Backend + ?Sized>(
     let mut sessions = Vec::new();
     for plan in &group.plans {
         say.say(&format!(
-            "group {} on CPU {}: save every MSR it touches, stop, zero and program ({})",
+            "group {}: save every MSR it touches on CPU {}, stop, zero and program ({})",
             g + 1,
             plan.cpu,
             plan.describe().join("; ")

@@ -110,6 +110,13 @@ fn dry_run_of_the_seed_event_on_every_dump() {
             (false, false) => unreachable!("no Intel version 1 dump here"),
         }
         assert!(text.contains("# group 1: restore what was saved"), "{name}");
+        // The dry run's words the guest's pentium_test.sh looks for.
+        assert!(
+            text.contains(
+                "# group 1: save every MSR it touches on CPU 0, stop, zero and program ("
+            ),
+            "{name}"
+        );
     }
 }
 
