@@ -654,7 +654,7 @@ extern "C" fn msrbatch_sampler_ready(owner: *mut c_void) -> c_uint {
 extern "C" fn msrbatch_sampler_mmap(owner: *mut c_void, vma: *mut sys::vm_area_struct, len: c_ulong) -> c_int {
     // SAFETY: Called by the file's mmap(): the file holds the sampler.
     let s = unsafe { sampler(owner) };
-    if len as usize > s.ring.bytes {
+    if len > s.ring.bytes {
         return EINVAL.to_errno();
     }
     // SAFETY: `vma` is being set up by mmap(), no larger than the ring,

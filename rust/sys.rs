@@ -14,6 +14,8 @@
     unreachable_pub,
     unsafe_op_in_unsafe_fn,
     clippy::all,
+    clippy::ptr_as_ptr,
+    clippy::ref_as_ptr,
     clippy::undocumented_unsafe_blocks
 )]
 

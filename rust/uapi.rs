@@ -175,7 +175,7 @@ assert_no_padding!(SampleReq: version, flags, handle, ring_pages, period_ns, wat
 /// `MSRBATCH_SAMPLE_MIN_PERIOD_NS`.
 pub(crate) const SAMPLE_MIN_PERIOD_NS: u64 = sys::MSRBATCH_SAMPLE_MIN_PERIOD_NS as u64;
 /// `MSRBATCH_SAMPLE_MAX_PERIOD_NS`.
-pub(crate) const SAMPLE_MAX_PERIOD_NS: u64 = sys::MSRBATCH_SAMPLE_MAX_PERIOD_NS as u64;
+pub(crate) const SAMPLE_MAX_PERIOD_NS: u64 = sys::MSRBATCH_SAMPLE_MAX_PERIOD_NS;
 /// `MSRBATCH_SAMPLE_MAX_OPS`.
 pub(crate) const SAMPLE_MAX_OPS: usize = sys::MSRBATCH_SAMPLE_MAX_OPS as usize;
 /// `MSRBATCH_SAMPLE_MAX_RING_PAGES`.

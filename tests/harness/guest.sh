@@ -38,10 +38,11 @@ guest_kernel() {
 guest_module() {
 	local mod="$GUEST_DIR/module"
 	rm -rf "$mod"
-	mkdir -p "$mod/rust"
+	mkdir -p "$mod/rust" "$mod/include/uapi/linux"
 	cp "$MSRB_TOP/rust/Kbuild" "$MSRB_TOP"/rust/*.rs "$MSRB_TOP"/rust/*.[ch] "$mod/rust/"
-	rm -f "$mod/rust/generated.rs"
+	rm -f "$mod/rust/generated.rs" "$mod/rust/bindings_generated.rs"
 	cp "$MSRB_TOP/Cargo.toml" "$mod/"	# the version's one source
+	cp "$MSRB_TOP/include/uapi/linux/msrbatch.h" "$mod/include/uapi/linux/"	# the ABI's
 	echo 'obj-m += rust/' >"$mod/Kbuild"
 	make -s -C "$KBUILD" M="$mod" LLVM="$LLVM" RUSTC="$RUSTC" BINDGEN="$BINDGEN" modules >&2 || return
 	"$MSRB_TOP/scripts/check-modinfo.sh" "$mod/rust/msrbatch.ko" "$(cat "$KBUILD/include/config/kernel.release")" >&2 || return
