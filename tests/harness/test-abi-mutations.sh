@@ -27,17 +27,21 @@ fails=0
 hdr=include/uapi/linux/msrbatch.h
 helpers=rust/helpers.h
 
-# A scratch tree: what the module build and gen-uapi.sh read.
+# What the module build and gen-uapi.sh read, copied once (the tree may
+# change while this runs); each mutation starts from a fresh copy of it.
+src=$tmp/src
+mkdir -p "$src/rust" "$src/include/uapi/linux" "$src/scripts" "$src/userspace/msrbatch-sys/src"
+cp "$top/rust/Kbuild" "$top"/rust/*.rs "$top"/rust/*.[ch] "$src/rust/"
+rm -f "$src/rust/generated.rs" "$src/rust/bindings_generated.rs"
+cp "$top/Cargo.toml" "$src/"
+cp "$top/$hdr" "$src/$hdr"
+cp "$top/scripts/gen-uapi.sh" "$src/scripts/"
+cp "$top/userspace/msrbatch-sys/src/uapi.rs" "$src/userspace/msrbatch-sys/src/"
+echo 'obj-m += rust/' >"$src/Kbuild"
+
 scratch() {
 	rm -rf "$tmp/t"
-	mkdir -p "$tmp/t/rust" "$tmp/t/include/uapi/linux" "$tmp/t/scripts" "$tmp/t/userspace/msrbatch-sys/src"
-	cp "$top/rust/Kbuild" "$top"/rust/*.rs "$top"/rust/*.[ch] "$tmp/t/rust/"
-	rm -f "$tmp/t/rust/generated.rs" "$tmp/t/rust/bindings_generated.rs"
-	cp "$top/Cargo.toml" "$tmp/t/"
-	cp "$top/$hdr" "$tmp/t/$hdr"
-	cp "$top/scripts/gen-uapi.sh" "$tmp/t/scripts/"
-	cp "$top/userspace/msrbatch-sys/src/uapi.rs" "$tmp/t/userspace/msrbatch-sys/src/"
-	echo 'obj-m += rust/' >"$tmp/t/Kbuild"
+	cp -r "$src" "$tmp/t"
 }
 
 build() {
