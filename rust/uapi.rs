@@ -8,9 +8,9 @@
 //! as the module uses it; a value that does not fit its type fails the build.
 //! The ioctl numbers are the header's own `_IOR`/`_IOWR`/`_IO` definitions,
 //! evaluated by libclang. What this file adds: the names the rest of the
-//! module uses, the byte-copy traits, and assertions that pin what the module
-//! assumes of the layout (no padding; each ioctl's size field is its
-//! argument's size).
+//! module uses, the byte-copy traits, and assertions of what the module
+//! assumes of the header (each flag is a bit of its own; each ioctl's size
+//! field is its argument's size).
 
 use crate::sys;
 use core::mem::{offset_of, size_of};
@@ -124,53 +124,30 @@ const _: () = assert!(_IOC_SIZE(IOC_BATCH) == size_of::<Batch>());
 const _: () = assert!(_IOC_SIZE(IOC_PREPARE) == size_of::<Prepare>());
 const _: () = assert!(_IOC_SIZE(IOC_SAMPLE) == size_of::<SampleReq>());
 
-// SAFETY: `Op` is `repr(C)` (bindgen), made of integers only, with no padding
-// (checked below); every bit pattern is a valid value.
+// The byte-copy traits: each of these structures is `repr(C)` and every byte
+// of it belongs to a field of integer type, as bindgen makes any padding an
+// explicit byte-array field (`--explicit-padding`, `rust/Kbuild`); so every bit
+// pattern is a valid value and no byte is uninitialised. None has interior
+// mutability.
+
+// SAFETY: `Op` is as stated above.
 unsafe impl FromBytes for Op {}
-// SAFETY: As above: no padding, no interior mutability.
+// SAFETY: As above.
 unsafe impl AsBytes for Op {}
-// SAFETY: `Batch` is `repr(C)`, integers only, no padding (checked below).
+// SAFETY: `Batch` is as stated above.
 unsafe impl FromBytes for Batch {}
 // SAFETY: As above.
 unsafe impl AsBytes for Batch {}
-// SAFETY: `Info` is `repr(C)`, integers only, no padding (checked below).
+// SAFETY: `Info` is as stated above.
 unsafe impl AsBytes for Info {}
-// SAFETY: `Prepare` is `repr(C)`, integers only, no padding (checked below).
+// SAFETY: `Prepare` is as stated above.
 unsafe impl FromBytes for Prepare {}
 // SAFETY: As above.
 unsafe impl AsBytes for Prepare {}
-// SAFETY: `SampleReq` is `repr(C)`, integers only, no padding (checked below).
+// SAFETY: `SampleReq` is as stated above.
 unsafe impl FromBytes for SampleReq {}
 // SAFETY: As above.
 unsafe impl AsBytes for SampleReq {}
-
-/// Asserts that `$t` has no padding: its size is the sum of its fields'
-/// (the byte-copy traits above rest on it).
-macro_rules! assert_no_padding {
-    ($t:ty: $($f:ident),+ $(,)?) => {
-        const _: () = {
-            let mut fields = 0;
-            $(fields += size_of_field(|s: &$t| &s.$f);)+
-            assert!(size_of::<$t>() == fields);
-        };
-    };
-}
-
-/// The size of the field that `_f` projects to.
-const fn size_of_field<S, F>(_f: fn(&S) -> &F) -> usize {
-    size_of::<F>()
-}
-
-assert_no_padding!(Op: op, flags, cpu, reg, status, arg, val);
-assert_no_padding!(Batch: version, flags, nr_ops, nr_failed, ops, err_index, out_flags, reserved0,
-                   start_spread);
-assert_no_padding!(Info: version, max_ops, max_delay_ns, max_cpu_delay_ns, ops_supported,
-                   flags_supported, max_cpu_busy_ns, reserved);
-assert_no_padding!(Prepare: version, flags, nr_ops, handle, ops, mmap_offset, mmap_size, err_index,
-                   reserved);
-assert_no_padding!(OpResult: status, reserved, val);
-assert_no_padding!(SampleReq: version, flags, handle, ring_pages, period_ns, watermark, err_index,
-                   mmap_size, reserved);
 
 /// `MSRBATCH_SAMPLE_MIN_PERIOD_NS`.
 pub(crate) const SAMPLE_MIN_PERIOD_NS: u64 = sys::MSRBATCH_SAMPLE_MIN_PERIOD_NS as u64;
