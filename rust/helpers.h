@@ -54,7 +54,7 @@ struct msrbatch_credit *msrbatch_this_cpu_credit(void);
 /* Implemented in Rust (pce.rs; its definition is checked against this). */
 void msrbatch_reap_grants(void);
 
-/* Samplers (sampler_helpers.c; the Rust half is sampler.rs). */
+/* Samplers (sampler_file.c; the Rust half is sampler.rs). */
 struct msrbatch_sampler;
 
 #define MSRBATCH_SAMPLER_READABLE	1u	/* msrbatch_sampler_ready() bits */
