@@ -4,8 +4,8 @@
 
 use clap::Args;
 use msrbatch::counters::{check_ownership, parse_events, EventSpec, Plan, Session};
-use msrbatch::model::Model;
 use msrbatch::pmu::{probe_cpuid, CpuidCpu, CpuidDump, PmuInfo};
+use msrbatch::sim::SimPmu;
 use msrbatch::{script, Backend, Batch};
 use std::cell::Cell;
 use std::io::Write;
@@ -327,7 +327,7 @@ fn dry_run_cpu(
 ) -> Result<Vec<CpuidCpu>, String> {
     let mut cpus = match (&a.cpuid_dump, dev) {
         (Some(path), _) => {
-            let d = CpuidDump::read(path)?;
+            let d = CpuidDump::read(path).map_err(|e| e.what().to_string())?;
             if a.cpu as usize >= d.cpus.len() {
                 return Err(format!(
                     "{path}: no CPU {} (it has {})",
@@ -382,7 +382,7 @@ fn dry_run_cpu(
 pub fn stat(dev: Option<&dyn Backend>, a: &StatArgs, out: &mut dyn Write) -> Result<i32, String> {
     if a.dry_run {
         let cpus = dry_run_cpu(dev, a, out)?;
-        let model = Model::new(&CpuidDump { cpus });
+        let model = SimPmu::new(&CpuidDump { cpus });
         let cmd = a.cmd.join(" ");
         let echo = Echo {
             inner: &model,

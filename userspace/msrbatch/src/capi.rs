@@ -8,9 +8,10 @@
 //! `msrbatch-sys`): C hands it raw pointers, whose validity is the C caller's
 //! contract (documented in the header).
 
-use crate::counters::{check_ownership, parse_events, Plan, Reading, Session};
-use crate::model::{Model, Source};
+use crate::counters::{Reading, Session};
 use crate::sampler::{Record, Sampler, SamplerConfig};
+#[cfg(feature = "sim")]
+use crate::sim::{SimPmu, Source};
 use crate::uapi::{
     msrbatch_info, MSRBATCH_REC_LOST, MSRBATCH_REC_OFFLINE, MSRBATCH_REC_ONLINE,
     MSRBATCH_REC_SAMPLE,
@@ -19,26 +20,29 @@ use crate::{Backend, Batch, Device, Errno, Op, Prepared};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_long, CStr, CString};
 
-/// An open device, or a PMU model standing in for one (`struct msrbatch`).
+/// An open device, or a simulated PMU standing in for one (`struct msrbatch`).
 pub enum CDevice {
     /// `/dev/msrbatch`.
     Device(Device),
-    /// [`Model`] (`msrbatch_open_model`).
-    Model(Model),
+    /// A simulated PMU (`msrbatch_open_model`).
+    #[cfg(feature = "sim")]
+    Sim(SimPmu),
 }
 
 impl Backend for CDevice {
     fn run(&self, batch: &mut Batch) -> crate::Result<()> {
         match self {
             CDevice::Device(d) => Backend::run(d, batch),
-            CDevice::Model(m) => m.run(batch),
+            #[cfg(feature = "sim")]
+            CDevice::Sim(m) => m.run(batch),
         }
     }
 
     fn nmi_watchdog(&self) -> Option<bool> {
         match self {
             CDevice::Device(d) => d.nmi_watchdog(),
-            CDevice::Model(m) => m.nmi_watchdog(),
+            #[cfg(feature = "sim")]
+            CDevice::Sim(m) => m.nmi_watchdog(),
         }
     }
 }
@@ -47,8 +51,27 @@ impl CDevice {
     fn device(&self) -> Option<&Device> {
         match self {
             CDevice::Device(d) => Some(d),
-            CDevice::Model(_) => None,
+            #[cfg(feature = "sim")]
+            CDevice::Sim(_) => None,
         }
+    }
+}
+
+/// Runs `f` on the device `dev` is: `-EINVAL` for NULL, `-EOPNOTSUPP` for a
+/// simulated PMU, else what `f` returns or its error's negative errno.
+///
+/// # Safety
+///
+/// `dev` is NULL or came from `msrbatch_open`/`msrbatch_open_model`.
+unsafe fn with_device(
+    dev: *const CDevice,
+    f: impl FnOnce(&Device) -> crate::Result<c_int>,
+) -> c_int {
+    // SAFETY: By the caller's contract.
+    match unsafe { dev.as_ref() }.map(CDevice::device) {
+        None => -libc::EINVAL,
+        Some(None) => -libc::EOPNOTSUPP,
+        Some(Some(d)) => f(d).unwrap_or_else(|e| neg(&e)),
     }
 }
 
@@ -760,11 +783,7 @@ pub unsafe extern "C" fn msrbatch_sampler_free(sampler: *mut CSampler) {
 #[no_mangle]
 pub unsafe extern "C" fn msrbatch_restore_on_close(dev: *const CDevice) -> c_int {
     // SAFETY: By the caller's contract.
-    match unsafe { dev.as_ref() } {
-        Some(CDevice::Device(d)) => d.restore_on_close().map_or_else(|e| neg(&e), |()| 0),
-        Some(CDevice::Model(_)) => -libc::EOPNOTSUPP,
-        None => -libc::EINVAL,
-    }
+    unsafe { with_device(dev, |d| d.restore_on_close().map(|()| 0)) }
 }
 
 /// `int msrbatch_restore_now(const struct msrbatch *dev)`: writes them back
@@ -776,12 +795,11 @@ pub unsafe extern "C" fn msrbatch_restore_on_close(dev: *const CDevice) -> c_int
 #[no_mangle]
 pub unsafe extern "C" fn msrbatch_restore_now(dev: *const CDevice) -> c_int {
     // SAFETY: By the caller's contract.
-    match unsafe { dev.as_ref() } {
-        Some(CDevice::Device(d)) => d
-            .restore_now()
-            .map_or_else(|e| neg(&e), |n| c_int::try_from(n).unwrap_or(c_int::MAX)),
-        Some(CDevice::Model(_)) => -libc::EOPNOTSUPP,
-        None => -libc::EINVAL,
+    unsafe {
+        with_device(dev, |d| {
+            d.restore_now()
+                .map(|n| c_int::try_from(n).unwrap_or(c_int::MAX))
+        })
     }
 }
 
@@ -793,11 +811,7 @@ pub unsafe extern "C" fn msrbatch_restore_now(dev: *const CDevice) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn msrbatch_grant_rdpmc(dev: *const CDevice) -> c_int {
     // SAFETY: By the caller's contract.
-    match unsafe { dev.as_ref() } {
-        Some(CDevice::Device(d)) => d.grant_rdpmc().map_or_else(|e| neg(&e), |()| 0),
-        Some(CDevice::Model(_)) => -libc::EOPNOTSUPP,
-        None => -libc::EINVAL,
-    }
+    unsafe { with_device(dev, |d| d.grant_rdpmc().map(|()| 0)) }
 }
 
 /// `int msrbatch_revoke_rdpmc(struct msrbatch *dev)`
@@ -808,11 +822,7 @@ pub unsafe extern "C" fn msrbatch_grant_rdpmc(dev: *const CDevice) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn msrbatch_revoke_rdpmc(dev: *const CDevice) -> c_int {
     // SAFETY: By the caller's contract.
-    match unsafe { dev.as_ref() } {
-        Some(CDevice::Device(d)) => d.revoke_rdpmc().map_or_else(|e| neg(&e), |()| 0),
-        Some(CDevice::Model(_)) => -libc::EOPNOTSUPP,
-        None => -libc::EINVAL,
-    }
+    unsafe { with_device(dev, |d| d.revoke_rdpmc().map(|()| 0)) }
 }
 
 /// `long msrbatch_online_cpus(uint32_t *cpus, size_t max)`: the CPUs the
@@ -889,6 +899,7 @@ pub extern "C" fn msrbatch_last_error() -> *const c_char {
 /// # Safety
 ///
 /// `cpuid_dump` is a NUL-terminated string; `dev` is valid for a write.
+#[cfg(feature = "sim")]
 #[no_mangle]
 pub unsafe extern "C" fn msrbatch_open_model(
     cpuid_dump: *const c_char,
@@ -901,13 +912,13 @@ pub unsafe extern "C" fn msrbatch_open_model(
     let Ok(path) = unsafe { CStr::from_ptr(cpuid_dump) }.to_str() else {
         return -libc::EINVAL;
     };
-    match Model::from_file(path) {
+    match SimPmu::from_file(path) {
         Ok(m) => {
             // SAFETY: `dev` is valid for a write, by the caller's contract.
-            unsafe { *dev = Box::into_raw(Box::new(CDevice::Model(m))) };
+            unsafe { *dev = Box::into_raw(Box::new(CDevice::Sim(m))) };
             0
         }
-        Err(e) => fail(&crate::Error::new(libc::EINVAL, e)),
+        Err(e) => fail(&crate::Error::new(libc::EINVAL, e.what())),
     }
 }
 
@@ -917,6 +928,7 @@ pub unsafe extern "C" fn msrbatch_open_model(
 /// # Safety
 ///
 /// `dev` came from `msrbatch_open_model`; `event` is a NUL-terminated string.
+#[cfg(feature = "sim")]
 #[no_mangle]
 pub unsafe extern "C" fn msrbatch_model_delay_mix(
     dev: *const CDevice,
@@ -924,7 +936,7 @@ pub unsafe extern "C" fn msrbatch_model_delay_mix(
     per_cycle: u32,
 ) -> c_int {
     // SAFETY: By the caller's contract.
-    let Some(CDevice::Model(m)) = (unsafe { dev.as_ref() }) else {
+    let Some(CDevice::Sim(m)) = (unsafe { dev.as_ref() }) else {
         return -libc::EINVAL;
     };
     if event.is_null() {
@@ -981,18 +993,7 @@ pub unsafe extern "C" fn msrbatch_counters_open(
     let Ok(events) = unsafe { CStr::from_ptr(events) }.to_str() else {
         return -libc::EINVAL;
     };
-    let open = || -> crate::Result<Session<'static, CDevice>> {
-        let events = parse_events(&[events.to_string()])?;
-        let info = crate::pmu::probe(dev, cpu)?;
-        let plan = Plan::new(&info, cpu, &events)?;
-        let why = check_ownership(dev, &plan)?;
-        if !why.is_empty() && flags & MSRBATCH_COUNTERS_FORCE == 0 {
-            let why: Vec<String> = why.iter().map(ToString::to_string).collect();
-            return Err(crate::Error::new(libc::EBUSY, why.join("; ")));
-        }
-        Session::program(dev, plan)
-    };
-    match open() {
+    match Session::open(dev, cpu, events, flags & MSRBATCH_COUNTERS_FORCE != 0) {
         Ok(s) => {
             // SAFETY: `ctr` is valid for a write, by the caller's contract.
             unsafe { *ctr = Box::into_raw(Box::new(CCounters(s))) };

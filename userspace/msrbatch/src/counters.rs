@@ -4,14 +4,11 @@
 //! and restore every PMU MSR that was touched.
 //!
 //! ```no_run
-//! use msrbatch::counters::{check_ownership, parse_events, Plan, Session};
-//! use msrbatch::{pmu, Device};
+//! use msrbatch::counters::Session;
+//! use msrbatch::Device;
 //!
 //! let dev = Device::open()?;
-//! let info = pmu::probe(&dev, 0)?;
-//! let plan = Plan::new(&info, 0, &parse_events(&["instructions,cycles".into()])?)?;
-//! assert!(check_ownership(&dev, &plan)?.is_empty());
-//! let mut s = Session::program(&dev, plan)?;
+//! let mut s = Session::open(&dev, 0, "instructions,cycles", false)?;
 //! let start = s.start()?;
 //! // ... the work to measure runs on CPU 0 ...
 //! let end = s.stop()?;
@@ -120,9 +117,9 @@ impl EventSpec {
             .filter(|s| !s.is_empty())
         {
             if let Some((k, v)) = item.split_once('=') {
-                e.bits = pmu::evsel_set_field(e.bits, k, v).map_err(inval)?;
+                e.bits = evsel::set_field(e.bits, k, v).map_err(|e| inval(e.what().into()))?;
                 raw |= k == "event" || k == "umask";
-            } else if let Some(bit) = pmu::evsel_flag(item) {
+            } else if let Some(bit) = evsel::flag(item) {
                 if bit != evsel::EN {
                     e.bits |= bit;
                 }
@@ -597,6 +594,20 @@ fn u64_of(b: &Batch, i: usize) -> Result<u64> {
     }
 }
 
+impl Plan {
+    /// Checks that nobody owns the planned counters ([`check_ownership`]):
+    /// `EBUSY`, the conflicts joined by `; `, unless there are none or
+    /// `force`. Returns the conflicts `force` overrode.
+    pub fn claim<B: Backend + ?Sized>(&self, dev: &B, force: bool) -> Result<Vec<Conflict>> {
+        let why = check_ownership(dev, self)?;
+        if why.is_empty() || force {
+            return Ok(why);
+        }
+        let why: Vec<String> = why.iter().map(ToString::to_string).collect();
+        Err(Error::new(libc::EBUSY, why.join("; ")))
+    }
+}
+
 /// Reads what says whether the planned counters are free: their control
 /// registers, IA32_PERF_GLOBAL_INUSE (version 4 and later), and the NMI
 /// watchdog setting. An empty list means free.
@@ -734,6 +745,19 @@ impl<B: Backend + ?Sized> fmt::Debug for Session<'_, B> {
 }
 
 impl<'a, B: Backend + ?Sized> Session<'a, B> {
+    /// Counts `events` (a comma-separated list, as [`parse_events`] reads
+    /// it) on CPU `cpu`: probes its PMU, places the events ([`Plan::new`]),
+    /// checks nobody owns those counters ([`Plan::claim`]; with `force`,
+    /// whatever it finds) and programs them ([`Session::program`]). `ENODEV`
+    /// (the [`Error::what`] saying why) when the CPU has no usable PMU,
+    /// `EBUSY` when a counter is owned.
+    pub fn open(dev: &'a B, cpu: u32, events: &str, force: bool) -> Result<Self> {
+        let events = parse_events(&[events.to_string()])?;
+        let plan = Plan::new(&pmu::probe(dev, cpu)?, cpu, &events)?;
+        plan.claim(dev, force)?;
+        Session::program(dev, plan)
+    }
+
     /// One batch, stopping at the first fault: save every MSR the plan
     /// touches, stop the planned counters (global control), then zero and
     /// program them. Counting starts with [`Session::start`]. On a fault

@@ -5,8 +5,8 @@
 
 use super::*;
 use clap::Parser;
-use msrbatch::model::Phase;
 use msrbatch::msr;
+use msrbatch::sim::Phase;
 
 #[derive(Parser)]
 struct T {
@@ -90,7 +90,7 @@ fn dry_run_of_the_seed_event_on_every_dump() {
 #[test]
 fn stat_counts_what_the_model_counted_on_every_dump() {
     for &(name, _) in DUMPS {
-        let m = Model::from_file(testdata(name)).unwrap();
+        let m = SimPmu::from_file(testdata(name)).unwrap();
         let global = m.pmu(0).unwrap().global_ctrl();
         let has_global = m.pmu(0).unwrap().has_global();
         if has_global {
@@ -148,7 +148,7 @@ fn stat_counts_what_the_model_counted_on_every_dump() {
 
 #[test]
 fn stat_refuses_owned_counters_unless_forced() {
-    let m = Model::from_file(testdata("skylake.txt")).unwrap();
+    let m = SimPmu::from_file(testdata("skylake.txt")).unwrap();
     m.set_nmi_watchdog(Some(true));
     let a = args(&["-e", "branches", "--", "cmd"]);
     let e = count(&m, &a, &mut Vec::new(), &mut || Ok(0)).unwrap_err();
@@ -165,7 +165,7 @@ fn stat_refuses_owned_counters_unless_forced() {
 #[test]
 fn stat_without_a_pmu() {
     let d = CpuidDump::parse("CPUID 00000000: 0000000D-756E6547-6C65746E-49656E69\n").unwrap();
-    let m = Model::new(&d);
+    let m = SimPmu::new(&d);
     let a = args(&["-e", "instructions", "--", "cmd"]);
     let e = count(&m, &a, &mut Vec::new(), &mut || Ok(0)).unwrap_err();
     assert!(e.contains("no PMU"), "{e}");
@@ -183,7 +183,7 @@ fn stat_without_a_pmu() {
         "--",
         "true",
     ]);
-    let two = Model::new(&CpuidDump {
+    let two = SimPmu::new(&CpuidDump {
         cpus: vec![d.cpus[0].clone(); 2],
     });
     let mut out = Vec::new();
@@ -247,7 +247,7 @@ fn dry_run_on_a_pentium_dump() {
 
 #[test]
 fn stat_on_a_pentium_model() {
-    let m = Model::from_file(testdata(MMX)).unwrap();
+    let m = SimPmu::from_file(testdata(MMX)).unwrap();
     let a = args(&[
         "-r",
         "2",
@@ -286,7 +286,7 @@ fn stat_on_a_pentium_model() {
 /// A CMD for the model: run `k` (from 1) retires `k * base` of each event
 /// listed, so repetitions differ and the spread shows.
 fn varying<'a>(
-    m: &'a Model,
+    m: &'a SimPmu,
     runs: &'a std::cell::Cell<u64>,
     per: &'a [(&'static str, u32)],
 ) -> impl FnMut() -> Result<i32, String> + 'a {
@@ -303,7 +303,7 @@ fn varying<'a>(
 
 #[test]
 fn sweep_counts_every_event_exactly_on_a_pentium() {
-    let m = Model::from_file(testdata(MMX)).unwrap();
+    let m = SimPmu::from_file(testdata(MMX)).unwrap();
     // Two counter-0-only events and two free ones: two runs of two.
     let a = args(&[
         "--sweep",
@@ -356,7 +356,7 @@ fn sweep_counts_every_event_exactly_on_a_pentium() {
 
 #[test]
 fn sweep_spread_over_repetitions_on_8_counters() {
-    let m = Model::from_file(testdata("skylake.txt")).unwrap();
+    let m = SimPmu::from_file(testdata("skylake.txt")).unwrap();
     // 3 fixed and 8 general-purpose counters: the 11 events in one group;
     // -r 3: three counting runs after the warm-up.
     let raw: Vec<String> = (0..8).map(|i| format!("event=0x{:x}", 0x10 + i)).collect();
