@@ -597,7 +597,7 @@ pub struct CSampler(Sampler);
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CSamplerRecord {
     /// `MSRBATCH_REC_*`.
-    pub type_: u32,
+    pub r#type: u32,
     /// The CPU.
     pub cpu: u32,
     /// SAMPLE, ONLINE, OFFLINE: the period.
@@ -705,7 +705,7 @@ pub unsafe extern "C" fn msrbatch_sampler_read(
     let mut out = CSamplerRecord::default();
     match r {
         Record::Sample(smp) => {
-            out.type_ = MSRBATCH_REC_SAMPLE;
+            out.r#type = MSRBATCH_REC_SAMPLE;
             (out.cpu, out.seq, out.tsc, out.failed) = (smp.cpu, smp.seq, smp.tsc, smp.failed);
             out.nr = u32::try_from(smp.values.len()).unwrap_or(u32::MAX);
             if !vals.is_null() {
@@ -720,13 +720,13 @@ pub unsafe extern "C" fn msrbatch_sampler_read(
             }
         }
         Record::Lost { cpu, lost } => {
-            (out.type_, out.cpu, out.lost) = (MSRBATCH_REC_LOST, cpu, lost);
+            (out.r#type, out.cpu, out.lost) = (MSRBATCH_REC_LOST, cpu, lost);
         }
         Record::Online { cpu, seq, tsc } => {
-            (out.type_, out.cpu, out.seq, out.tsc) = (MSRBATCH_REC_ONLINE, cpu, seq, tsc);
+            (out.r#type, out.cpu, out.seq, out.tsc) = (MSRBATCH_REC_ONLINE, cpu, seq, tsc);
         }
         Record::Offline { cpu, seq, tsc } => {
-            (out.type_, out.cpu, out.seq, out.tsc) = (MSRBATCH_REC_OFFLINE, cpu, seq, tsc);
+            (out.r#type, out.cpu, out.seq, out.tsc) = (MSRBATCH_REC_OFFLINE, cpu, seq, tsc);
         }
     }
     // SAFETY: `rec` is valid for a write, by the caller's contract.
@@ -1403,7 +1403,7 @@ mod tests {
                 1
             );
             assert_eq!(
-                (rec.type_, rec.cpu, rec.seq, rec.tsc),
+                (rec.r#type, rec.cpu, rec.seq, rec.tsc),
                 (MSRBATCH_REC_ONLINE, 1, 0, 77)
             );
             assert_eq!(
@@ -1411,7 +1411,7 @@ mod tests {
                 1
             );
             assert_eq!(
-                (rec.type_, rec.cpu, rec.seq, rec.tsc, rec.failed, rec.nr),
+                (rec.r#type, rec.cpu, rec.seq, rec.tsc, rec.failed, rec.nr),
                 (MSRBATCH_REC_SAMPLE, 1, 0, 1000, 0b10, 2)
             );
             // One pair of room: the first op's values only.
