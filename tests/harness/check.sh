@@ -36,6 +36,7 @@ host_checks() {
 	tests/harness/test-check-modinfo.sh &&
 	tests/harness/test-abi-layout.py &&
 	KSRC="$KSRC" tests/harness/test-c-api.sh &&
+	tests/harness/test-c-header.sh &&
 	tests/harness/test-man.sh &&
 	"$KSRC/scripts/checkpatch.pl" --no-tree --quiet --strict -f include/uapi/linux/msrbatch.h
 }
