@@ -365,6 +365,21 @@ mod tests {
         }
     }
 
+    /// CPUID 0xa.1 that returned EAX..EDX 1..4.
+    fn cpuid_result() -> OpResult {
+        let op = Op::Cpuid {
+            leaf: 0xa,
+            subleaf: 1,
+        };
+        let regs = Value::Cpuid {
+            eax: 1,
+            ebx: 2,
+            ecx: 3,
+            edx: 4,
+        };
+        result(op, Ok(regs))
+    }
+
     #[test]
     fn json_is_valid_and_complete() {
         let cases = [
@@ -385,22 +400,7 @@ mod tests {
                 "old",
                 Some(1),
             ),
-            (
-                result(
-                    Op::Cpuid {
-                        leaf: 0xa,
-                        subleaf: 1,
-                    },
-                    Ok(Value::Cpuid {
-                        eax: 1,
-                        ebx: 2,
-                        ecx: 3,
-                        edx: 4,
-                    }),
-                ),
-                "edx",
-                Some(4),
-            ),
+            (cpuid_result(), "edx", Some(4)),
             (
                 result(Op::RdTscp, Ok(Value::Tscp { tsc: 9, aux: 3 })),
                 "aux",
@@ -482,18 +482,7 @@ mod tests {
                 failed.index
             )
         );
-        let cpuid = result(
-            Op::Cpuid {
-                leaf: 0xa,
-                subleaf: 1,
-            },
-            Ok(Value::Cpuid {
-                eax: 1,
-                ebx: 2,
-                ecx: 3,
-                edx: 4,
-            }),
-        );
+        let cpuid = cpuid_result();
         assert_eq!(
             json_result(&run(0, None), 2, &cpuid),
             format!(

@@ -27,6 +27,22 @@ fn testdata(name: &str) -> String {
     )
 }
 
+/// What `stat` prints for `argv` through `dev` (or the dump `argv` names);
+/// CMD's exit status is 0.
+fn stat_text(dev: Option<&dyn Backend>, argv: &[&str]) -> String {
+    let mut out = Vec::new();
+    assert_eq!(stat(dev, &args(argv), &mut out).unwrap(), 0, "{argv:?}");
+    String::from_utf8(out).unwrap()
+}
+
+/// A dry run of `events` (`opt`: `-e` or `--sweep`) on the dump `path`.
+fn dry_run(path: &str, opt: &str, events: &str) -> String {
+    stat_text(
+        None,
+        &["--dry-run", "--cpuid-dump", path, opt, events, "--", "true"],
+    )
+}
+
 const DUMPS: &[(&str, bool)] = &[
     ("core2-conroe.txt", false),
     ("nehalem-ep.txt", false),
@@ -43,18 +59,7 @@ const DUMPS: &[(&str, bool)] = &[
 fn dry_run_of_the_seed_event_on_every_dump() {
     for &(name, amd) in DUMPS {
         let path = testdata(name);
-        let a = args(&[
-            "--dry-run",
-            "--cpuid-dump",
-            &path,
-            "-e",
-            "event=0x0e:umask=0x01:usr",
-            "--",
-            "true",
-        ]);
-        let mut out = Vec::new();
-        assert_eq!(stat(None, &a, &mut out).unwrap(), 0, "{name}");
-        let text = String::from_utf8(out).unwrap();
+        let text = dry_run(&path, "-e", "event=0x0e:umask=0x01:usr");
         let has = |l: &str| text.lines().any(|x| x == l);
         let pmu = CpuidDump::read(&path).unwrap().cpus[0].pmu();
         match (amd, pmu.version >= 2) {
@@ -96,41 +101,8 @@ fn stat_counts_what_the_model_counted_on_every_dump() {
         if has_global {
             assert!(m.wrmsr(0, global, 1 << 1), "{name}");
         }
-        let a = args(&[
-            "-r",
-            "3",
-            "-e",
-            "instructions:usr,cycles,branches:os",
-            "--",
-            "cmd",
-        ]);
-        let mut out = Vec::new();
-        let mut runs = 0;
-        let code = count(&m, &a, &mut out, &mut || {
-            runs += 1;
-            m.execute(
-                0,
-                &[
-                    Phase::user(1000)
-                        .with("instructions", 2)
-                        .with("branches", 1),
-                    Phase::kernel(100)
-                        .with("instructions", 1)
-                        .with("branches", 3),
-                ],
-            );
-            Ok(0)
-        })
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(code, 0);
-        let text = String::from_utf8(out).unwrap();
+        let (text, runs) = count_mix(&m, "3").unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(text.contains("(3 runs)"), "{text}");
-        for want in ["2000  instructions:usr", "1100  cycles", "300  branches:os"] {
-            assert!(
-                text.lines().any(|l| l.trim() == want),
-                "{name}: {want} in\n{text}"
-            );
-        }
         // Core 2 enumerates no fixed counters but has 3 (the quirk):
         // instructions and cycles go there, one group.
         let groups = 1;
@@ -172,23 +144,23 @@ fn stat_without_a_pmu() {
     // A dry run there plans for a version 2 PMU with --counters counters
     // (and the 3 fixed counters of version 2, so general-purpose events
     // show the groups).
-    let a = args(&[
-        "--dry-run",
-        "--counters",
-        "2",
-        "-C",
-        "1",
-        "-e",
-        "branches,branch-misses,llc-misses",
-        "--",
-        "true",
-    ]);
     let two = SimPmu::new(&CpuidDump {
         cpus: vec![d.cpus[0].clone(); 2],
     });
-    let mut out = Vec::new();
-    stat(Some(&two), &a, &mut out).unwrap();
-    let text = String::from_utf8(out).unwrap();
+    let text = stat_text(
+        Some(&two),
+        &[
+            "--dry-run",
+            "--counters",
+            "2",
+            "-C",
+            "1",
+            "-e",
+            "branches,branch-misses,llc-misses",
+            "--",
+            "true",
+        ],
+    );
     for l in [
         "# group 1 (branches, branch-misses): ownership check",
         "# group 2 (llc-misses): ownership check",
@@ -209,18 +181,11 @@ fn dry_run_on_a_pentium_dump() {
     // each write a read-modify-write, read with RDPMC.
     for (name, read) in [(MMX, "rdpmc 1"), ("pentium-p54c.txt", "rdmsr P5_CTR1")] {
         let path = testdata(name);
-        let a = args(&[
-            "--dry-run",
-            "--cpuid-dump",
+        let text = dry_run(
             &path,
             "-e",
             "INSTRUCTIONS_EXECUTED,INSTRUCTIONS_EXECUTED_V_PIPE:usr",
-            "--",
-            "true",
-        ]);
-        let mut out = Vec::new();
-        assert_eq!(stat(None, &a, &mut out).unwrap(), 0, "{name}");
-        let text = String::from_utf8(out).unwrap();
+        );
         let has = |l: &str| text.lines().any(|x| x == l);
         for l in [
             "rdmsr P5_CESR",
@@ -248,9 +213,20 @@ fn dry_run_on_a_pentium_dump() {
 #[test]
 fn stat_on_a_pentium_model() {
     let m = SimPmu::from_file(testdata(MMX)).unwrap();
+    let (_, runs) = count_mix(&m, "2").unwrap();
+    // Two counters: two groups, twice each.
+    assert_eq!(runs, 4);
+    assert_eq!(m.rdmsr(0, msr::P5_CESR), Some(0), "restored");
+}
+
+/// `stat -r REPS -e instructions:usr,cycles,branches:os` on CPU 0 of `m`,
+/// where each run of CMD is 1000 user cycles retiring 2 instructions and 1
+/// branch per cycle and 100 kernel cycles retiring 1 and 3: checks the
+/// counts (2000, 1100, 300); returns what stat printed and how often CMD ran.
+fn count_mix(m: &SimPmu, reps: &str) -> Result<(String, u32), String> {
     let a = args(&[
         "-r",
-        "2",
+        reps,
         "-e",
         "instructions:usr,cycles,branches:os",
         "--",
@@ -258,7 +234,7 @@ fn stat_on_a_pentium_model() {
     ]);
     let mut out = Vec::new();
     let mut runs = 0;
-    count(&m, &a, &mut out, &mut || {
+    let code = count(m, &a, &mut out, &mut || {
         runs += 1;
         m.execute(
             0,
@@ -272,15 +248,13 @@ fn stat_on_a_pentium_model() {
             ],
         );
         Ok(0)
-    })
-    .unwrap();
+    })?;
+    assert_eq!(code, 0);
     let text = String::from_utf8(out).unwrap();
     for want in ["2000  instructions:usr", "1100  cycles", "300  branches:os"] {
         assert!(text.lines().any(|l| l.trim() == want), "{want} in\n{text}");
     }
-    // Two counters: two groups, twice each.
-    assert_eq!(runs, 4);
-    assert_eq!(m.rdmsr(0, msr::P5_CESR), Some(0), "restored");
+    Ok((text, runs))
 }
 
 /// A CMD for the model: run `k` (from 1) retires `k * base` of each event
@@ -391,18 +365,11 @@ fn sweep_spread_over_repetitions_on_8_counters() {
 #[test]
 fn sweep_dry_run_and_misuse() {
     let path = testdata("nehalem-ep.txt");
-    let a = args(&[
-        "--dry-run",
-        "--cpuid-dump",
+    let text = dry_run(
         &path,
         "--sweep",
         "branches,branch-misses,event=0x10,event=0x11,event=0x12,instructions",
-        "--",
-        "true",
-    ]);
-    let mut out = Vec::new();
-    stat(None, &a, &mut out).unwrap();
-    let text = String::from_utf8(out).unwrap();
+    );
     for l in [
         "# sweep: 6 events in 2 groups of at most 7 (the counters of CPU 0); CMD runs once to warm up, then 1 time(s) per group",
         "# warm-up: CMD runs, nothing counted: true",
