@@ -447,20 +447,20 @@ pub unsafe extern "C" fn msrbatch_result(
     let Some(b) = (unsafe { batch_ref(batch) }) else {
         return -libc::EINVAL;
     };
-    let Some(raw) = b.raw_ops().get(index) else {
-        return -libc::ERANGE;
-    };
     // SAFETY: By the caller's contract.
-    unsafe { store_val(val, raw.val) };
-    raw.status
+    unsafe { store_result(b.raw_ops().get(index).map(|r| (r.status, r.val)), val) }
 }
 
-/// Copies an op's outputs to `val`, if not NULL.
+/// An op's result for C: copies its outputs to `val` (if not NULL) and
+/// returns its status; `-ERANGE` for `None` (an index past the end).
 ///
 /// # Safety
 ///
 /// `val` is NULL or valid for two writes.
-unsafe fn store_val(val: *mut u64, v: [u64; 2]) {
+unsafe fn store_result(result: Option<(i32, [u64; 2])>, val: *mut u64) -> c_int {
+    let Some((status, v)) = result else {
+        return -libc::ERANGE;
+    };
     if !val.is_null() {
         // SAFETY: `val` is valid for two writes, by the caller's contract.
         unsafe {
@@ -468,6 +468,7 @@ unsafe fn store_val(val: *mut u64, v: [u64; 2]) {
             val.add(1).write(v[1]);
         }
     }
+    status
 }
 
 /// A prepared batch (`struct msrbatch_prepared`).
@@ -572,12 +573,8 @@ pub unsafe extern "C" fn msrbatch_prepared_result(
     let Some(p) = (unsafe { prepared(prep) }) else {
         return -libc::EINVAL;
     };
-    let Some(r) = p.raw_result(index) else {
-        return -libc::ERANGE;
-    };
     // SAFETY: By the caller's contract.
-    unsafe { store_val(val, r.val) };
-    r.status
+    unsafe { store_result(p.raw_result(index).map(|r| (r.status, r.val)), val) }
 }
 
 /// `msrbatch_prepared_free()`: unmaps its

@@ -151,41 +151,29 @@ impl EventSpec {
             return self.p5_config(pmu);
         }
         if self.clocks {
-            return Err(Error::new(
+            return Err(self.error(
                 libc::EINVAL,
-                format!(
-                    "event '{}': clocks is a Pentium (P5) counter control; this PMU counts durations with cmask=",
-                    self.name
-                ),
+                "clocks is a Pentium (P5) counter control; this PMU counts durations with cmask=",
             ));
         }
         let mut v = self.bits;
         if let Some(n) = self.named {
             let (ev, um, avail) = pmu.event_by_name(n).ok_or_else(|| {
-                Error::new(
+                self.error(
                     libc::EOPNOTSUPP,
-                    format!(
-                        "event '{}': {} has no event called {n}",
-                        self.name, pmu.vendor
-                    ),
+                    format!("{} has no event called {n}", pmu.vendor),
                 )
             })?;
             if !avail {
-                return Err(Error::new(
+                return Err(self.error(
                     libc::EOPNOTSUPP,
-                    format!(
-                        "event '{}': CPUID says {n} is not available on this CPU",
-                        self.name
-                    ),
+                    format!("CPUID says {n} is not available on this CPU"),
                 ));
             }
             v |= u64::from(ev & 0xff) | u64::from(um) << 8 | u64::from(ev >> 8) << 32;
         }
         if !pmu.is_amd() && v & (0xf << 32) != 0 {
-            return Err(Error::new(
-                libc::EINVAL,
-                format!("event '{}': event selects above 0xff are AMD's", self.name),
-            ));
+            return Err(self.error(libc::EINVAL, "event selects above 0xff are AMD's"));
         }
         if v & (evsel::USR | evsel::OS) == 0 {
             v |= evsel::USR | evsel::OS;
@@ -195,28 +183,30 @@ impl EventSpec {
 }
 
 impl EventSpec {
+    /// Error `errno` of this event: `why`, after the event's name.
+    fn error(&self, errno: i32, why: impl std::fmt::Display) -> Error {
+        Error::new(errno, format!("event '{}': {why}", self.name))
+    }
+
     /// The CESR half (unshifted, CC set: counting) this event programs on a
     /// Pentium: its event select, CPL bits (usr: CPL 3, os: CPL 0-2, both
     /// when neither is given), clocks and pin control.
     fn p5_config(&self, pmu: &PmuInfo) -> Result<u64> {
-        let inval = |m: String| Error::new(libc::EINVAL, format!("event '{}': {m}", self.name));
+        let inval = |m: String| self.error(libc::EINVAL, m);
         let event = match self.named {
             Some(n) => {
                 let (e, avail) = pmu.p5_event(n).ok_or_else(|| {
-                    Error::new(
+                    self.error(
                         libc::EOPNOTSUPP,
-                        format!(
-                            "event '{}': the Pentium has no event called {n} (its events are the mnemonics of SDM Table A-19)",
-                            self.name
-                        ),
+                        format!("the Pentium has no event called {n} (its events are the mnemonics of SDM Table A-19)"),
                     )
                 })?;
                 if !avail {
-                    return Err(Error::new(
+                    return Err(self.error(
                         libc::EOPNOTSUPP,
                         format!(
-                            "event '{}': {} (event 0x{:02x}) needs a Pentium with MMX technology",
-                            self.name, e.name, e.event
+                            "{} (event 0x{:02x}) needs a Pentium with MMX technology",
+                            e.name, e.event
                         ),
                     ));
                 }
