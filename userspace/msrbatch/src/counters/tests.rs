@@ -17,10 +17,27 @@ fn events(s: &str) -> Vec<EventSpec> {
 }
 
 fn session<'a>(m: &'a SimPmu, cpu: u32, ev: &str) -> Session<'a, SimPmu> {
-    let info = probe(m, cpu).unwrap();
-    let plan = Plan::new(&info, cpu, &events(ev)).unwrap();
-    assert!(check_ownership(m, &plan).unwrap().is_empty());
-    Session::program(m, plan).unwrap()
+    Session::open(m, cpu, ev, false).unwrap_or_else(|e| panic!("{ev}: {e}"))
+}
+
+/// `Session::open` refuses owned counters (`EBUSY`, saying who owns them)
+/// unless forced, and a CPU without a PMU (`ENODEV`, saying why).
+#[test]
+fn open_refuses_unless_forced() {
+    let m = model("skylake.txt");
+    m.set_nmi_watchdog(Some(true));
+    let e = Session::open(&m, 0, "branches", false).unwrap_err();
+    assert_eq!(e.errno().0, libc::EBUSY, "{e}");
+    assert!(e.what().contains("NMI watchdog"), "{e}");
+    let mut s = Session::open(&m, 0, "branches", true).unwrap();
+    s.restore().unwrap();
+    let none = SimPmu::new(
+        &crate::pmu::CpuidDump::parse("CPUID 00000000: 0000000D-756E6547-6C65746E-49656E69\n")
+            .unwrap(),
+    );
+    let e = Session::open(&none, 0, "instructions", false).unwrap_err();
+    assert_eq!(e.errno().0, libc::ENODEV, "{e}");
+    assert!(e.what().starts_with("no PMU: "), "{e}");
 }
 
 const ALL: &[&str] = &[
