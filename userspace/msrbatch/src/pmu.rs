@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 //! What a CPU's core PMU is: the CPUID decode (live, through a
-//! [`Backend`], or offline from a CPUID dump), the event select encoding and
-//! the architectural event names.
+//! [`Backend`], or offline from a [`CpuidDump`]) and the architectural event
+//! names. Beside it: [`evsel`] (event select values and their text form),
+//! [`p5`] (the original Pentium's CESR), the dump formats, and the report
+//! and JSON of a decode ([`PmuInfo::report`], [`PmuInfo::to_json`]).
 //!
 //! Intel: SDM Vol. 3B, "Architectural Performance Monitoring" (CPUID leaves
 //! 0AH and 23H), and the original Pentium's counters (family 5, [`p5`]).
