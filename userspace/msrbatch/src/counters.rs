@@ -117,7 +117,7 @@ impl EventSpec {
             .filter(|s| !s.is_empty())
         {
             if let Some((k, v)) = item.split_once('=') {
-                e.bits = evsel::set_field(e.bits, k, v).map_err(|e| inval(e.what().into()))?;
+                e.bits = evsel::set_field(e.bits, k, v).map_err(|err| inval(err.what().into()))?;
                 raw |= k == "event" || k == "umask";
             } else if let Some(bit) = evsel::flag(item) {
                 if bit != evsel::EN {
