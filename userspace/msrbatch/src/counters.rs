@@ -1196,5 +1196,6 @@ impl Plan {
     }
 }
 
-#[cfg(test)]
+// Run on the simulated PMU.
+#[cfg(all(test, feature = "sim"))]
 mod tests;

@@ -40,7 +40,7 @@
 //!
 //! Counters: [`counters::Session::open`] probes a CPU's PMU, places events on
 //! its counters, checks nobody owns them and programs them; [`pmu`] decodes
-//! what a PMU is. With the feature `sim` (on by default), [`sim::SimPmu`] is
+//! what a PMU is. With the feature `sim` (on by default), `sim::SimPmu` is
 //! a simulated PMU, built from a real CPU's CPUID dump, on which counter code
 //! runs without the hardware or the module.
 //!
