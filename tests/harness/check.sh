@@ -35,6 +35,7 @@ host_checks() {
 	tests/harness/test-check-kdir.sh &&
 	tests/harness/test-check-modinfo.sh &&
 	KSRC="$KSRC" tests/harness/test-c-api.sh &&
+	tests/harness/test-c-header.sh &&
 	tests/harness/test-man.sh &&
 	"$KSRC/scripts/checkpatch.pl" --no-tree --quiet --strict -f include/uapi/linux/msrbatch.h
 }

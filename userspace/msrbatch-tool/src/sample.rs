@@ -6,7 +6,7 @@
 //! offline and every loss.
 
 use crate::exit::{Exit, Failure};
-use crate::output::{describe_value, format_row, json_op, Format};
+use crate::output::{describe_value, format_row, json_op, Format, JsonObject};
 use crate::parse_count;
 use msrbatch::derived::{Derived, Sources, Tracker};
 use msrbatch::number::{parse_duration, parse_u32};
@@ -294,9 +294,12 @@ impl Printer {
                 };
                 match self.format {
                     Format::Table => format!("# cpu {cpu} {what} at seq {seq} (tsc {tsc})"),
-                    Format::Json => {
-                        format!("{{\"type\":\"{what}\",\"cpu\":{cpu},\"seq\":{seq},\"tsc\":{tsc}}}")
-                    }
+                    Format::Json => JsonObject::default()
+                        .with("type", what)
+                        .with("cpu", cpu)
+                        .with("seq", seq)
+                        .with("tsc", tsc)
+                        .to_string(),
                     Format::Csv => {
                         self.csv_event(what, *cpu, &seq.to_string(), &tsc.to_string(), "")
                     }
@@ -304,7 +307,11 @@ impl Printer {
             }
             Record::Lost { cpu, lost } => match self.format {
                 Format::Table => format!("# cpu {cpu} lost {lost} samples (ring full)"),
-                Format::Json => format!("{{\"type\":\"lost\",\"cpu\":{cpu},\"lost\":{lost}}}"),
+                Format::Json => JsonObject::default()
+                    .with("type", "lost")
+                    .with("cpu", cpu)
+                    .with("lost", lost)
+                    .to_string(),
                 Format::Csv => self.csv_event("lost", *cpu, "", "", &lost.to_string()),
             },
         }
@@ -351,28 +358,20 @@ impl Printer {
                 cells.join(",")
             }
             Format::Json => {
-                let mut f = vec![
-                    "\"type\":\"sample\"".to_string(),
-                    format!("\"cpu\":{}", s.cpu),
-                    format!("\"seq\":{}", s.seq),
-                    format!("\"tsc\":{}", s.tsc),
-                ];
+                let mut o = JsonObject::default()
+                    .with("type", "sample")
+                    .with("cpu", s.cpu)
+                    .with("seq", s.seq)
+                    .with("tsc", s.tsc);
                 for (c, v) in self.derived.iter().zip(derived) {
-                    let v = if v.is_empty() { "null".into() } else { v };
-                    f.push(format!("\"{}\":{v}", c.name));
+                    // The number as the table prints it (its decimals).
+                    o.push_number(c.name, &v);
                 }
-                let values: Vec<String> = results.iter().map(json_value).collect();
-                f.push(format!("\"values\":[{}]", values.join(",")));
-                format!("{{{}}}", f.join(","))
+                let values: Vec<JsonObject> = results.iter().map(|r| json_op(r, &[])).collect();
+                o.with("values", values).to_string()
             }
         }
     }
-}
-
-/// One op's result in a JSON sample: the object `run --json` prints for an
-/// op, without where it came from (the sample has the CPU and TSC).
-fn json_value(r: &OpResult) -> String {
-    format!("{{{}}}", json_op(r, &[]).join(","))
 }
 
 /// The sampler went wrong after it started (exit status 3).
@@ -630,5 +629,13 @@ mod tests {
         assert_eq!(v[2]["values"][1]["value_hex"], "0x7");
         assert_eq!(v[2]["values"][1]["register"], "0xe8");
         assert_eq!(v[3]["lost"], 3);
+        // The bytes: members in this order, no spaces.
+        assert_eq!(
+            lines[0],
+            "{\"type\":\"online\",\"cpu\":2,\"seq\":0,\"tsc\":1}"
+        );
+        assert_eq!(lines[1], "{\"type\":\"sample\",\"cpu\":2,\"seq\":0,\"tsc\":100,\"TSC_MHz\":null,\"values\":[{\"op\":\"rdtsc\",\"register\":\"\",\"value\":5,\"value_hex\":\"0x5\",\"error\":null},{\"op\":\"rdmsr\",\"register\":\"0xe8\",\"name\":\"IA32_APERF\",\"value\":null,\"error\":\"EIO\"}]}");
+        assert_eq!(lines[2], "{\"type\":\"sample\",\"cpu\":2,\"seq\":1,\"tsc\":1000100,\"TSC_MHz\":1000,\"values\":[{\"op\":\"rdtsc\",\"register\":\"\",\"value\":6,\"value_hex\":\"0x6\",\"error\":null},{\"op\":\"rdmsr\",\"register\":\"0xe8\",\"name\":\"IA32_APERF\",\"value\":7,\"value_hex\":\"0x7\",\"error\":null}]}");
+        assert_eq!(lines[3], "{\"type\":\"lost\",\"cpu\":2,\"lost\":3}");
     }
 }

@@ -4,8 +4,8 @@
 
 use clap::Args;
 use msrbatch::counters::{check_ownership, parse_events, EventSpec, Plan, Session};
-use msrbatch::model::Model;
 use msrbatch::pmu::{probe_cpuid, CpuidCpu, CpuidDump, PmuInfo};
+use msrbatch::sim::SimPmu;
 use msrbatch::{script, Backend, Batch};
 use std::cell::Cell;
 use std::io::Write;
@@ -180,83 +180,6 @@ fn check_groups<B: Backend + ?Sized>(
     Ok(())
 }
 
-/// One run of CMD counting group `g`: program, start, run, stop, restore.
-/// Returns the counts of its slots and CMD's exit code.
-fn count_group<B: Backend + ?Sized>(
-    dev: &B,
-    a: &StatArgs,
-    say: &dyn Say,
-    warn: &mut dyn Write,
-    run: &mut dyn FnMut() -> Result<i32, String>,
-    g: usize,
-    plan: &Plan,
-) -> Result<(Vec<u64>, i32), String> {
-    say.say(&format!(
-        "group {}: save every MSR it touches, stop, zero and program ({})",
-        g + 1,
-        plan.describe().join("; ")
-    ));
-    let mut s = Session::program(dev, plan.clone()).map_err(|e| e.to_string())?;
-    say.say(&format!("group {}: start, fence, read", g + 1));
-    let start = s.start().map_err(|e| e.to_string())?;
-    say.say(&format!("group {}: CMD runs: {}", g + 1, a.cmd.join(" ")));
-    let st = run();
-    say.say(&format!("group {}: fence, read, stop", g + 1));
-    let end = s.stop();
-    say.say(&format!("group {}: restore what was saved", g + 1));
-    let report = s.restore().map_err(|e| e.to_string())?;
-    for line in report.inexact {
-        let _ = writeln!(warn, "msrbatch: stat: warning: {line}");
-    }
-    let end = end.map_err(|e| e.to_string())?;
-    let code = st?;
-    Ok((s.deltas(&start, &end), code))
-}
-
-/// The stat sequence on `dev` (the device, or the model for a dry run):
-/// plan groups, check ownership, then per repetition and group program,
-/// start, run CMD (`run`), stop and restore. Returns the totals per event
-/// and CMD's last non-zero exit code.
-fn measure<B: Backend + ?Sized>(
-    dev: &B,
-    a: &StatArgs,
-    say: &dyn Say,
-    warn: &mut dyn Write,
-    run: &mut dyn FnMut() -> Result<i32, String>,
-) -> Result<(Vec<String>, Vec<u128>, i32), String> {
-    let (info, events) = probe_events(dev, a, say, &a.events)?;
-    let groups = Plan::groups(&info, a.cpu, &events).map_err(|e| e.to_string())?;
-    if groups.len() > 1 {
-        say.say(&format!(
-            "{} events, {} groups: CMD runs once per group and repetition",
-            events.len(),
-            groups.len()
-        ));
-    }
-    check_groups(dev, a, say, &groups)?;
-    let mut totals = vec![0u128; events.len()];
-    let mut status = 0;
-    for _ in 0..a.repeat.max(1) {
-        let mut first = 0;
-        for (g, plan) in groups.iter().enumerate() {
-            let n = plan.slots.len();
-            let (deltas, code) = count_group(dev, a, say, warn, run, g, plan)?;
-            if code != 0 {
-                status = code;
-            }
-            for (t, d) in totals[first..first + n].iter_mut().zip(deltas) {
-                *t += u128::from(d);
-            }
-            first += n;
-        }
-    }
-    let names = groups
-        .iter()
-        .flat_map(|p| p.slots.iter().map(|s| s.event.name.clone()))
-        .collect();
-    Ok((names, totals, status))
-}
-
 /// What a sweep counted: per event (in the order given) its name, the run
 /// (group, from 1) that counted it and its count in each repetition.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -266,19 +189,91 @@ struct Sweep {
     status: i32,
 }
 
-/// `stat --sweep`: CMD once to warm up (nothing counted), then each group
-/// of events that fit the counters together -r times.
-fn sweep<B: Backend + ?Sized>(
-    dev: &B,
-    a: &StatArgs,
-    say: &dyn Say,
-    warn: &mut dyn Write,
-    run: &mut dyn FnMut() -> Result<i32, String>,
-) -> Result<Sweep, String> {
-    let (info, events) = probe_events(dev, a, say, &a.sweep)?;
-    let packed = Plan::pack(&info, a.cpu, &events).map_err(|e| e.to_string())?;
-    let groups: Vec<Plan> = packed.iter().map(|(p, _)| p.clone()).collect();
-    say.say(&format!(
+/// What stat counts with: the device (or the model for a dry run), the
+/// arguments, what says what the batches are for, where warnings go, and
+/// CMD (`run`).
+struct Counting<'a, B: ?Sized> {
+    dev: &'a B,
+    a: &'a StatArgs,
+    say: &'a dyn Say,
+    warn: &'a mut dyn Write,
+    run: &'a mut dyn FnMut() -> Result<i32, String>,
+}
+
+impl<B: Backend + ?Sized> Counting<'_, B> {
+    /// One run of CMD counting group `g`: program, start, run, stop, restore.
+    /// Returns the counts of its slots and CMD's exit code.
+    fn count_group(&mut self, g: usize, plan: &Plan) -> Result<(Vec<u64>, i32), String> {
+        let (dev, a, say) = (self.dev, self.a, self.say);
+        say.say(&format!(
+            "group {}: save every MSR it touches, stop, zero and program ({})",
+            g + 1,
+            plan.describe().join("; ")
+        ));
+        let mut s = Session::program(dev, plan.clone()).map_err(|e| e.to_string())?;
+        say.say(&format!("group {}: start, fence, read", g + 1));
+        let start = s.start().map_err(|e| e.to_string())?;
+        say.say(&format!("group {}: CMD runs: {}", g + 1, a.cmd.join(" ")));
+        let st = (self.run)();
+        say.say(&format!("group {}: fence, read, stop", g + 1));
+        let end = s.stop();
+        say.say(&format!("group {}: restore what was saved", g + 1));
+        let report = s.restore().map_err(|e| e.to_string())?;
+        for line in report.inexact {
+            let _ = writeln!(self.warn, "msrbatch: stat: warning: {line}");
+        }
+        let end = end.map_err(|e| e.to_string())?;
+        let code = st?;
+        Ok((s.deltas(&start, &end), code))
+    }
+
+    /// The stat sequence on `dev` (the device, or the model for a dry run):
+    /// plan groups, check ownership, then per repetition and group program,
+    /// start, run CMD (`run`), stop and restore. Returns the totals per event
+    /// and CMD's last non-zero exit code.
+    fn measure(&mut self) -> Result<(Vec<String>, Vec<u128>, i32), String> {
+        let (dev, a, say) = (self.dev, self.a, self.say);
+        let (info, events) = probe_events(dev, a, say, &a.events)?;
+        let groups = Plan::groups(&info, a.cpu, &events).map_err(|e| e.to_string())?;
+        if groups.len() > 1 {
+            say.say(&format!(
+                "{} events, {} groups: CMD runs once per group and repetition",
+                events.len(),
+                groups.len()
+            ));
+        }
+        check_groups(dev, a, say, &groups)?;
+        let mut totals = vec![0u128; events.len()];
+        let mut status = 0;
+        for _ in 0..a.repeat.max(1) {
+            let mut first = 0;
+            for (g, plan) in groups.iter().enumerate() {
+                let n = plan.slots.len();
+                let (deltas, code) = self.count_group(g, plan)?;
+                if code != 0 {
+                    status = code;
+                }
+                for (t, d) in totals[first..first + n].iter_mut().zip(deltas) {
+                    *t += u128::from(d);
+                }
+                first += n;
+            }
+        }
+        let names = groups
+            .iter()
+            .flat_map(|p| p.slots.iter().map(|s| s.event.name.clone()))
+            .collect();
+        Ok((names, totals, status))
+    }
+
+    /// `stat --sweep`: CMD once to warm up (nothing counted), then each group
+    /// of events that fit the counters together -r times.
+    fn sweep(&mut self) -> Result<Sweep, String> {
+        let (dev, a, say) = (self.dev, self.a, self.say);
+        let (info, events) = probe_events(dev, a, say, &a.sweep)?;
+        let packed = Plan::pack(&info, a.cpu, &events).map_err(|e| e.to_string())?;
+        let groups: Vec<Plan> = packed.iter().map(|(p, _)| p.clone()).collect();
+        say.say(&format!(
         "sweep: {} events in {} groups of at most {} (the counters of CPU {}); CMD runs once to warm up, then {} time(s) per group",
         events.len(),
         groups.len(),
@@ -286,37 +281,38 @@ fn sweep<B: Backend + ?Sized>(
         a.cpu,
         a.repeat.max(1)
     ));
-    check_groups(dev, a, say, &groups)?;
-    let mut out = Sweep {
-        events: events
-            .iter()
-            .map(|e| (e.name.clone(), 0, Vec::new()))
-            .collect(),
-        groups: groups.len(),
-        status: 0,
-    };
-    say.say(&format!(
-        "warm-up: CMD runs, nothing counted: {}",
-        a.cmd.join(" ")
-    ));
-    let code = run()?;
-    if code != 0 {
-        out.status = code;
-    }
-    for _ in 0..a.repeat.max(1) {
-        for (g, (plan, idx)) in packed.iter().enumerate() {
-            let (deltas, code) = count_group(dev, a, say, warn, run, g, plan)?;
-            if code != 0 {
-                out.status = code;
-            }
-            // Plan slots are in the order of the group's events.
-            for (&k, d) in idx.iter().zip(deltas) {
-                out.events[k].1 = g + 1;
-                out.events[k].2.push(d);
+        check_groups(dev, a, say, &groups)?;
+        let mut out = Sweep {
+            events: events
+                .iter()
+                .map(|e| (e.name.clone(), 0, Vec::new()))
+                .collect(),
+            groups: groups.len(),
+            status: 0,
+        };
+        say.say(&format!(
+            "warm-up: CMD runs, nothing counted: {}",
+            a.cmd.join(" ")
+        ));
+        let code = (self.run)()?;
+        if code != 0 {
+            out.status = code;
+        }
+        for _ in 0..a.repeat.max(1) {
+            for (g, (plan, idx)) in packed.iter().enumerate() {
+                let (deltas, code) = self.count_group(g, plan)?;
+                if code != 0 {
+                    out.status = code;
+                }
+                // Plan slots are in the order of the group's events.
+                for (&k, d) in idx.iter().zip(deltas) {
+                    out.events[k].1 = g + 1;
+                    out.events[k].2.push(d);
+                }
             }
         }
+        Ok(out)
     }
-    Ok(out)
 }
 
 /// The CPUID of the CPU a dry run plans for.
@@ -327,7 +323,7 @@ fn dry_run_cpu(
 ) -> Result<Vec<CpuidCpu>, String> {
     let mut cpus = match (&a.cpuid_dump, dev) {
         (Some(path), _) => {
-            let d = CpuidDump::read(path)?;
+            let d = CpuidDump::read(path).map_err(|e| e.what().to_string())?;
             if a.cpu as usize >= d.cpus.len() {
                 return Err(format!(
                     "{path}: no CPU {} (it has {})",
@@ -382,17 +378,24 @@ fn dry_run_cpu(
 pub fn stat(dev: Option<&dyn Backend>, a: &StatArgs, out: &mut dyn Write) -> Result<i32, String> {
     if a.dry_run {
         let cpus = dry_run_cpu(dev, a, out)?;
-        let model = Model::new(&CpuidDump { cpus });
+        let model = SimPmu::new(&CpuidDump { cpus });
         let cmd = a.cmd.join(" ");
         let echo = Echo {
             inner: &model,
             out: std::cell::RefCell::new(out),
             batches: Cell::new(0),
         };
+        let mut c = Counting {
+            dev: &echo,
+            a,
+            say: &echo,
+            warn: &mut std::io::sink(),
+            run: &mut || Ok(0),
+        };
         if a.sweep.is_empty() {
-            measure(&echo, a, &echo, &mut std::io::sink(), &mut || Ok(0))?;
+            c.measure()?;
         } else {
-            sweep(&echo, a, &echo, &mut std::io::sink(), &mut || Ok(0))?;
+            c.sweep()?;
         }
         echo.say(&format!(
             "{} batches; CMD ({cmd}) would run between each group's start and stop",
@@ -412,12 +415,19 @@ fn count<B: Backend + ?Sized>(
     out: &mut dyn Write,
     run: &mut dyn FnMut() -> Result<i32, String>,
 ) -> Result<i32, String> {
+    let mut c = Counting {
+        dev,
+        a,
+        say: &Quiet,
+        warn: &mut std::io::stderr(),
+        run,
+    };
     if !a.sweep.is_empty() {
-        let s = sweep(dev, a, &Quiet, &mut std::io::stderr(), run)?;
+        let s = c.sweep()?;
         print_sweep(a, &s, out);
         return Ok(s.status);
     }
-    let (names, totals, status) = measure(dev, a, &Quiet, &mut std::io::stderr(), run)?;
+    let (names, totals, status) = c.measure()?;
     print_counts(a, &names, &totals, out);
     Ok(status)
 }
