@@ -59,7 +59,7 @@ STATICLIB := target/release-staticlib/libmsrbatch.a
 all: modules
 
 modules:
-	@LLVM="$(LLVM)" scripts/check-kdir.sh "$(KDIR)" "$(RUSTC)"
+	@LLVM="$(LLVM)" BINDGEN="$(BINDGEN)" scripts/check-kdir.sh "$(KDIR)" "$(RUSTC)"
 	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" $(KBUILD_VARS) modules
 	@scripts/check-modinfo.sh rust/msrbatch.ko >/dev/null
 	@echo "built $(CURDIR)/rust/msrbatch.ko"
@@ -88,7 +88,7 @@ userspace:
 
 # Editor support for the module: writes rust-project.json (rust-analyzer).
 rust-analyzer:
-	@LLVM="$(LLVM)" scripts/check-kdir.sh "$(KDIR)" "$(RUSTC)"
+	@LLVM="$(LLVM)" BINDGEN="$(BINDGEN)" scripts/check-kdir.sh "$(KDIR)" "$(RUSTC)"
 	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" $(KBUILD_VARS) rust-analyzer
 
 install: install-module install-userspace

@@ -1,29 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Count instructions retired across a 10 us busy-wait on CPU 0 with the
-//! counter API: probe the PMU, place the event, check nobody owns the
-//! counter, program it; then one batch starts it, reads it between CPUID
-//! fences around the busy-wait and stops it, atomically on CPU 0; restore
-//! every PMU MSR. `rust-count-instructions FILE` runs against the PMU model
-//! of the CPU in the CPUID dump FILE instead of /dev/msrbatch. Without a PMU
-//! it says so and exits 0.
+//! counter API: `Session::open` probes the PMU, places the event, checks
+//! nobody owns the counter and programs it; then one batch starts it, reads
+//! it between CPUID fences around the busy-wait and stops it, atomically on
+//! CPU 0; restore every PMU MSR. `rust-count-instructions FILE` runs on the
+//! simulated PMU of the CPU in the CPUID dump FILE instead of /dev/msrbatch.
+//! Without a PMU it says so and exits 0.
 
-use msrbatch::counters::{check_ownership, parse_events, Plan, Session};
-use msrbatch::{pmu, Backend, Batch, Device, Op};
+use msrbatch::counters::Session;
+use msrbatch::{Backend, Batch, Device, Op};
 
-/// What the example prints, counted through `dev` (device or model).
+/// What the example prints, counted through `dev` (device or simulation).
 fn count<B: Backend + ?Sized>(dev: &B, cpu: u32) -> Result<String, msrbatch::Error> {
-    let info = pmu::probe(dev, cpu)?;
-    if !info.present() {
-        return Ok(format!("{}; nothing to count", info.absence()));
-    }
-    let plan = Plan::new(&info, cpu, &parse_events(&["instructions".into()])?)?;
-    let why = check_ownership(dev, &plan)?;
-    if !why.is_empty() {
-        let why: Vec<String> = why.iter().map(ToString::to_string).collect();
-        return Err(msrbatch::Error::new(libc::EBUSY, why.join("; ")));
-    }
-    let what = plan.describe().remove(0);
-    let mut s = Session::program(dev, plan)?;
+    let mut s = match Session::open(dev, cpu, "instructions", false) {
+        Err(e) if e.errno().0 == libc::ENODEV => {
+            return Ok(format!("{}; nothing to count", e.what()))
+        }
+        s => s?,
+    };
+    let what = s.plan().describe().remove(0);
     let mut b = Batch::new();
     s.push_start(&mut b);
     let first = s.push_read(&mut b);
@@ -41,7 +36,7 @@ fn count<B: Backend + ?Sized>(dev: &B, cpu: u32) -> Result<String, msrbatch::Err
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = match std::env::args().nth(1) {
-        Some(dump) => count(&msrbatch::model::Model::from_file(dump)?, 0)?,
+        Some(dump) => count(&msrbatch::sim::SimPmu::from_file(dump)?, 0)?,
         None => count(&Device::open()?, 0)?,
     };
     println!("{out}");
@@ -51,10 +46,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use msrbatch::model::{Model, Source};
+    use msrbatch::sim::{SimPmu, Source};
 
-    fn model(name: &str) -> Model {
-        Model::from_file(format!(
+    fn model(name: &str) -> SimPmu {
+        SimPmu::from_file(format!(
             "{}/testdata/cpuid/{name}",
             env!("CARGO_MANIFEST_DIR")
         ))
@@ -91,7 +86,7 @@ mod tests {
             "CPUID 00000000: 0000000D-756E6547-6C65746E-49656E69\n",
         )
         .unwrap();
-        let out = count(&Model::new(&d), 0).unwrap();
+        let out = count(&SimPmu::new(&d), 0).unwrap();
         assert!(out.starts_with("no PMU: CPUID.0AH version 0"), "{out}");
     }
 

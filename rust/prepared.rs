@@ -8,7 +8,7 @@
 //! an op after it was checked. The results live in zeroed vmalloc memory
 //! charged to the caller's memory cgroup, which `mmap()` of the descriptor
 //! at the batch's offset maps into the caller, page by page
-//! (`glue::results_mmap`). `MSRBATCH_IOC_RUN` runs the private
+//! (`helpers::mappable_mmap`). `MSRBATCH_IOC_RUN` runs the private
 //! copy (its `status`/`val` fields are the run's scratch space), then
 //! publishes every op's status and values into the results, and returns the
 //! number of failed ops: no user memory is read or written by a run.
@@ -32,7 +32,7 @@ use kernel::{
 
 /// The results of one prepared batch: zeroed vmalloc memory, whole pages,
 /// charged to the caller's memory cgroup, mappable with
-/// `glue::results_mmap`.
+/// `helpers::mappable_mmap`.
 struct Results {
     ptr: NonNull<OpResult>,
     len: usize,
@@ -48,7 +48,7 @@ unsafe impl Sync for Results {}
 impl Results {
     fn new(len: usize) -> Result<Self> {
         let bytes = (len * size_of::<OpResult>()).next_multiple_of(PAGE_SIZE);
-        let ptr = crate::glue::results_alloc(bytes).ok_or(ENOMEM)?.cast::<OpResult>();
+        let ptr = crate::helpers::mappable_alloc(bytes).ok_or(ENOMEM)?.cast::<OpResult>();
         Ok(Results { ptr, len, bytes })
     }
 
@@ -72,7 +72,7 @@ impl Drop for Results {
     fn drop(&mut self) {
         // SAFETY: Allocated in `new`, not used afterwards; user mappings keep
         // their own references to the pages.
-        unsafe { crate::glue::results_free(self.ptr.cast()) };
+        unsafe { crate::helpers::mappable_free(self.ptr.cast()) };
     }
 }
 
@@ -151,9 +151,9 @@ impl Prepared {
         }
         vma.set_dontcopy();
         // SAFETY: `vma` is being set up by `mmap()`; the results are an area
-        // from `results_alloc` of `bytes` bytes, no smaller than `vma`, alive
+        // from `mappable_alloc` of `bytes` bytes, no smaller than `vma`, alive
         // while `self` is.
-        unsafe { crate::glue::results_mmap(vma.as_ptr(), self.results.ptr.cast(), self.results.bytes) }
+        unsafe { crate::helpers::mappable_mmap(vma.as_ptr(), self.results.ptr.cast(), self.results.bytes) }
     }
 }
 

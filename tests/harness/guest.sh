@@ -47,10 +47,11 @@ guest_module() {
 	fi
 	rm -f "$GUEST_DIR/module.stamp"
 	rm -rf "$mod"
-	mkdir -p "$mod/rust"
+	mkdir -p "$mod/rust" "$mod/include/uapi/linux"
 	cp "$MSRB_TOP/rust/Kbuild" "$MSRB_TOP"/rust/*.rs "$MSRB_TOP"/rust/*.[ch] "$mod/rust/"
-	rm -f "$mod/rust/generated.rs"
+	rm -f "$mod/rust/generated.rs" "$mod/rust/bindings_generated.rs"
 	cp "$MSRB_TOP/Cargo.toml" "$mod/"	# the version's one source
+	cp "$MSRB_TOP/include/uapi/linux/msrbatch.h" "$mod/include/uapi/linux/"	# the ABI's
 	echo 'obj-m += rust/' >"$mod/Kbuild"
 	make -s -C "$KBUILD" M="$mod" LLVM="$LLVM" RUSTC="$RUSTC" BINDGEN="$BINDGEN" modules >&2 || return
 	"$MSRB_TOP/scripts/check-modinfo.sh" "$mod/rust/msrbatch.ko" "$(cat "$KBUILD/include/config/kernel.release")" >&2 || return
@@ -72,13 +73,14 @@ guest_module() {
 	echo "$stamp" >"$GUEST_DIR/module.stamp"
 }
 
-# What the guest's modules are built from: the sources' contents, the kernel
+# What the guest's modules are built from: the sources' contents (the uapi
+# header too, which the module's build reads), the kernel
 # build (its directory is named by its cache key; its signing key and
 # release), and the toolchain.
 guest_module_key() {
 	(
 		cd "$MSRB_TOP" &&
-			sha256sum rust/Kbuild rust/*.rs rust/*.[ch] Cargo.toml tests/guest/test-pmu/Kbuild \
+			sha256sum rust/Kbuild rust/*.rs rust/*.[ch] include/uapi/linux/msrbatch.h Cargo.toml tests/guest/test-pmu/Kbuild \
 				tests/guest/test-pmu/*.c tests/harness/guest.sh "$KBUILD/include/config/kernel.release" \
 				"$KBUILD/certs/signing_key.x509" &&
 			echo "$KBUILD $LLVM $RUSTC $BINDGEN"

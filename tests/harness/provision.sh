@@ -6,6 +6,8 @@
 #
 #  - Debian 12 packages (rustc-web, clang-22, qemu, busybox, kernel build deps)
 #  - bindgen-cli $MSRB_BINDGEN_VERSION from crates.io into the cache
+#  - cbindgen $MSRB_CBINDGEN_VERSION from crates.io into the cache (the check
+#    of include/msrbatch.h against the C API, test-c-header.sh)
 #  - the linux-source-7.3 package from trixie-backports, fetched with a
 #    *private* apt configuration (own sources list, lists and cache dirs);
 #    the system's apt sources are never touched.
@@ -39,14 +41,15 @@ install_packages() {
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-install_bindgen() {
-	local root="$MSRB_CACHE/bindgen-$MSRB_BINDGEN_VERSION"
-	[ -x "$root/bin/bindgen" ] && return 0
-	command -v cargo >/dev/null || msrb_die "cargo is needed to install bindgen-cli"
-	msrb_log "installing bindgen-cli $MSRB_BINDGEN_VERSION into $root"
+# cargo install --locked crate NAME at VERSION, whose binary is BIN, into
+# $MSRB_CACHE/BIN-VERSION, once.
+install_crate() {
+	local name=$1 version=$2 bin=$3 root="$MSRB_CACHE/$3-$2"
+	[ -x "$root/bin/$bin" ] && return 0
+	command -v cargo >/dev/null || msrb_die "cargo is needed to install $name"
+	msrb_log "installing $name $version into $root"
 	LIBCLANG_PATH="/usr/lib/llvm$MSRB_LLVM_SUFFIX/lib" \
-		cargo install --quiet --locked --version "=$MSRB_BINDGEN_VERSION" \
-		--root "$root.tmp" bindgen-cli
+		cargo install --quiet --locked --version "=$version" --root "$root.tmp" "$name"
 	rm -rf "$root"
 	mv "$root.tmp" "$root"
 }
@@ -103,7 +106,8 @@ fetch_stock_qemu() {
 	echo "$dest" >"$MSRB_CACHE/qemu/current"
 }
 
-install_bindgen
+install_crate bindgen-cli "$MSRB_BINDGEN_VERSION" bindgen
+install_crate cbindgen "$MSRB_CBINDGEN_VERSION" cbindgen
 fetch_linux_source
 fetch_stock_qemu
 

@@ -6,7 +6,7 @@
 //!
 //! This crate holds the userspace ioctl and `fcntl` calls, and so the `unsafe`
 //! code they need. The safe API (batches, devices, results) is the `msrbatch`
-//! crate, whose only other `unsafe` code is its C API (`msrbatch::capi`).
+//! crate, whose only other `unsafe` code is its C API (the `extern "C"` functions of `include/msrbatch.h`).
 //!
 //! The wrappers that are safe functions issue this driver's own commands with
 //! arguments of the size each command announces; they assume, as every ioctl

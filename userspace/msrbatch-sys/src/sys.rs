@@ -485,7 +485,7 @@ mod tests {
     fn shared_words_read_and_write_the_file() {
         use std::io::{Read, Seek, Write};
         use std::os::fd::AsFd;
-        let mut f = tempfile();
+        let mut f = tempfile::tempfile().unwrap();
         let mut bytes = vec![0u8; 4096];
         bytes[8..16].copy_from_slice(&0x1122_3344_5566_7788u64.to_le_bytes());
         f.write_all(&bytes).unwrap();
@@ -505,19 +505,6 @@ mod tests {
             let e = SharedWords::map(f.as_fd(), size).unwrap_err();
             assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{size}");
         }
-    }
-
-    /// A new, unlinked file for reading and writing.
-    fn tempfile() -> std::fs::File {
-        let path = std::env::temp_dir().join(format!("msrbatch-sys-{}", std::process::id()));
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .unwrap();
-        std::fs::remove_file(&path).unwrap();
-        f
     }
 
     /// poll of a descriptor with data says `POLLIN`; STOP on a descriptor

@@ -415,7 +415,7 @@ fn evsel(spec: &str, pentium: bool) -> Result<Exit, Failure> {
         pmu::cesr_encode(spec).map(|v| format!("{v:#x}"))
     } else if number {
         let v = parse_u64(spec).map_err(|e| Failure::nothing_ran(format!("evsel: {e}")))?;
-        pmu::evsel_decode(v).map(|s| {
+        msrbatch::pmu::evsel::decode(v).map(|s| {
             let name = pmu::event_name(v)
                 .map(|n| format!("  # {n}"))
                 .unwrap_or_default();
@@ -424,7 +424,7 @@ fn evsel(spec: &str, pentium: bool) -> Result<Exit, Failure> {
     } else {
         pmu::evsel_encode_default(spec).map(|v| format!("{v:#x}"))
     };
-    let s = out.map_err(|e| Failure::nothing_ran(format!("evsel: {e}")))?;
+    let s = out.map_err(|e| Failure::nothing_ran(format!("evsel: {}", e.what())))?;
     println!("{s}");
     Ok(Exit::Success)
 }

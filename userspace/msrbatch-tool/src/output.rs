@@ -5,6 +5,9 @@
 use clap::ValueEnum;
 use msrbatch::script::Origin;
 use msrbatch::{msr_name, Op, OpResult, Value};
+use serde::ser::SerializeMap;
+use serde::Serialize;
+use serde_json::value::RawValue;
 
 /// Output formats of `run`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -73,37 +76,82 @@ pub fn csv_reg(op: &Op) -> String {
     }
 }
 
+/// A JSON object whose members keep the order they were added in (as
+/// scripts and the guest tests read them), written by serde_json.
+#[derive(Clone, Debug, Default)]
+pub struct JsonObject(Vec<(String, Box<RawValue>)>);
+
+impl JsonObject {
+    /// Adds member `key`.
+    pub fn push(&mut self, key: impl Into<String>, value: impl Serialize) {
+        let value = serde_json::value::to_raw_value(&value).expect("plain data serializes");
+        self.0.push((key.into(), value));
+    }
+
+    /// Adds member `key` and returns the object.
+    pub fn with(mut self, key: &'static str, value: impl Serialize) -> Self {
+        self.push(key, value);
+        self
+    }
+
+    /// Adds member `key`, the number `text` exactly as written (`null` if
+    /// empty).
+    pub fn push_number(&mut self, key: impl Into<String>, text: &str) {
+        let text = if text.is_empty() { "null" } else { text };
+        let value = RawValue::from_string(text.to_string()).expect("a number is JSON");
+        self.0.push((key.into(), value));
+    }
+}
+
+impl Serialize for JsonObject {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+impl std::fmt::Display for JsonObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = serde_json::to_string(self).map_err(|_| std::fmt::Error)?;
+        f.write_str(&text)
+    }
+}
+
 /// The JSON fields of one op's result, the same in `run` and `sample`: the
 /// op's mnemonic, its register or index (`register`, a number as text; and
 /// `name` for a named MSR), every value it returned (as a JSON number and a
 /// `_hex` string: `value`, and `old`/`new`, `aux`, `eax`..`edx` where the op
 /// returns them) and last `error` (null, or the errno's name). `extra` goes
 /// before `error`.
-pub fn json_op(r: &OpResult, extra: &[String]) -> Vec<String> {
-    let mut f = vec![
-        format!("\"op\":\"{}\"", r.op.mnemonic()),
-        format!("\"register\":\"{}\"", csv_reg(&r.op)),
-    ];
+pub fn json_op(r: &OpResult, extra: &[(&'static str, u64)]) -> JsonObject {
+    let mut o = JsonObject::default()
+        .with("op", r.op.mnemonic())
+        .with("register", csv_reg(&r.op));
     if let Op::RdMsr { msr } | Op::WrMsr { msr, .. } | Op::RmwMsr { msr, .. } = r.op {
         if let Some(n) = msr_name(msr) {
-            f.push(format!("\"name\":\"{n}\""));
+            o.push("name", n);
         }
     }
     match r.value {
         Ok(v) => {
             for (k, v) in values(&r.op, &v) {
-                f.push(format!("\"{k}\":{v}"));
-                f.push(format!("\"{k}_hex\":\"{v:#x}\""));
+                o.push(k, v);
+                o.push(format!("{k}_hex"), format!("{v:#x}"));
             }
         }
-        Err(_) => f.push("\"value\":null".into()),
+        Err(_) => o.push("value", ()),
     }
-    f.extend_from_slice(extra);
+    for &(k, v) in extra {
+        o.push(k, v);
+    }
     match r.value {
-        Ok(_) => f.push("\"error\":null".into()),
-        Err(e) => f.push(format!("\"error\":\"{}\"", e.name())),
+        Ok(_) => o.push("error", ()),
+        Err(e) => o.push("error", e.name()),
     }
-    f
+    o
 }
 
 /// Every value an op returned, named: `value` (the main one: the value
@@ -131,21 +179,17 @@ pub fn values(op: &Op, v: &Value) -> Vec<(&'static str, u64)> {
 /// script line, index in the batch, CPU), then [`json_op`], with the op's
 /// `tsc` and the run's `start_spread` where there are some.
 pub fn json_result(run: &Run, line: usize, r: &OpResult) -> String {
-    let mut extra = Vec::new();
-    if let Some(t) = r.tsc {
-        extra.push(format!("\"tsc\":{t}"));
-    }
-    if let Some(s) = run.start_spread {
-        extra.push(format!("\"start_spread\":{s}"));
-    }
-    let mut f = vec![
-        format!("\"iteration\":{}", run.iteration),
-        format!("\"line\":{line}"),
-        format!("\"index\":{}", r.index),
-        format!("\"cpu\":{}", r.cpu),
-    ];
-    f.extend(json_op(r, &extra));
-    format!("{{{}}}", f.join(","))
+    let extra: Vec<(&'static str, u64)> = [("tsc", r.tsc), ("start_spread", run.start_spread)]
+        .into_iter()
+        .filter_map(|(k, v)| Some((k, v?)))
+        .collect();
+    let mut o = JsonObject::default()
+        .with("iteration", run.iteration)
+        .with("line", line)
+        .with("index", r.index)
+        .with("cpu", r.cpu);
+    o.0.extend(json_op(r, &extra).0);
+    o.to_string()
 }
 
 /// The CSV columns of the values an op may return besides its main one
@@ -389,6 +433,21 @@ mod tests {
         }
     }
 
+    /// CPUID 0xa.1 that returned EAX..EDX 1..4.
+    fn cpuid_result() -> OpResult {
+        let op = Op::Cpuid {
+            leaf: 0xa,
+            subleaf: 1,
+        };
+        let regs = Value::Cpuid {
+            eax: 1,
+            ebx: 2,
+            ecx: 3,
+            edx: 4,
+        };
+        result(op, Ok(regs))
+    }
+
     #[test]
     fn json_is_valid_and_complete() {
         let cases = [
@@ -409,22 +468,7 @@ mod tests {
                 "old",
                 Some(1),
             ),
-            (
-                result(
-                    Op::Cpuid {
-                        leaf: 0xa,
-                        subleaf: 1,
-                    },
-                    Ok(Value::Cpuid {
-                        eax: 1,
-                        ebx: 2,
-                        ecx: 3,
-                        edx: 4,
-                    }),
-                ),
-                "edx",
-                Some(4),
-            ),
+            (cpuid_result(), "edx", Some(4)),
             (
                 result(Op::RdTscp, Ok(Value::Tscp { tsc: 9, aux: 3 })),
                 "aux",
@@ -479,6 +523,40 @@ mod tests {
             (v["tsc"].as_u64(), v["start_spread"].as_u64()),
             (Some(123_456), Some(42)),
             "{text}"
+        );
+    }
+
+    /// The bytes, which scripts and the guest tests match: members in this
+    /// order, no spaces.
+    #[test]
+    fn json_bytes() {
+        let pat = result(Op::RdMsr { msr: 0x277 }, Ok(Value::U64(0x7040600070406)));
+        let stamped = OpResult {
+            tsc: Some(123_456),
+            ..pat
+        };
+        assert_eq!(
+            json_result(&run(3, Some(42)), 1, &stamped),
+            format!(
+                "{{\"iteration\":3,\"line\":1,\"index\":{},\"cpu\":2,\"op\":\"rdmsr\",\"register\":\"0x277\",\"name\":\"IA32_PAT\",\"value\":1974748653749254,\"value_hex\":\"0x7040600070406\",\"tsc\":123456,\"start_spread\":42,\"error\":null}}",
+                pat.index
+            )
+        );
+        let failed = result(Op::RdPmc { ecx: 1 << 30 }, Err(Errno(libc::EIO)));
+        assert_eq!(
+            json_result(&run(0, None), 2, &failed),
+            format!(
+                "{{\"iteration\":0,\"line\":2,\"index\":{},\"cpu\":2,\"op\":\"rdpmc\",\"register\":\"0x40000000\",\"value\":null,\"error\":\"EIO\"}}",
+                failed.index
+            )
+        );
+        let cpuid = cpuid_result();
+        assert_eq!(
+            json_result(&run(0, None), 2, &cpuid),
+            format!(
+                "{{\"iteration\":0,\"line\":2,\"index\":{},\"cpu\":2,\"op\":\"cpuid\",\"register\":\"0xa.1\",\"value\":1,\"value_hex\":\"0x1\",\"eax\":1,\"eax_hex\":\"0x1\",\"ebx\":2,\"ebx_hex\":\"0x2\",\"ecx\":3,\"ecx_hex\":\"0x3\",\"edx\":4,\"edx_hex\":\"0x4\",\"error\":null}}",
+                cpuid.index
+            )
         );
     }
 

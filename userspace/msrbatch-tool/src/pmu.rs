@@ -2,10 +2,8 @@
 //! `msrbatch pmu`, live or offline from a CPUID dump. The PMU knowledge
 //! itself is the library's (`msrbatch::pmu`).
 
-pub use msrbatch::pmu::{
-    cesr_decode, cesr_describe, cesr_encode, event_name, evsel_decode, evsel_encode,
-};
-use msrbatch::pmu::{evsel, evsel_flag, ARCH_EVENTS};
+pub use msrbatch::pmu::{cesr_decode, cesr_describe, cesr_encode, event_name};
+use msrbatch::pmu::{evsel, ARCH_EVENTS};
 use msrbatch::pmu::{probe, CpuidDump};
 use msrbatch::Backend;
 use std::io::Write;
@@ -16,13 +14,13 @@ use std::io::Write;
 /// event without modifiers. Raw fields (`event=`, `umask=`, what decoding a
 /// value prints) and any named flag are taken as written, so a decoded value
 /// encodes back to itself.
-pub fn evsel_encode_default(spec: &str) -> Result<u64, String> {
-    let v = evsel_encode(spec)?;
+pub fn evsel_encode_default(spec: &str) -> msrbatch::Result<u64> {
+    let v = evsel::encode(spec)?;
     let items: Vec<&str> = spec.split(',').map(str::trim).collect();
     let names_an_event = items
         .iter()
         .any(|i| ARCH_EVENTS.iter().any(|e| e.name == *i));
-    let names_a_flag = items.iter().any(|i| evsel_flag(i).is_some());
+    let names_a_flag = items.iter().any(|i| evsel::flag(i).is_some());
     Ok(if names_an_event && !names_a_flag {
         v | evsel::USR | evsel::OS | evsel::EN
     } else {
@@ -41,7 +39,8 @@ pub fn pmu(
     out: &mut dyn Write,
 ) -> Result<(), String> {
     let decoded: Vec<(String, msrbatch::pmu::PmuInfo)> = match (dump, dev) {
-        (Some(path), _) => CpuidDump::read(path)?
+        (Some(path), _) => CpuidDump::read(path)
+            .map_err(|e| e.what().to_string())?
             .cpus
             .iter()
             .map(|c| (c.label.clone(), c.pmu()))
@@ -74,18 +73,19 @@ mod tests {
 
     #[test]
     fn evsel_defaults_like_perf() {
-        assert_eq!(evsel_encode_default("instructions"), Ok(0x4300c0));
-        assert_eq!(evsel_encode_default("cycles"), Ok(0x43003c));
-        assert_eq!(evsel_encode_default("instructions,usr,en"), Ok(0x4100c0));
+        let encode = |s: &str| evsel_encode_default(s).ok();
+        assert_eq!(encode("instructions"), Some(0x4300c0));
+        assert_eq!(encode("cycles"), Some(0x43003c));
+        assert_eq!(encode("instructions,usr,en"), Some(0x4100c0));
         // Raw fields, as decoding prints them, stay as written.
-        assert_eq!(evsel_encode_default("event=0xc0"), Ok(0xc0));
+        assert_eq!(encode("event=0xc0"), Some(0xc0));
         for v in [0x4300c0u64, 0x41013c, 0x0, 0xf00ff00ff] {
-            let spec = evsel_decode(v).unwrap();
-            assert_eq!(evsel_encode_default(&spec), Ok(v), "{spec}");
+            let spec = evsel::decode(v).unwrap();
+            assert_eq!(encode(&spec), Some(v), "{spec}");
         }
         assert!(evsel_encode_default("nope").is_err());
     }
-    use msrbatch::model::Model;
+    use msrbatch::sim::SimPmu;
 
     fn testdata(name: &str) -> String {
         format!(
@@ -141,7 +141,7 @@ mod tests {
     fn pmu_live_through_the_model() {
         // The path `msrbatch pmu` takes on a device: probe, then report.
         let path = testdata("zen4-raphael.txt");
-        let m = Model::from_file(&path).unwrap();
+        let m = SimPmu::from_file(&path).unwrap();
         let text = run(Some(&m), None, false);
         assert!(text.contains("PerfMonV2 (global control): yes"), "{text}");
         assert!(!text.contains("no PMU"), "{text}");
@@ -167,7 +167,7 @@ mod tests {
             "{text}"
         );
         // Live, through the model: probe reads CESR and says both halves in words.
-        let m = Model::from_file(testdata("pentium-mmx-tillamook.txt")).unwrap();
+        let m = SimPmu::from_file(testdata("pentium-mmx-tillamook.txt")).unwrap();
         assert!(m.wrmsr(0, 0x11, 0x00d7_01d6));
         let text = run(Some(&m), None, false);
         for l in [
@@ -211,7 +211,7 @@ mod tests {
     /// -C takes a list: one report per CPU asked for.
     #[test]
     fn pmu_live_on_a_cpu_list() {
-        let m = Model::from_file(testdata("raptorlake-hybrid.txt")).unwrap();
+        let m = SimPmu::from_file(testdata("raptorlake-hybrid.txt")).unwrap();
         let mut out = Vec::new();
         pmu(Some(&m), &[1, 0], None, true, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();

@@ -8,7 +8,7 @@
 //! so does every CPU going online or offline and every loss.
 
 use crate::exit::{Exit, Failure};
-use crate::output::{describe_value, format_row, json_op, values, Format};
+use crate::output::{describe_value, format_row, json_op, values, Format, JsonObject};
 use crate::parse_count;
 use msrbatch::derived::{derive, Derived, Sources};
 use msrbatch::number::{parse_duration, parse_u32};
@@ -282,7 +282,7 @@ struct Row {
     tsc: u64,
     cells: Vec<Cell>,
     /// The JSON objects of its ops' results.
-    values: Vec<String>,
+    values: Vec<JsonObject>,
 }
 
 /// A cell: a number (derived, delta, percent), a raw MSR value, an op's
@@ -315,11 +315,13 @@ impl Cell {
         }
     }
 
-    fn json(&self) -> String {
+    /// Adds the cell to `o` as member `key`: a number (as the table prints
+    /// it, its decimals), a raw value, or null.
+    fn push_json(&self, o: &mut JsonObject, key: &str) {
         match self {
-            Cell::Num(..) => self.table(),
-            Cell::Hex(v, _) => v.to_string(),
-            _ => "null".into(),
+            Cell::Num(..) => o.push_number(key, &self.table()),
+            Cell::Hex(v, _) => o.push(key, v),
+            _ => o.push(key, ()),
         }
     }
 
@@ -514,9 +516,12 @@ impl Printer {
                 let what = if online { "online" } else { "offline" };
                 lines.push(match self.format {
                     Format::Table => format!("# cpu {cpu} {what} at seq {seq} (tsc {tsc})"),
-                    Format::Json => {
-                        format!("{{\"type\":\"{what}\",\"cpu\":{cpu},\"seq\":{seq},\"tsc\":{tsc}}}")
-                    }
+                    Format::Json => JsonObject::default()
+                        .with("type", what)
+                        .with("cpu", cpu)
+                        .with("seq", seq)
+                        .with("tsc", tsc)
+                        .to_string(),
                     Format::Csv => self.csv_event(
                         what,
                         &cpu.to_string(),
@@ -529,7 +534,11 @@ impl Printer {
             }
             Record::Lost { cpu, lost } => vec![match self.format {
                 Format::Table => format!("# cpu {cpu} lost {lost} samples (ring full)"),
-                Format::Json => format!("{{\"type\":\"lost\",\"cpu\":{cpu},\"lost\":{lost}}}"),
+                Format::Json => JsonObject::default()
+                    .with("type", "lost")
+                    .with("cpu", cpu)
+                    .with("lost", lost)
+                    .to_string(),
                 Format::Csv => self.csv_event("lost", &cpu.to_string(), "", "", &lost.to_string()),
             }],
         }
@@ -617,7 +626,7 @@ impl Printer {
             seq: s.seq,
             tsc: s.tsc,
             cells,
-            values: results.iter().map(json_value).collect(),
+            values: results.iter().map(|r| json_op(r, &[])).collect(),
         }
     }
 
@@ -676,9 +685,12 @@ impl Printer {
                 first + n - 1
             ),
             Format::Csv => self.csv_event("missed", "-", &first.to_string(), "", &n.to_string()),
-            Format::Json => {
-                format!("{{\"type\":\"missed\",\"cpu\":null,\"seq\":{first},\"periods\":{n}}}")
-            }
+            Format::Json => JsonObject::default()
+                .with("type", "missed")
+                .with("cpu", ())
+                .with("seq", first)
+                .with("periods", n)
+                .to_string(),
         }
     }
 
@@ -769,48 +781,40 @@ impl Printer {
                 }
             }
             Format::Json => {
-                let named = |cells: &[Cell]| -> Vec<String> {
-                    self.columns
-                        .iter()
-                        .zip(cells)
-                        .filter(|(c, _)| !matches!(c.source, Source::Value(..)))
-                        .map(|(c, v)| format!("{}:{}", json_str(&c.name), v.json()))
-                        .collect()
+                let named = |o: &mut JsonObject, cells: &[Cell]| {
+                    for (c, v) in self.columns.iter().zip(cells) {
+                        if !matches!(c.source, Source::Value(..)) {
+                            v.push_json(o, &c.name);
+                        }
+                    }
                 };
-                let mut f = vec!["\"type\":\"summary\"".to_string(), format!("\"seq\":{seq}")];
-                f.extend(named(&summary));
-                lines.push(format!("{{{}}}", f.join(",")));
+                let mut o = JsonObject::default()
+                    .with("type", "summary")
+                    .with("seq", seq);
+                named(&mut o, &summary);
+                lines.push(o.to_string());
                 for cpu in cpus {
                     lines.push(match rows.get(&cpu) {
                         Some(r) => {
-                            let mut f = vec![
-                                "\"type\":\"sample\"".to_string(),
-                                format!("\"cpu\":{cpu}"),
-                                format!("\"seq\":{}", r.seq),
-                                format!("\"tsc\":{}", r.tsc),
-                            ];
-                            f.extend(named(&r.cells));
-                            f.push(format!("\"values\":[{}]", r.values.join(",")));
-                            format!("{{{}}}", f.join(","))
+                            let mut o = JsonObject::default()
+                                .with("type", "sample")
+                                .with("cpu", cpu)
+                                .with("seq", r.seq)
+                                .with("tsc", r.tsc);
+                            named(&mut o, &r.cells);
+                            o.with("values", &r.values).to_string()
                         }
-                        None => format!("{{\"type\":\"missed\",\"cpu\":{cpu},\"seq\":{seq}}}"),
+                        None => JsonObject::default()
+                            .with("type", "missed")
+                            .with("cpu", cpu)
+                            .with("seq", seq)
+                            .to_string(),
                     });
                 }
             }
         }
         lines
     }
-}
-
-/// A JSON string.
-fn json_str(s: &str) -> String {
-    serde_json::Value::from(s).to_string()
-}
-
-/// One op's result in a JSON sample: the object `run --json` prints for an
-/// op, without where it came from (the sample has the CPU and TSC).
-fn json_value(r: &OpResult) -> String {
-    format!("{{{}}}", json_op(r, &[]).join(","))
 }
 
 /// The sampler went wrong after it started (exit status 3).

@@ -7,9 +7,9 @@ mod print;
 
 use clap::Args;
 use msrbatch::counters::{check_ownership, parse_events, EventSpec, Plan, Reading, Session};
-use msrbatch::model::Model;
 use msrbatch::number::{format_cpu_list, parse_cpu_list};
 use msrbatch::pmu::{probe_cpuid, CpuidCpu, CpuidDump, PmuInfo};
+use msrbatch::sim::SimPmu;
 use msrbatch::{script, Backend, Batch};
 use print::{Layout, Report, Style};
 use std::cell::Cell;
@@ -480,61 +480,9 @@ fn deltas<B: Backend + ?Sized>(
 /// plan's CPU), the increase of each of the group's events.
 type Counted = Vec<(u32, Vec<u64>)>;
 
-/// One run of CMD counting group `g` on every CPU: program, start (one
-/// batch for all CPUs), run CMD, stop (one batch), restore. With
-/// `interval`, it is called at every tick of CMD's run with the time since
-/// the start and what each CPU counted since the last tick.
-#[allow(clippy::too_many_arguments)]
-fn count_group<B: Backend + ?Sized>(
-    dev: &B,
-    a: &StatArgs,
-    say: &dyn Say,
-    warn: &mut dyn Write,
-    run: &mut Workload<'_>,
-    g: usize,
-    group: &Group,
-    interval: &mut dyn FnMut(Duration, &Counted) -> Result<(), String>,
-) -> Result<(Counted, Ran), String> {
-    let mut sessions = Vec::new();
-    for plan in &group.plans {
-        say.say(&format!(
-            "group {}: save every MSR it touches on CPU {}, stop, zero and program ({})",
-            g + 1,
-            plan.cpu,
-            plan.describe().join("; ")
-        ));
-        sessions.push(Session::program(dev, plan.clone()).map_err(|e| e.to_string())?);
-    }
-    let label =
-        |v: Vec<Vec<u64>>| -> Counted { group.plans.iter().map(|p| p.cpu).zip(v).collect() };
-    say.say(&format!("group {}: start, fence, read", g + 1));
-    let begin = Instant::now();
-    let start = read_all(dev, &sessions, true, false)?;
-    say.say(&format!("group {}: CMD runs: {}", g + 1, a.cmd.join(" ")));
-    let mut last = start.clone();
-    let mut tick = || {
-        let now = read_all(dev, &sessions, false, false)?;
-        let d = deltas(&sessions, &last, &now);
-        last = now;
-        interval(begin.elapsed(), &label(d))
-    };
-    let ran = run(&mut tick);
-    say.say(&format!("group {}: fence, read, stop", g + 1));
-    let end = read_all(dev, &sessions, false, true);
-    say.say(&format!("group {}: restore what was saved", g + 1));
-    for s in &mut sessions {
-        let report = s.restore().map_err(|e| e.to_string())?;
-        for line in report.inexact {
-            let _ = writeln!(warn, "msrbatch: stat: warning: {line}");
-        }
-    }
-    let end = end?;
-    let ran = ran?;
-    if a.interval.is_some() {
-        interval(begin.elapsed(), &label(deltas(&sessions, &last, &end)))?;
-    }
-    Ok((label(deltas(&sessions, &start, &end)), ran))
-}
+/// Takes one interval's counts (-I): where to print, the time since the
+/// start, what each CPU counted.
+type OnInterval<'a> = dyn FnMut(&mut dyn Write, Duration, &Counted) -> Result<(), String> + 'a;
 
 /// The CPUs `a` names (a dry run of a dump: the dump's CPUs by position).
 fn chosen_cpus(a: &StatArgs, nr_dump_cpus: Option<usize>) -> Result<Vec<u32>, String> {
@@ -543,86 +491,6 @@ fn chosen_cpus(a: &StatArgs, nr_dump_cpus: Option<usize>) -> Result<Vec<u32>, St
         None => msrbatch::online_cpus().unwrap_or_default(),
     };
     a.cpus(&online)
-}
-
-/// The stat sequence on `dev` (the device, or the model for a dry run):
-/// plan groups, check ownership, then per repetition and group program,
-/// start, run CMD (`run`), stop and restore. `out` gets the intervals
-/// (with -I). Returns the counts and CMD's last non-zero exit status.
-fn measure<B: Backend + ?Sized>(
-    dev: &B,
-    a: &StatArgs,
-    cpus: &[u32],
-    say: &dyn Say,
-    warn: &mut dyn Write,
-    out: &mut dyn Write,
-    run: &mut Workload<'_>,
-) -> Result<(Report, i32), String> {
-    let (cpus, events) = probe_events(dev, cpus, say, warn, &a.events)?;
-    let groups: Vec<Vec<usize>> = match cpus.present.first() {
-        Some((cpu, info)) => Plan::groups(info, *cpu, &events)
-            .map_err(|e| e.to_string())?
-            .iter()
-            .scan(0, |first, p| {
-                let idx = (*first..*first + p.slots.len()).collect();
-                *first += p.slots.len();
-                Some(idx)
-            })
-            .collect(),
-        None => vec![(0..events.len()).collect()],
-    };
-    if groups.len() > 1 {
-        if a.interval.is_some() {
-            return Err(format!(
-                "-I counts every event at once, and these {} events need {} runs of CMD (they do not fit CPU {}'s counters together)",
-                events.len(),
-                groups.len(),
-                cpus.present[0].0
-            ));
-        }
-        say.say(&format!(
-            "{} events, {} groups: CMD runs once per group and repetition",
-            events.len(),
-            groups.len()
-        ));
-    }
-    if a.interval.is_some() && a.repeat > 1 {
-        return Err("-I prints one run of CMD: -r must be 1".into());
-    }
-    let groups = plan_groups(&cpus, &events, groups)?;
-    check_groups(dev, a, say, &groups)?;
-    let layout = a.layout();
-    let names: Vec<String> = events.iter().map(|e| e.name.clone()).collect();
-    let cmd = a.cmd.join(" ");
-    let empty = || {
-        let mut r = Report::new(&cmd, &cpus.all, 1, &names);
-        for &(cpu, _) in &cpus.present {
-            r.supported(cpu);
-        }
-        r
-    };
-    let mut report = empty();
-    report.runs = a.repeat;
-    let mut header = true;
-    let mut status = 0;
-    for _ in 0..a.repeat {
-        for (g, group) in groups.iter().enumerate() {
-            let mut interval = |t: Duration, c: &Counted| -> Result<(), String> {
-                let mut r = empty();
-                r.add_run(&group.events, c, t);
-                let text = print::interval(&layout, &r, t, header);
-                header = false;
-                out.write_all(text.as_bytes())
-                    .map_err(|e| format!("writing the counts: {e}"))
-            };
-            let (counted, ran) = count_group(dev, a, say, warn, run, g, group, &mut interval)?;
-            if ran.status != 0 {
-                status = ran.status;
-            }
-            report.add_run(&group.events, &counted, ran.elapsed);
-        }
-    }
-    Ok((report, status))
 }
 
 /// What a sweep counted: per event (in the order given) its name, the run
@@ -634,61 +502,198 @@ struct Sweep {
     status: i32,
 }
 
-/// `stat --sweep`: CMD once to warm up (nothing counted), then each group
-/// of events that fit the counters together -r times.
-fn sweep<B: Backend + ?Sized>(
-    dev: &B,
-    a: &StatArgs,
-    cpus: &[u32],
-    say: &dyn Say,
-    warn: &mut dyn Write,
-    run: &mut Workload<'_>,
-) -> Result<Sweep, String> {
-    let (cpus, events) = probe_events(dev, cpus, say, warn, &a.sweep)?;
-    let Some((cpu, info)) = cpus.present.first() else {
-        return Err("no CPU with a PMU; nothing to sweep".into());
-    };
-    let packed = Plan::pack(info, *cpu, &events).map_err(|e| e.to_string())?;
-    let groups = plan_groups(&cpus, &events, packed.into_iter().map(|(_, i)| i).collect())?;
-    say.say(&format!(
-        "sweep: {} events in {} groups of at most {} (the counters of CPU {cpu}); CMD runs once to warm up, then {} time(s) per group",
-        events.len(),
-        groups.len(),
-        info.gp_counters + info.fixed_counters,
-        a.repeat
-    ));
-    check_groups(dev, a, say, &groups)?;
-    let mut out = Sweep {
-        events: events
-            .iter()
-            .map(|e| (e.name.clone(), 0, Vec::new()))
-            .collect(),
-        groups: groups.len(),
-        status: 0,
-    };
-    say.say(&format!(
-        "warm-up: CMD runs, nothing counted: {}",
-        a.cmd.join(" ")
-    ));
-    let ran = run(&mut || Ok(()))?;
-    if ran.status != 0 {
-        out.status = ran.status;
-    }
-    for _ in 0..a.repeat {
-        for (g, group) in groups.iter().enumerate() {
-            let (counted, ran) = count_group(dev, a, say, warn, run, g, group, &mut |_, _| Ok(()))?;
-            if ran.status != 0 {
-                out.status = ran.status;
-            }
-            // Each event's count, summed over the CPUs.
-            for (slot, &k) in group.events.iter().enumerate() {
-                let sum = counted.iter().map(|(_, v)| v[slot]).sum();
-                out.events[k].1 = g + 1;
-                out.events[k].2.push(sum);
+/// What stat counts with: the device (or the model for a dry run), the
+/// arguments, the CPUs it counts on, what says what the batches are for,
+/// where warnings and the intervals (-I) go, and CMD (`run`).
+struct Counting<'a, B: ?Sized> {
+    dev: &'a B,
+    a: &'a StatArgs,
+    cpus: &'a [u32],
+    say: &'a dyn Say,
+    warn: &'a mut dyn Write,
+    out: &'a mut dyn Write,
+    run: &'a mut Workload<'a>,
+}
+
+impl<B: Backend + ?Sized> Counting<'_, B> {
+    /// One run of CMD counting group `g` on every CPU: program, start (one
+    /// batch for all CPUs), run CMD, stop (one batch), restore. With
+    /// `interval`, it is called at every tick of CMD's run with the time
+    /// since the start and what each CPU counted since the last tick.
+    fn count_group(
+        &mut self,
+        g: usize,
+        group: &Group,
+        interval: &mut OnInterval<'_>,
+    ) -> Result<(Counted, Ran), String> {
+        let (dev, a, say) = (self.dev, self.a, self.say);
+        let mut sessions = Vec::new();
+        for plan in &group.plans {
+            say.say(&format!(
+                "group {}: save every MSR it touches on CPU {}, stop, zero and program ({})",
+                g + 1,
+                plan.cpu,
+                plan.describe().join("; ")
+            ));
+            sessions.push(Session::program(dev, plan.clone()).map_err(|e| e.to_string())?);
+        }
+        let label =
+            |v: Vec<Vec<u64>>| -> Counted { group.plans.iter().map(|p| p.cpu).zip(v).collect() };
+        say.say(&format!("group {}: start, fence, read", g + 1));
+        let begin = Instant::now();
+        let start = read_all(dev, &sessions, true, false)?;
+        say.say(&format!("group {}: CMD runs: {}", g + 1, a.cmd.join(" ")));
+        let mut last = start.clone();
+        let out = &mut *self.out;
+        let mut tick = || {
+            let now = read_all(dev, &sessions, false, false)?;
+            let d = deltas(&sessions, &last, &now);
+            last = now;
+            interval(out, begin.elapsed(), &label(d))
+        };
+        let ran = (self.run)(&mut tick);
+        say.say(&format!("group {}: fence, read, stop", g + 1));
+        let end = read_all(dev, &sessions, false, true);
+        say.say(&format!("group {}: restore what was saved", g + 1));
+        for s in &mut sessions {
+            let report = s.restore().map_err(|e| e.to_string())?;
+            for line in report.inexact {
+                let _ = writeln!(self.warn, "msrbatch: stat: warning: {line}");
             }
         }
+        let end = end?;
+        let ran = ran?;
+        if a.interval.is_some() {
+            let d = label(deltas(&sessions, &last, &end));
+            interval(self.out, begin.elapsed(), &d)?;
+        }
+        Ok((label(deltas(&sessions, &start, &end)), ran))
     }
-    Ok(out)
+
+    /// The stat sequence on `dev` (the device, or the model for a dry run):
+    /// plan groups, check ownership, then per repetition and group program,
+    /// start, run CMD (`run`), stop and restore; the intervals (with -I) go
+    /// to `out`. Returns the counts and CMD's last non-zero exit status.
+    fn measure(&mut self) -> Result<(Report, i32), String> {
+        let (dev, a, say) = (self.dev, self.a, self.say);
+        let (cpus, events) = probe_events(dev, self.cpus, say, self.warn, &a.events)?;
+        let groups: Vec<Vec<usize>> = match cpus.present.first() {
+            Some((cpu, info)) => Plan::groups(info, *cpu, &events)
+                .map_err(|e| e.to_string())?
+                .iter()
+                .scan(0, |first, p| {
+                    let idx = (*first..*first + p.slots.len()).collect();
+                    *first += p.slots.len();
+                    Some(idx)
+                })
+                .collect(),
+            None => vec![(0..events.len()).collect()],
+        };
+        if groups.len() > 1 {
+            if a.interval.is_some() {
+                return Err(format!(
+                    "-I counts every event at once, and these {} events need {} runs of CMD (they do not fit CPU {}'s counters together)",
+                    events.len(),
+                    groups.len(),
+                    cpus.present[0].0
+                ));
+            }
+            say.say(&format!(
+                "{} events, {} groups: CMD runs once per group and repetition",
+                events.len(),
+                groups.len()
+            ));
+        }
+        if a.interval.is_some() && a.repeat > 1 {
+            return Err("-I prints one run of CMD: -r must be 1".into());
+        }
+        let groups = plan_groups(&cpus, &events, groups)?;
+        check_groups(dev, a, say, &groups)?;
+        let layout = a.layout();
+        let names: Vec<String> = events.iter().map(|e| e.name.clone()).collect();
+        let cmd = a.cmd.join(" ");
+        let empty = || {
+            let mut r = Report::new(&cmd, &cpus.all, 1, &names);
+            for &(cpu, _) in &cpus.present {
+                r.supported(cpu);
+            }
+            r
+        };
+        let mut report = empty();
+        report.runs = a.repeat;
+        let mut header = true;
+        let mut status = 0;
+        for _ in 0..a.repeat {
+            for (g, group) in groups.iter().enumerate() {
+                let mut interval =
+                    |out: &mut dyn Write, t: Duration, c: &Counted| -> Result<(), String> {
+                        let mut r = empty();
+                        r.add_run(&group.events, c, t);
+                        let text = print::interval(&layout, &r, t, header);
+                        header = false;
+                        out.write_all(text.as_bytes())
+                            .map_err(|e| format!("writing the counts: {e}"))
+                    };
+                let (counted, ran) = self.count_group(g, group, &mut interval)?;
+                if ran.status != 0 {
+                    status = ran.status;
+                }
+                report.add_run(&group.events, &counted, ran.elapsed);
+            }
+        }
+        Ok((report, status))
+    }
+
+    /// `stat --sweep`: CMD once to warm up (nothing counted), then each group
+    /// of events that fit the counters together -r times.
+    fn sweep(&mut self) -> Result<Sweep, String> {
+        let (dev, a, say) = (self.dev, self.a, self.say);
+        let (cpus, events) = probe_events(dev, self.cpus, say, self.warn, &a.sweep)?;
+        let Some((cpu, info)) = cpus.present.first() else {
+            return Err("no CPU with a PMU; nothing to sweep".into());
+        };
+        let packed = Plan::pack(info, *cpu, &events).map_err(|e| e.to_string())?;
+        let groups = plan_groups(&cpus, &events, packed.into_iter().map(|(_, i)| i).collect())?;
+        say.say(&format!(
+            "sweep: {} events in {} groups of at most {} (the counters of CPU {cpu}); CMD runs once to warm up, then {} time(s) per group",
+            events.len(),
+            groups.len(),
+            info.gp_counters + info.fixed_counters,
+            a.repeat
+        ));
+        check_groups(dev, a, say, &groups)?;
+        let mut out = Sweep {
+            events: events
+                .iter()
+                .map(|e| (e.name.clone(), 0, Vec::new()))
+                .collect(),
+            groups: groups.len(),
+            status: 0,
+        };
+        say.say(&format!(
+            "warm-up: CMD runs, nothing counted: {}",
+            a.cmd.join(" ")
+        ));
+        let ran = (self.run)(&mut || Ok(()))?;
+        if ran.status != 0 {
+            out.status = ran.status;
+        }
+        for _ in 0..a.repeat {
+            for (g, group) in groups.iter().enumerate() {
+                let (counted, ran) = self.count_group(g, group, &mut |_, _, _| Ok(()))?;
+                if ran.status != 0 {
+                    out.status = ran.status;
+                }
+                // Each event's count, summed over the CPUs.
+                for (slot, &k) in group.events.iter().enumerate() {
+                    let sum = counted.iter().map(|(_, v)| v[slot]).sum();
+                    out.events[k].1 = g + 1;
+                    out.events[k].2.push(sum);
+                }
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// The CPUIDs of the CPUs a dry run plans for, and the CPUs it counts on.
@@ -699,7 +704,7 @@ fn dry_run_cpus(
 ) -> Result<(Vec<CpuidCpu>, Vec<u32>), String> {
     let (mut leaves, chosen) = match (&a.cpuid_dump, dev) {
         (Some(path), _) => {
-            let d = CpuidDump::read(path)?;
+            let d = CpuidDump::read(path).map_err(|e| e.what().to_string())?;
             let chosen = chosen_cpus(a, Some(d.cpus.len()))?;
             if let Some(c) = chosen.iter().find(|&&c| c as usize >= d.cpus.len()) {
                 return Err(format!("{path}: no CPU {c} (it has {})", d.cpus.len()));
@@ -767,7 +772,7 @@ pub fn stat(
 ) -> Result<i32, String> {
     if a.dry_run {
         let (leaves, cpus) = dry_run_cpus(dev, a, plan_out)?;
-        let model = Model::new(&CpuidDump { cpus: leaves });
+        let model = SimPmu::new(&CpuidDump { cpus: leaves });
         let cmd = a.cmd.join(" ");
         let echo = Echo {
             inner: &model,
@@ -780,11 +785,19 @@ pub fn stat(
                 elapsed: Duration::ZERO,
             })
         };
-        let (sink, counts) = (&mut std::io::sink(), &mut std::io::sink());
+        let mut c = Counting {
+            dev: &echo,
+            a,
+            cpus: &cpus,
+            say: &echo,
+            warn: &mut std::io::sink(),
+            out: &mut std::io::sink(),
+            run: &mut nothing,
+        };
         if a.sweep.is_empty() {
-            measure(&echo, a, &cpus, &echo, sink, counts, &mut nothing)?;
+            c.measure()?;
         } else {
-            sweep(&echo, a, &cpus, &echo, sink, &mut nothing)?;
+            c.sweep()?;
         }
         echo.say(&format!(
             "{} batches; CMD ({cmd}) would run between each group's start and stop",
@@ -832,13 +845,22 @@ fn count<B: Backend + ?Sized>(
     run: &mut Workload<'_>,
 ) -> Result<i32, String> {
     let w = |e: std::io::Error| format!("writing the counts: {e}");
+    let mut c = Counting {
+        dev,
+        a,
+        cpus,
+        say: &Quiet,
+        warn,
+        out: &mut *out,
+        run,
+    };
     if !a.sweep.is_empty() {
-        let s = sweep(dev, a, cpus, &Quiet, warn, run)?;
+        let s = c.sweep()?;
         out.write_all(print_sweep(a, cpus, &s).as_bytes())
             .map_err(w)?;
         return Ok(s.status);
     }
-    let (report, status) = measure(dev, a, cpus, &Quiet, warn, out, run)?;
+    let (report, status) = c.measure()?;
     if a.interval.is_none() {
         out.write_all(print::counts(&a.layout(), &report).as_bytes())
             .map_err(w)?;

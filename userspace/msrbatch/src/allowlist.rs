@@ -122,7 +122,7 @@ pub fn read(path: impl AsRef<Path>) -> Result<String> {
 /// Why the module refused a batch (`MSRBATCH_IOC_BATCH`) with `errno`
 /// (positive), when the allowlist or the write rules are the reason: for
 /// messages. [`crate::Device::run`]'s errors carry it.
-pub fn batch_refusal_reason(errno: i32) -> Option<&'static str> {
+pub(crate) fn batch_refusal_reason(errno: i32) -> Option<&'static str> {
     match errno {
         libc::EACCES => Some(
             "this descriptor was opened without CAP_SYS_RAWIO and the allowlist it got at open \

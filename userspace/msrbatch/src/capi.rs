@@ -7,10 +7,16 @@
 //! It is the one module of this crate with `unsafe` code (the ioctls are in
 //! `msrbatch-sys`): C hands it raw pointers, whose validity is the C caller's
 //! contract (documented in the header).
+//!
+//! The prototypes and their documentation are the header's;
+//! `tests/harness/test-c-header.sh` (in `make check`) holds it to these
+//! functions as cbindgen reads them (`cbindgen.toml`): the same names,
+//! compatible prototypes, the same record and constants.
 
-use crate::counters::{check_ownership, parse_events, Plan, Reading, Session};
-use crate::model::{Model, Source};
+use crate::counters::{Reading, Session};
 use crate::sampler::{Record, Sampler, SamplerConfig};
+#[cfg(feature = "sim")]
+use crate::sim::{SimPmu, Source};
 use crate::uapi::{
     msrbatch_info, MSRBATCH_REC_LOST, MSRBATCH_REC_OFFLINE, MSRBATCH_REC_ONLINE,
     MSRBATCH_REC_SAMPLE,
@@ -19,26 +25,29 @@ use crate::{Backend, Batch, Device, Errno, Op, Prepared};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_long, CStr, CString};
 
-/// An open device, or a PMU model standing in for one (`struct msrbatch`).
+/// An open device, or a simulated PMU standing in for one (`struct msrbatch`).
 pub enum CDevice {
     /// `/dev/msrbatch`.
     Device(Device),
-    /// [`Model`] (`msrbatch_open_model`).
-    Model(Model),
+    /// A simulated PMU (`msrbatch_open_model`).
+    #[cfg(feature = "sim")]
+    Sim(SimPmu),
 }
 
 impl Backend for CDevice {
     fn run(&self, batch: &mut Batch) -> crate::Result<()> {
         match self {
             CDevice::Device(d) => Backend::run(d, batch),
-            CDevice::Model(m) => m.run(batch),
+            #[cfg(feature = "sim")]
+            CDevice::Sim(m) => m.run(batch),
         }
     }
 
     fn nmi_watchdog(&self) -> Option<bool> {
         match self {
             CDevice::Device(d) => d.nmi_watchdog(),
-            CDevice::Model(m) => m.nmi_watchdog(),
+            #[cfg(feature = "sim")]
+            CDevice::Sim(m) => m.nmi_watchdog(),
         }
     }
 }
@@ -47,8 +56,27 @@ impl CDevice {
     fn device(&self) -> Option<&Device> {
         match self {
             CDevice::Device(d) => Some(d),
-            CDevice::Model(_) => None,
+            #[cfg(feature = "sim")]
+            CDevice::Sim(_) => None,
         }
+    }
+}
+
+/// Runs `f` on the device `dev` is: `-EINVAL` for NULL, `-EOPNOTSUPP` for a
+/// simulated PMU, else what `f` returns or its error's negative errno.
+///
+/// # Safety
+///
+/// `dev` is NULL or came from `msrbatch_open`/`msrbatch_open_model`.
+unsafe fn with_device(
+    dev: *const CDevice,
+    f: impl FnOnce(&Device) -> crate::Result<c_int>,
+) -> c_int {
+    // SAFETY: By the caller's contract.
+    match unsafe { dev.as_ref() }.map(CDevice::device) {
+        None => -libc::EINVAL,
+        Some(None) => -libc::EOPNOTSUPP,
+        Some(Some(d)) => f(d).unwrap_or_else(|e| neg(&e)),
     }
 }
 
@@ -101,7 +129,7 @@ unsafe fn open_into(
     }
 }
 
-/// `int msrbatch_open(const char *path, struct msrbatch **dev)`: for reading
+/// `msrbatch_open()`: for reading
 /// and writing if the node lets the caller write, else read-only
 /// ([`Device::open_path_best`]).
 ///
@@ -114,7 +142,7 @@ pub unsafe extern "C" fn msrbatch_open(path: *const c_char, dev: *mut *mut CDevi
     unsafe { open_into(path, dev, |p| Device::open_path_best(p)) }
 }
 
-/// `int msrbatch_open_read_only(const char *path, struct msrbatch **dev)`:
+/// `msrbatch_open_read_only()`:
 /// read-only, for callers that will not write ([`Device::open_path_read_only`]).
 ///
 /// # Safety
@@ -129,7 +157,7 @@ pub unsafe extern "C" fn msrbatch_open_read_only(
     unsafe { open_into(path, dev, |p| Device::open_path_read_only(p)) }
 }
 
-/// `int msrbatch_is_read_only(const struct msrbatch *dev)`: 1 if `dev` was
+/// `msrbatch_is_read_only()`: 1 if `dev` was
 /// opened read-only (writes, restore on close and RDPMC grants fail with
 /// `-EBADF`), 0 if not, `-EINVAL` for NULL or a model.
 ///
@@ -145,7 +173,7 @@ pub unsafe extern "C" fn msrbatch_is_read_only(dev: *const CDevice) -> c_int {
     }
 }
 
-/// `void msrbatch_close(struct msrbatch *dev)`
+/// `msrbatch_close()`
 ///
 /// # Safety
 ///
@@ -158,7 +186,7 @@ pub unsafe extern "C" fn msrbatch_close(dev: *mut CDevice) {
     }
 }
 
-/// `int msrbatch_info(struct msrbatch *dev, struct msrbatch_info *info)`
+/// `msrbatch_info()`
 ///
 /// # Safety
 ///
@@ -182,13 +210,13 @@ pub unsafe extern "C" fn msrbatch_info(dev: *const CDevice, info: *mut msrbatch_
     }
 }
 
-/// `struct msrbatch_batch_buf *msrbatch_batch_new(void)`
+/// `msrbatch_batch_new()`
 #[no_mangle]
 pub extern "C" fn msrbatch_batch_new() -> *mut CBatch {
     Box::into_raw(Box::new(CBatch(Batch::new())))
 }
 
-/// `void msrbatch_batch_free(struct msrbatch_batch_buf *batch)`
+/// `msrbatch_batch_free()`
 ///
 /// # Safety
 ///
@@ -217,7 +245,7 @@ unsafe fn batch_ref<'a>(batch: *const CBatch) -> Option<&'a Batch> {
     unsafe { batch.as_ref() }.map(|r| &r.0)
 }
 
-/// `void msrbatch_batch_stop_on_error(struct msrbatch_batch_buf *batch, int stop)`
+/// `msrbatch_batch_stop_on_error()`
 ///
 /// # Safety
 ///
@@ -248,15 +276,15 @@ macro_rules! flag_fns {
 }
 
 flag_fns! {
-    /// `void msrbatch_batch_sync_start(struct msrbatch_batch_buf *batch, int on)`:
+    /// `msrbatch_batch_sync_start()`:
     /// synchronised start (`MSRBATCH_F_SYNC_START`).
     msrbatch_batch_sync_start => sync_start;
-    /// `void msrbatch_batch_timestamps(struct msrbatch_batch_buf *batch, int on)`:
+    /// `msrbatch_batch_timestamps()`:
     /// per-op timestamps in `val[1]` (`MSRBATCH_F_TIMESTAMPS`).
     msrbatch_batch_timestamps => timestamps;
 }
 
-/// `uint64_t msrbatch_batch_start_spread(const struct msrbatch_batch_buf *batch)`:
+/// `msrbatch_batch_start_spread()`:
 /// the last run's start spread in TSC ticks (0 before a run, and on one CPU).
 ///
 /// # Safety
@@ -318,7 +346,7 @@ push_fns! {
     msrbatch_batch_rdcr4() => Op::RdCr4;
 }
 
-/// `size_t msrbatch_batch_len(const struct msrbatch_batch_buf *batch)`
+/// `msrbatch_batch_len()`
 ///
 /// # Safety
 ///
@@ -329,7 +357,7 @@ pub unsafe extern "C" fn msrbatch_batch_len(batch: *const CBatch) -> usize {
     unsafe { batch_ref(batch) }.map_or(0, Batch::len)
 }
 
-/// `int msrbatch_run(struct msrbatch *dev, struct msrbatch_batch_buf *batch)`
+/// `msrbatch_run()`
 ///
 /// 0: the batch ran (per-op results via `msrbatch_result`); negative errno:
 /// nothing ran (`msrbatch_batch_err_index` names the op to blame, if any).
@@ -349,7 +377,7 @@ pub unsafe extern "C" fn msrbatch_run(dev: *const CDevice, batch: *mut CBatch) -
     }
 }
 
-/// `int msrbatch_batch_check(struct msrbatch_batch_buf *batch)`: checks
+/// `msrbatch_batch_check()`: checks
 /// `batch` against the kernel's limits that need nothing but the batch (ops
 /// per batch, delays, timestamps; [`crate::refusal::check_batch`]) without
 /// an ioctl: 0, or the negative errno the kernel would return, with
@@ -375,7 +403,7 @@ pub unsafe extern "C" fn msrbatch_batch_check(batch: *mut CBatch) -> c_int {
     }
 }
 
-/// `uint32_t msrbatch_batch_nr_failed(const struct msrbatch_batch_buf *batch)`
+/// `msrbatch_batch_nr_failed()`
 ///
 /// # Safety
 ///
@@ -386,7 +414,7 @@ pub unsafe extern "C" fn msrbatch_batch_nr_failed(batch: *const CBatch) -> u32 {
     unsafe { batch_ref(batch) }.map_or(0, Batch::nr_failed)
 }
 
-/// `long msrbatch_batch_err_index(const struct msrbatch_batch_buf *batch)`: the op the
+/// `msrbatch_batch_err_index()`: the op the
 /// kernel blamed when the last run was rejected, or -1.
 ///
 /// # Safety
@@ -400,7 +428,7 @@ pub unsafe extern "C" fn msrbatch_batch_err_index(batch: *const CBatch) -> c_lon
         .map_or(-1, c_long::from)
 }
 
-/// `int msrbatch_result(const struct msrbatch_batch_buf *batch, size_t index, uint64_t val[2])`
+/// `msrbatch_result()`
 ///
 /// Stores op `index`'s outputs (`val[0]`, `val[1]` as in the uapi header) and
 /// returns its status: 0, or a negative errno (`-EIO` fault, `-ECANCELED` not
@@ -419,20 +447,20 @@ pub unsafe extern "C" fn msrbatch_result(
     let Some(b) = (unsafe { batch_ref(batch) }) else {
         return -libc::EINVAL;
     };
-    let Some(raw) = b.raw_ops().get(index) else {
-        return -libc::ERANGE;
-    };
     // SAFETY: By the caller's contract.
-    unsafe { store_val(val, raw.val) };
-    raw.status
+    unsafe { store_result(b.raw_ops().get(index).map(|r| (r.status, r.val)), val) }
 }
 
-/// Copies an op's outputs to `val`, if not NULL.
+/// An op's result for C: copies its outputs to `val` (if not NULL) and
+/// returns its status; `-ERANGE` for `None` (an index past the end).
 ///
 /// # Safety
 ///
 /// `val` is NULL or valid for two writes.
-unsafe fn store_val(val: *mut u64, v: [u64; 2]) {
+unsafe fn store_result(result: Option<(i32, [u64; 2])>, val: *mut u64) -> c_int {
+    let Some((status, v)) = result else {
+        return -libc::ERANGE;
+    };
     if !val.is_null() {
         // SAFETY: `val` is valid for two writes, by the caller's contract.
         unsafe {
@@ -440,12 +468,13 @@ unsafe fn store_val(val: *mut u64, v: [u64; 2]) {
             val.add(1).write(v[1]);
         }
     }
+    status
 }
 
 /// A prepared batch (`struct msrbatch_prepared`).
 pub struct CPrepared(Prepared<'static>);
 
-/// `int msrbatch_prepare(const struct msrbatch *dev, struct msrbatch_batch_buf *batch, struct msrbatch_prepared **prep)`
+/// `msrbatch_prepare()`
 ///
 /// Validates `batch` once and has the kernel keep it (its flags included):
 /// 0, or a negative errno as `msrbatch_run` (`msrbatch_batch_err_index`
@@ -455,7 +484,7 @@ pub struct CPrepared(Prepared<'static>);
 /// # Safety
 ///
 /// `dev` came from `msrbatch_open` and stays open until
-/// `msrbatch_prepared_free(*prep)`; `batch` came from `msrbatch_batch_new`;
+/// `msrbatch_prepared_free()`; `batch` came from `msrbatch_batch_new`;
 /// `prep` is valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn msrbatch_prepare(
@@ -497,7 +526,7 @@ unsafe fn prepared<'a>(prep: *const CPrepared) -> Option<&'a Prepared<'static>> 
     unsafe { prep.as_ref() }.map(|p| &p.0)
 }
 
-/// `int msrbatch_prepared_run(const struct msrbatch_prepared *prep)`: runs it
+/// `msrbatch_prepared_run()`: runs it
 /// again; the number of failed ops, or a negative errno (nothing ran).
 ///
 /// # Safety
@@ -515,7 +544,7 @@ pub unsafe extern "C" fn msrbatch_prepared_run(prep: *const CPrepared) -> c_int 
     }
 }
 
-/// `size_t msrbatch_prepared_len(const struct msrbatch_prepared *prep)`
+/// `msrbatch_prepared_len()`
 ///
 /// # Safety
 ///
@@ -526,7 +555,7 @@ pub unsafe extern "C" fn msrbatch_prepared_len(prep: *const CPrepared) -> usize 
     unsafe { prepared(prep) }.map_or(0, Prepared::len)
 }
 
-/// `int msrbatch_prepared_result(const struct msrbatch_prepared *prep, size_t index, uint64_t val[2])`
+/// `msrbatch_prepared_result()`
 ///
 /// As `msrbatch_result`, for the last run of a prepared batch (read from the
 /// kernel's result area now; zero before the first run).
@@ -544,15 +573,11 @@ pub unsafe extern "C" fn msrbatch_prepared_result(
     let Some(p) = (unsafe { prepared(prep) }) else {
         return -libc::EINVAL;
     };
-    let Some(r) = p.raw_result(index) else {
-        return -libc::ERANGE;
-    };
     // SAFETY: By the caller's contract.
-    unsafe { store_val(val, r.val) };
-    r.status
+    unsafe { store_result(p.raw_result(index).map(|r| (r.status, r.val)), val) }
 }
 
-/// `void msrbatch_prepared_free(struct msrbatch_prepared *prep)`: unmaps its
+/// `msrbatch_prepared_free()`: unmaps its
 /// results and frees the kernel's copy.
 ///
 /// # Safety
@@ -574,7 +599,7 @@ pub struct CSampler(Sampler);
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CSamplerRecord {
     /// `MSRBATCH_REC_*`.
-    pub type_: u32,
+    pub r#type: u32,
     /// The CPU.
     pub cpu: u32,
     /// SAMPLE, ONLINE, OFFLINE: the period.
@@ -591,7 +616,7 @@ pub struct CSamplerRecord {
     pub reserved: u32,
 }
 
-/// `int msrbatch_sampler_start(const struct msrbatch_prepared *prep, uint64_t period_ns, uint32_t ring_pages, uint32_t watermark, struct msrbatch_sampler **sampler)`
+/// `msrbatch_sampler_start()`
 ///
 /// # Safety
 ///
@@ -637,7 +662,7 @@ unsafe fn sampler_ref<'a>(s: *const CSampler) -> Option<&'a Sampler> {
     unsafe { s.as_ref() }.map(|s| &s.0)
 }
 
-/// `int msrbatch_sampler_fd(const struct msrbatch_sampler *sampler)`: its
+/// `msrbatch_sampler_fd()`: its
 /// descriptor, or -EINVAL.
 ///
 /// # Safety
@@ -650,7 +675,7 @@ pub unsafe extern "C" fn msrbatch_sampler_fd(sampler: *const CSampler) -> c_int 
     unsafe { sampler_ref(sampler) }.map_or(-libc::EINVAL, |s| s.as_fd().as_raw_fd())
 }
 
-/// `int msrbatch_sampler_read(struct msrbatch_sampler *sampler, struct msrbatch_sampler_record *rec, uint64_t *vals, size_t max_pairs)`:
+/// `msrbatch_sampler_read()`:
 /// 1 (a record), 0 (none unread) or a negative errno.
 ///
 /// # Safety
@@ -682,7 +707,7 @@ pub unsafe extern "C" fn msrbatch_sampler_read(
     let mut out = CSamplerRecord::default();
     match r {
         Record::Sample(smp) => {
-            out.type_ = MSRBATCH_REC_SAMPLE;
+            out.r#type = MSRBATCH_REC_SAMPLE;
             (out.cpu, out.seq, out.tsc, out.failed) = (smp.cpu, smp.seq, smp.tsc, smp.failed);
             out.nr = u32::try_from(smp.values.len()).unwrap_or(u32::MAX);
             if !vals.is_null() {
@@ -697,13 +722,13 @@ pub unsafe extern "C" fn msrbatch_sampler_read(
             }
         }
         Record::Lost { cpu, lost } => {
-            (out.type_, out.cpu, out.lost) = (MSRBATCH_REC_LOST, cpu, lost);
+            (out.r#type, out.cpu, out.lost) = (MSRBATCH_REC_LOST, cpu, lost);
         }
         Record::Online { cpu, seq, tsc } => {
-            (out.type_, out.cpu, out.seq, out.tsc) = (MSRBATCH_REC_ONLINE, cpu, seq, tsc);
+            (out.r#type, out.cpu, out.seq, out.tsc) = (MSRBATCH_REC_ONLINE, cpu, seq, tsc);
         }
         Record::Offline { cpu, seq, tsc } => {
-            (out.type_, out.cpu, out.seq, out.tsc) = (MSRBATCH_REC_OFFLINE, cpu, seq, tsc);
+            (out.r#type, out.cpu, out.seq, out.tsc) = (MSRBATCH_REC_OFFLINE, cpu, seq, tsc);
         }
     }
     // SAFETY: `rec` is valid for a write, by the caller's contract.
@@ -711,7 +736,7 @@ pub unsafe extern "C" fn msrbatch_sampler_read(
     1
 }
 
-/// `int msrbatch_sampler_stop(const struct msrbatch_sampler *sampler)`
+/// `msrbatch_sampler_stop()`
 ///
 /// # Safety
 ///
@@ -725,7 +750,7 @@ pub unsafe extern "C" fn msrbatch_sampler_stop(sampler: *const CSampler) -> c_in
     }
 }
 
-/// `uint64_t msrbatch_sampler_lost(const struct msrbatch_sampler *sampler)`
+/// `msrbatch_sampler_lost()`
 /// (0 for NULL).
 ///
 /// # Safety
@@ -737,7 +762,7 @@ pub unsafe extern "C" fn msrbatch_sampler_lost(sampler: *const CSampler) -> u64 
     unsafe { sampler_ref(sampler) }.map_or(0, Sampler::lost)
 }
 
-/// `void msrbatch_sampler_free(struct msrbatch_sampler *sampler)`
+/// `msrbatch_sampler_free()`
 ///
 /// # Safety
 ///
@@ -751,7 +776,7 @@ pub unsafe extern "C" fn msrbatch_sampler_free(sampler: *mut CSampler) {
     }
 }
 
-/// `int msrbatch_restore_on_close(const struct msrbatch *dev)`: every MSR a
+/// `msrbatch_restore_on_close()`: every MSR a
 /// batch on `dev` writes from now on is written back when it is closed.
 ///
 /// # Safety
@@ -760,14 +785,10 @@ pub unsafe extern "C" fn msrbatch_sampler_free(sampler: *mut CSampler) {
 #[no_mangle]
 pub unsafe extern "C" fn msrbatch_restore_on_close(dev: *const CDevice) -> c_int {
     // SAFETY: By the caller's contract.
-    match unsafe { dev.as_ref() } {
-        Some(CDevice::Device(d)) => d.restore_on_close().map_or_else(|e| neg(&e), |()| 0),
-        Some(CDevice::Model(_)) => -libc::EOPNOTSUPP,
-        None => -libc::EINVAL,
-    }
+    unsafe { with_device(dev, |d| d.restore_on_close().map(|()| 0)) }
 }
 
-/// `int msrbatch_restore_now(const struct msrbatch *dev)`: writes them back
+/// `msrbatch_restore_now()`: writes them back
 /// now; how many could not be, or a negative errno.
 ///
 /// # Safety
@@ -776,16 +797,15 @@ pub unsafe extern "C" fn msrbatch_restore_on_close(dev: *const CDevice) -> c_int
 #[no_mangle]
 pub unsafe extern "C" fn msrbatch_restore_now(dev: *const CDevice) -> c_int {
     // SAFETY: By the caller's contract.
-    match unsafe { dev.as_ref() } {
-        Some(CDevice::Device(d)) => d
-            .restore_now()
-            .map_or_else(|e| neg(&e), |n| c_int::try_from(n).unwrap_or(c_int::MAX)),
-        Some(CDevice::Model(_)) => -libc::EOPNOTSUPP,
-        None => -libc::EINVAL,
+    unsafe {
+        with_device(dev, |d| {
+            d.restore_now()
+                .map(|n| c_int::try_from(n).unwrap_or(c_int::MAX))
+        })
     }
 }
 
-/// `int msrbatch_grant_rdpmc(struct msrbatch *dev)`
+/// `msrbatch_grant_rdpmc()`
 ///
 /// # Safety
 ///
@@ -793,14 +813,10 @@ pub unsafe extern "C" fn msrbatch_restore_now(dev: *const CDevice) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn msrbatch_grant_rdpmc(dev: *const CDevice) -> c_int {
     // SAFETY: By the caller's contract.
-    match unsafe { dev.as_ref() } {
-        Some(CDevice::Device(d)) => d.grant_rdpmc().map_or_else(|e| neg(&e), |()| 0),
-        Some(CDevice::Model(_)) => -libc::EOPNOTSUPP,
-        None => -libc::EINVAL,
-    }
+    unsafe { with_device(dev, |d| d.grant_rdpmc().map(|()| 0)) }
 }
 
-/// `int msrbatch_revoke_rdpmc(struct msrbatch *dev)`
+/// `msrbatch_revoke_rdpmc()`
 ///
 /// # Safety
 ///
@@ -808,14 +824,10 @@ pub unsafe extern "C" fn msrbatch_grant_rdpmc(dev: *const CDevice) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn msrbatch_revoke_rdpmc(dev: *const CDevice) -> c_int {
     // SAFETY: By the caller's contract.
-    match unsafe { dev.as_ref() } {
-        Some(CDevice::Device(d)) => d.revoke_rdpmc().map_or_else(|e| neg(&e), |()| 0),
-        Some(CDevice::Model(_)) => -libc::EOPNOTSUPP,
-        None => -libc::EINVAL,
-    }
+    unsafe { with_device(dev, |d| d.revoke_rdpmc().map(|()| 0)) }
 }
 
-/// `long msrbatch_online_cpus(uint32_t *cpus, size_t max)`: the CPUs the
+/// `msrbatch_online_cpus()`: the CPUs the
 /// kernel lists as online ([`crate::online_cpus`]), in ascending order: the
 /// first `max` of them go to `cpus` (which may be NULL when `max` is 0), and
 /// the return value is how many there are (call again with more room if
@@ -843,7 +855,7 @@ pub unsafe extern "C" fn msrbatch_online_cpus(cpus: *mut u32, max: usize) -> c_l
     }
 }
 
-/// `const char *msrbatch_errno_name(int err)`: `"EIO"` for `EIO` or `-EIO`;
+/// `msrbatch_errno_name()`: `"EIO"` for `EIO` or `-EIO`;
 /// NULL for values this API does not produce. The string is static.
 #[no_mangle]
 pub extern "C" fn msrbatch_errno_name(err: c_int) -> *const c_char {
@@ -874,7 +886,7 @@ fn set_last_error(msg: &str) {
     LAST_ERROR.with(|l| *l.borrow_mut() = msg);
 }
 
-/// `const char *msrbatch_last_error(void)`: what the calling thread's last
+/// `msrbatch_last_error()`: what the calling thread's last
 /// failed call said ("" if none): for a refused batch, prepared batch or
 /// sampler, the errno and why in words, naming the kernel's limit and the
 /// value that broke it. Valid until its next failing call.
@@ -883,12 +895,13 @@ pub extern "C" fn msrbatch_last_error() -> *const c_char {
     LAST_ERROR.with(|l| l.borrow().as_ptr())
 }
 
-/// `int msrbatch_open_model(const char *cpuid_dump, struct msrbatch **dev)`:
+/// `msrbatch_open_model()`:
 /// a PMU model of the CPUs of a CPUID dump, usable wherever a device is.
 ///
 /// # Safety
 ///
 /// `cpuid_dump` is a NUL-terminated string; `dev` is valid for a write.
+#[cfg(feature = "sim")]
 #[no_mangle]
 pub unsafe extern "C" fn msrbatch_open_model(
     cpuid_dump: *const c_char,
@@ -901,22 +914,23 @@ pub unsafe extern "C" fn msrbatch_open_model(
     let Ok(path) = unsafe { CStr::from_ptr(cpuid_dump) }.to_str() else {
         return -libc::EINVAL;
     };
-    match Model::from_file(path) {
+    match SimPmu::from_file(path) {
         Ok(m) => {
             // SAFETY: `dev` is valid for a write, by the caller's contract.
-            unsafe { *dev = Box::into_raw(Box::new(CDevice::Model(m))) };
+            unsafe { *dev = Box::into_raw(Box::new(CDevice::Sim(m))) };
             0
         }
-        Err(e) => fail(&crate::Error::new(libc::EINVAL, e)),
+        Err(e) => fail(&crate::Error::new(libc::EINVAL, e.what())),
     }
 }
 
-/// `int msrbatch_model_delay_mix(struct msrbatch *dev, const char *event, uint32_t per_cycle)`:
+/// `msrbatch_model_delay_mix()`:
 /// on a model, each cycle of a DELAY op adds `per_cycle` to `event`.
 ///
 /// # Safety
 ///
 /// `dev` came from `msrbatch_open_model`; `event` is a NUL-terminated string.
+#[cfg(feature = "sim")]
 #[no_mangle]
 pub unsafe extern "C" fn msrbatch_model_delay_mix(
     dev: *const CDevice,
@@ -924,7 +938,7 @@ pub unsafe extern "C" fn msrbatch_model_delay_mix(
     per_cycle: u32,
 ) -> c_int {
     // SAFETY: By the caller's contract.
-    let Some(CDevice::Model(m)) = (unsafe { dev.as_ref() }) else {
+    let Some(CDevice::Sim(m)) = (unsafe { dev.as_ref() }) else {
         return -libc::EINVAL;
     };
     if event.is_null() {
@@ -948,7 +962,7 @@ pub struct CCounters(Session<'static, CDevice>);
 /// Do not refuse counters that seem owned (`MSRBATCH_COUNTERS_FORCE`).
 pub const MSRBATCH_COUNTERS_FORCE: u32 = 1;
 
-/// `int msrbatch_counters_open(struct msrbatch *dev, uint32_t cpu, const char *events, unsigned int flags, struct msrbatch_counters **ctr)`
+/// `msrbatch_counters_open()`
 ///
 /// Probes CPU `cpu`'s PMU, places `events` (the `-e` syntax of `msrbatch
 /// stat`) on its counters, checks that nobody owns them and programs them
@@ -960,7 +974,7 @@ pub const MSRBATCH_COUNTERS_FORCE: u32 = 1;
 /// # Safety
 ///
 /// `dev` came from `msrbatch_open`/`msrbatch_open_model` and stays open until
-/// `msrbatch_counters_close(*ctr)`; `events` is a NUL-terminated string;
+/// `msrbatch_counters_close()`; `events` is a NUL-terminated string;
 /// `ctr` is valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn msrbatch_counters_open(
@@ -981,18 +995,7 @@ pub unsafe extern "C" fn msrbatch_counters_open(
     let Ok(events) = unsafe { CStr::from_ptr(events) }.to_str() else {
         return -libc::EINVAL;
     };
-    let open = || -> crate::Result<Session<'static, CDevice>> {
-        let events = parse_events(&[events.to_string()])?;
-        let info = crate::pmu::probe(dev, cpu)?;
-        let plan = Plan::new(&info, cpu, &events)?;
-        let why = check_ownership(dev, &plan)?;
-        if !why.is_empty() && flags & MSRBATCH_COUNTERS_FORCE == 0 {
-            let why: Vec<String> = why.iter().map(ToString::to_string).collect();
-            return Err(crate::Error::new(libc::EBUSY, why.join("; ")));
-        }
-        Session::program(dev, plan)
-    };
-    match open() {
+    match Session::open(dev, cpu, events, flags & MSRBATCH_COUNTERS_FORCE != 0) {
         Ok(s) => {
             // SAFETY: `ctr` is valid for a write, by the caller's contract.
             unsafe { *ctr = Box::into_raw(Box::new(CCounters(s))) };
@@ -1010,7 +1013,7 @@ unsafe fn session<'a>(ctr: *const CCounters) -> Option<&'a Session<'static, CDev
     unsafe { ctr.as_ref() }.map(|c| &c.0)
 }
 
-/// `size_t msrbatch_counters_len(const struct msrbatch_counters *ctr)`: the number of events.
+/// `msrbatch_counters_len()`: the number of events.
 ///
 /// # Safety
 ///
@@ -1021,7 +1024,7 @@ pub unsafe extern "C" fn msrbatch_counters_len(ctr: *const CCounters) -> usize {
     unsafe { session(ctr) }.map_or(0, |s| s.plan().slots.len())
 }
 
-/// `int msrbatch_counters_describe(const struct msrbatch_counters *ctr, size_t i, char *buf, size_t len)`:
+/// `msrbatch_counters_describe()`:
 /// writes "EVENT: COUNTER ..." for event `i` (truncated, NUL-terminated) and
 /// returns its full length, like snprintf; `-ERANGE` past the end.
 ///
@@ -1090,13 +1093,13 @@ macro_rules! counter_fns {
 }
 
 counter_fns! {
-    /// `int msrbatch_counters_start(const struct msrbatch_counters *ctr, uint64_t *values)`:
+    /// `msrbatch_counters_start()`:
     /// starts the counters and reads them (one batch).
     msrbatch_counters_start => start;
-    /// `int msrbatch_counters_stop(const struct msrbatch_counters *ctr, uint64_t *values)`:
+    /// `msrbatch_counters_stop()`:
     /// reads the counters and stops them (one batch).
     msrbatch_counters_stop => stop;
-    /// `int msrbatch_counters_read(const struct msrbatch_counters *ctr, uint64_t *values)`:
+    /// `msrbatch_counters_read()`:
     /// reads the counters (CPUID fence, then RDPMC).
     msrbatch_counters_read => read;
 }
@@ -1121,15 +1124,15 @@ macro_rules! counter_push_fns {
 }
 
 counter_push_fns! {
-    /// `int msrbatch_counters_push_start(const struct msrbatch_counters *ctr, struct msrbatch_batch_buf *batch)`:
+    /// `msrbatch_counters_push_start()`:
     /// appends the ops that start the counters.
     msrbatch_counters_push_start => push_start;
-    /// `int msrbatch_counters_push_stop(const struct msrbatch_counters *ctr, struct msrbatch_batch_buf *batch)`:
+    /// `msrbatch_counters_push_stop()`:
     /// appends the ops that stop them.
     msrbatch_counters_push_stop => push_stop;
 }
 
-/// `long msrbatch_counters_push_read(const struct msrbatch_counters *ctr, struct msrbatch_batch_buf *batch)`:
+/// `msrbatch_counters_push_read()`:
 /// appends a CPUID fence and one RDPMC per event; returns a handle for
 /// `msrbatch_counters_values`.
 ///
@@ -1150,7 +1153,7 @@ pub unsafe extern "C" fn msrbatch_counters_push_read(
     c_long::try_from(first).unwrap_or(-c_long::from(libc::E2BIG))
 }
 
-/// `int msrbatch_counters_values(const struct msrbatch_counters *ctr, const struct msrbatch_batch_buf *batch, long reading, uint64_t *values)`:
+/// `msrbatch_counters_values()`:
 /// the counts a `msrbatch_counters_push_read` of the run `batch` got.
 ///
 /// # Safety
@@ -1180,13 +1183,13 @@ pub unsafe extern "C" fn msrbatch_counters_values(
     unsafe { store(s.values(b, Reading::after_fence(first)), values) }
 }
 
-/// `int msrbatch_counters_deltas(const struct msrbatch_counters *ctr, const uint64_t *start, const uint64_t *end, uint64_t *out)`:
+/// `msrbatch_counters_deltas()`:
 /// `end - start` per event, modulo each counter's width.
 ///
 /// # Safety
 ///
 /// `ctr` came from `msrbatch_counters_open`; each array holds
-/// `msrbatch_counters_len(ctr)` values.
+/// `msrbatch_counters_len()` values.
 #[no_mangle]
 pub unsafe extern "C" fn msrbatch_counters_deltas(
     ctr: *const CCounters,
@@ -1215,7 +1218,7 @@ pub unsafe extern "C" fn msrbatch_counters_deltas(
     0
 }
 
-/// `int msrbatch_counters_restore(struct msrbatch_counters *ctr)`: puts back
+/// `msrbatch_counters_restore()`: puts back
 /// every MSR the counters touched; 1 if a counter value could not be
 /// restored exactly (no full-width writes; `msrbatch_last_error()` says
 /// which), 0 if all was, a negative errno if a restore faulted.
@@ -1239,7 +1242,7 @@ pub unsafe extern "C" fn msrbatch_counters_restore(ctr: *mut CCounters) -> c_int
     }
 }
 
-/// `void msrbatch_counters_close(struct msrbatch_counters *ctr)`: restores
+/// `msrbatch_counters_close()`: restores
 /// (if `msrbatch_counters_restore` was not called) and frees.
 ///
 /// # Safety
@@ -1409,7 +1412,7 @@ mod tests {
                 1
             );
             assert_eq!(
-                (rec.type_, rec.cpu, rec.seq, rec.tsc),
+                (rec.r#type, rec.cpu, rec.seq, rec.tsc),
                 (MSRBATCH_REC_ONLINE, 1, 0, 77)
             );
             assert_eq!(
@@ -1417,7 +1420,7 @@ mod tests {
                 1
             );
             assert_eq!(
-                (rec.type_, rec.cpu, rec.seq, rec.tsc, rec.failed, rec.nr),
+                (rec.r#type, rec.cpu, rec.seq, rec.tsc, rec.failed, rec.nr),
                 (MSRBATCH_REC_SAMPLE, 1, 0, 1000, 0b10, 2)
             );
             // One pair of room: the first op's values only.

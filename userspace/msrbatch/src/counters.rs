@@ -4,14 +4,11 @@
 //! and restore every PMU MSR that was touched.
 //!
 //! ```no_run
-//! use msrbatch::counters::{check_ownership, parse_events, Plan, Session};
-//! use msrbatch::{pmu, Device};
+//! use msrbatch::counters::Session;
+//! use msrbatch::Device;
 //!
 //! let dev = Device::open()?;
-//! let info = pmu::probe(&dev, 0)?;
-//! let plan = Plan::new(&info, 0, &parse_events(&["instructions,cycles".into()])?)?;
-//! assert!(check_ownership(&dev, &plan)?.is_empty());
-//! let mut s = Session::program(&dev, plan)?;
+//! let mut s = Session::open(&dev, 0, "instructions,cycles", false)?;
 //! let start = s.start()?;
 //! // ... the work to measure runs on CPU 0 ...
 //! let end = s.stop()?;
@@ -120,9 +117,9 @@ impl EventSpec {
             .filter(|s| !s.is_empty())
         {
             if let Some((k, v)) = item.split_once('=') {
-                e.bits = pmu::evsel_set_field(e.bits, k, v).map_err(inval)?;
+                e.bits = evsel::set_field(e.bits, k, v).map_err(|err| inval(err.what().into()))?;
                 raw |= k == "event" || k == "umask";
-            } else if let Some(bit) = pmu::evsel_flag(item) {
+            } else if let Some(bit) = evsel::flag(item) {
                 if bit != evsel::EN {
                     e.bits |= bit;
                 }
@@ -154,41 +151,29 @@ impl EventSpec {
             return self.p5_config(pmu);
         }
         if self.clocks {
-            return Err(Error::new(
+            return Err(self.error(
                 libc::EINVAL,
-                format!(
-                    "event '{}': clocks is a Pentium (P5) counter control; this PMU counts durations with cmask=",
-                    self.name
-                ),
+                "clocks is a Pentium (P5) counter control; this PMU counts durations with cmask=",
             ));
         }
         let mut v = self.bits;
         if let Some(n) = self.named {
             let (ev, um, avail) = pmu.event_by_name(n).ok_or_else(|| {
-                Error::new(
+                self.error(
                     libc::EOPNOTSUPP,
-                    format!(
-                        "event '{}': {} has no event called {n}",
-                        self.name, pmu.vendor
-                    ),
+                    format!("{} has no event called {n}", pmu.vendor),
                 )
             })?;
             if !avail {
-                return Err(Error::new(
+                return Err(self.error(
                     libc::EOPNOTSUPP,
-                    format!(
-                        "event '{}': CPUID says {n} is not available on this CPU",
-                        self.name
-                    ),
+                    format!("CPUID says {n} is not available on this CPU"),
                 ));
             }
             v |= u64::from(ev & 0xff) | u64::from(um) << 8 | u64::from(ev >> 8) << 32;
         }
         if !pmu.is_amd() && v & (0xf << 32) != 0 {
-            return Err(Error::new(
-                libc::EINVAL,
-                format!("event '{}': event selects above 0xff are AMD's", self.name),
-            ));
+            return Err(self.error(libc::EINVAL, "event selects above 0xff are AMD's"));
         }
         if v & evsel::ANY != 0 {
             if let Some(why) = pmu.any_thread_refusal() {
@@ -206,28 +191,30 @@ impl EventSpec {
 }
 
 impl EventSpec {
+    /// Error `errno` of this event: `why`, after the event's name.
+    fn error(&self, errno: i32, why: impl std::fmt::Display) -> Error {
+        Error::new(errno, format!("event '{}': {why}", self.name))
+    }
+
     /// The CESR half (unshifted, CC set: counting) this event programs on a
     /// Pentium: its event select, CPL bits (usr: CPL 3, os: CPL 0-2, both
     /// when neither is given), clocks and pin control.
     fn p5_config(&self, pmu: &PmuInfo) -> Result<u64> {
-        let inval = |m: String| Error::new(libc::EINVAL, format!("event '{}': {m}", self.name));
+        let inval = |m: String| self.error(libc::EINVAL, m);
         let event = match self.named {
             Some(n) => {
                 let (e, avail) = pmu.p5_event(n).ok_or_else(|| {
-                    Error::new(
+                    self.error(
                         libc::EOPNOTSUPP,
-                        format!(
-                            "event '{}': the Pentium has no event called {n} (its events are the mnemonics of SDM Table A-19)",
-                            self.name
-                        ),
+                        format!("the Pentium has no event called {n} (its events are the mnemonics of SDM Table A-19)"),
                     )
                 })?;
                 if !avail {
-                    return Err(Error::new(
+                    return Err(self.error(
                         libc::EOPNOTSUPP,
                         format!(
-                            "event '{}': {} (event 0x{:02x}) needs a Pentium with MMX technology",
-                            self.name, e.name, e.event
+                            "{} (event 0x{:02x}) needs a Pentium with MMX technology",
+                            e.name, e.event
                         ),
                     ));
                 }
@@ -619,6 +606,20 @@ fn u64_of(b: &Batch, i: usize) -> Result<u64> {
     }
 }
 
+impl Plan {
+    /// Checks that nobody owns the planned counters ([`check_ownership`]):
+    /// `EBUSY`, the conflicts joined by `; `, unless there are none or
+    /// `force`. Returns the conflicts `force` overrode.
+    pub fn claim<B: Backend + ?Sized>(&self, dev: &B, force: bool) -> Result<Vec<Conflict>> {
+        let why = check_ownership(dev, self)?;
+        if why.is_empty() || force {
+            return Ok(why);
+        }
+        let why: Vec<String> = why.iter().map(ToString::to_string).collect();
+        Err(Error::new(libc::EBUSY, why.join("; ")))
+    }
+}
+
 /// Reads what says whether the planned counters are free: their control
 /// registers, IA32_PERF_GLOBAL_INUSE (version 4 and later), and the NMI
 /// watchdog setting. An empty list means free.
@@ -756,6 +757,19 @@ impl<B: Backend + ?Sized> fmt::Debug for Session<'_, B> {
 }
 
 impl<'a, B: Backend + ?Sized> Session<'a, B> {
+    /// Counts `events` (a comma-separated list, as [`parse_events`] reads
+    /// it) on CPU `cpu`: probes its PMU, places the events ([`Plan::new`]),
+    /// checks nobody owns those counters ([`Plan::claim`]; with `force`,
+    /// whatever it finds) and programs them ([`Session::program`]). `ENODEV`
+    /// (the [`Error::what`] saying why) when the CPU has no usable PMU,
+    /// `EBUSY` when a counter is owned.
+    pub fn open(dev: &'a B, cpu: u32, events: &str, force: bool) -> Result<Self> {
+        let events = parse_events(&[events.to_string()])?;
+        let plan = Plan::new(&pmu::probe(dev, cpu)?, cpu, &events)?;
+        plan.claim(dev, force)?;
+        Session::program(dev, plan)
+    }
+
     /// One batch, stopping at the first fault: save every MSR the plan
     /// touches, stop the planned counters (global control), then zero and
     /// program them. Counting starts with [`Session::start`]. On a fault
@@ -1204,5 +1218,6 @@ impl Plan {
     }
 }
 
-#[cfg(test)]
+// Run on the simulated PMU.
+#[cfg(all(test, feature = "sim"))]
 mod tests;

@@ -32,14 +32,14 @@ use std::collections::BTreeMap;
 /// Joules per count of the energy status counters, from a RAPL power unit
 /// MSR's value (Intel 0x606, AMD 0xC0010299): bits 12:8 are the energy
 /// status unit ESU, a count is 1/2^ESU J.
-pub fn energy_unit_joules(power_unit: u64) -> f64 {
+pub(crate) fn energy_unit_joules(power_unit: u64) -> f64 {
     let esu = (power_unit >> 8) & 0x1f;
     1.0 / (1u64 << esu) as f64
 }
 
 /// Counts an energy status counter advanced from `old` to `new`: its low
 /// 32 bits, which wrap.
-pub fn energy_counts(old: u64, new: u64) -> u64 {
+pub(crate) fn energy_counts(old: u64, new: u64) -> u64 {
     u64::from((new as u32).wrapping_sub(old as u32))
 }
 

@@ -89,6 +89,11 @@ impl Error {
         }
     }
 
+    /// `EINVAL` for text that does not parse: `why` says what is wrong.
+    pub(crate) fn invalid(why: impl Into<String>) -> Self {
+        Self::new(libc::EINVAL, why)
+    }
+
     /// What failed, without the errno.
     pub fn what(&self) -> &str {
         &self.what

@@ -38,8 +38,15 @@
 //! language ([`script`]); numbers follow [one grammar](number) everywhere;
 //! [`msr`] names the architectural MSRs.
 //!
-//! This crate has no `unsafe` code except its C API ([`capi`]); the ioctls
-//! are in the `msrbatch-sys` crate, which also has the raw interface.
+//! Counters: [`counters::Session::open`] probes a CPU's PMU, places events on
+//! its counters, checks nobody owns them and programs them; [`pmu`] decodes
+//! what a PMU is. With the feature `sim` (on by default), `sim::SimPmu` is
+//! a simulated PMU, built from a real CPU's CPUID dump, on which counter code
+//! runs without the hardware or the module.
+//!
+//! This crate has no `unsafe` code except its C API (the `extern "C"`
+//! functions `include/msrbatch.h` declares); the ioctls are in the
+//! `msrbatch-sys` crate, which also has the raw interface.
 
 #![deny(unsafe_code, unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
@@ -48,11 +55,10 @@ pub mod allowlist;
 // The C API is the one module with `unsafe` code (C hands it raw pointers);
 // the ioctls themselves are in the `msrbatch-sys` crate.
 #[allow(unsafe_code)]
-pub mod capi;
+mod capi;
 pub mod counters;
 pub mod derived;
 mod error;
-pub mod model;
 pub mod msr;
 mod msr_index;
 pub mod number;
@@ -60,6 +66,8 @@ pub mod pmu;
 pub mod refusal;
 pub mod sampler;
 pub mod script;
+#[cfg(feature = "sim")]
+pub mod sim;
 
 /// The ABI's types and constants (generated from `<linux/msrbatch.h>`), for
 /// [`Batch::raw_ops`] and [`Op::encode`].
@@ -443,6 +451,7 @@ impl Batch {
 
     /// Stores op `index`'s outcome as the kernel would (for backends other
     /// than the device): `status` 0 or a negative errno, and the outputs.
+    #[cfg(feature = "sim")]
     pub(crate) fn set_result(&mut self, index: usize, status: i32, val: [u64; 2]) {
         if let Some(r) = self.raw.get_mut(index) {
             r.status = status;
@@ -575,8 +584,8 @@ impl Drop for Prepared<'_> {
     }
 }
 
-/// Something that runs a [`Batch`]: the device, or the PMU model
-/// ([`model::Model`]) that tests run the same code against.
+/// Something that runs a [`Batch`]: the device, or the simulated PMU
+/// (`sim::SimPmu`, feature `sim`) on which the same code runs without hardware.
 pub trait Backend {
     /// Runs `batch` like [`Device::run`]: `Ok` means it ran and each op has
     /// its own result; `Err` means nothing ran.

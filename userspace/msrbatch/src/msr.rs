@@ -217,7 +217,7 @@ fn distance(a: &str, b: &str) -> usize {
 /// The known name nearest to `name`, if one is near enough to be meant: at
 /// most a third of its length away, or one it is the end of
 /// (`PLATFORM_INFO` for `MSR_PLATFORM_INFO`).
-pub fn suggest(name: &str) -> Option<String> {
+pub(crate) fn suggest(name: &str) -> Option<String> {
     let upper = name.to_ascii_uppercase();
     let (best, d) = known_names()
         .map(|n| (distance(&upper, &n.to_ascii_uppercase()), n))

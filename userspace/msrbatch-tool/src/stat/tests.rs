@@ -5,8 +5,8 @@
 
 use super::*;
 use clap::Parser;
-use msrbatch::model::Phase;
 use msrbatch::msr;
+use msrbatch::sim::Phase;
 use std::time::Duration;
 
 #[derive(Parser)]
@@ -53,6 +53,22 @@ fn testdata(name: &str) -> String {
     )
 }
 
+/// What `stat` prints for `argv` through `dev` (or the dump `argv` names);
+/// CMD's exit status is 0.
+fn stat_text(dev: Option<&dyn Backend>, argv: &[&str]) -> String {
+    let mut out = Vec::new();
+    assert_eq!(stat(dev, &args(argv), &mut out).unwrap(), 0, "{argv:?}");
+    String::from_utf8(out).unwrap()
+}
+
+/// A dry run of `events` (`opt`: `-e` or `--sweep`) on the dump `path`.
+fn dry_run(path: &str, opt: &str, events: &str) -> String {
+    stat_text(
+        None,
+        &["--dry-run", "--cpuid-dump", path, opt, events, "--", "true"],
+    )
+}
+
 const DUMPS: &[(&str, bool)] = &[
     ("core2-conroe.txt", false),
     ("nehalem-ep.txt", false),
@@ -69,18 +85,7 @@ const DUMPS: &[(&str, bool)] = &[
 fn dry_run_of_the_seed_event_on_every_dump() {
     for &(name, amd) in DUMPS {
         let path = testdata(name);
-        let a = args(&[
-            "--dry-run",
-            "--cpuid-dump",
-            &path,
-            "-e",
-            "event=0x0e:umask=0x01:usr",
-            "--",
-            "true",
-        ]);
-        let mut out = Vec::new();
-        assert_eq!(stat(None, &a, &mut out).unwrap(), 0, "{name}");
-        let text = String::from_utf8(out).unwrap();
+        let text = dry_run(&path, "-e", "event=0x0e:umask=0x01:usr");
         let has = |l: &str| text.lines().any(|x| x == l);
         let pmu = CpuidDump::read(&path).unwrap().cpus[0].pmu();
         match (amd, pmu.version >= 2) {
@@ -123,48 +128,14 @@ fn dry_run_of_the_seed_event_on_every_dump() {
 #[test]
 fn stat_counts_what_the_model_counted_on_every_dump() {
     for &(name, _) in DUMPS {
-        let m = Model::from_file(testdata(name)).unwrap();
+        let m = SimPmu::from_file(testdata(name)).unwrap();
         let global = m.pmu(0).unwrap().global_ctrl();
         let has_global = m.pmu(0).unwrap().has_global();
         if has_global {
             assert!(m.wrmsr(0, global, 1 << 1), "{name}");
         }
-        let a = args(&[
-            "-r",
-            "3",
-            "-e",
-            "instructions:usr,cycles,branches:os",
-            "--",
-            "cmd",
-        ]);
-        let mut out = Vec::new();
-        let mut runs = 0;
-        let code = count0(&m, &a, &mut out, &mut |_| {
-            runs += 1;
-            m.execute(
-                0,
-                &[
-                    Phase::user(1000)
-                        .with("instructions", 2)
-                        .with("branches", 1),
-                    Phase::kernel(100)
-                        .with("instructions", 1)
-                        .with("branches", 3),
-                ],
-            );
-            ran(0)
-        })
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(code, 0);
-        let text = String::from_utf8(out).unwrap();
+        let (text, runs) = count_mix(&m, "3").unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(text.contains("(3 runs)"), "{text}");
-        for (n, want) in [
-            (2000, "instructions:usr"),
-            (1100, "cycles"),
-            (300, "branches:os"),
-        ] {
-            assert!(has_count(&text, n, want), "{name}: {n} {want} in\n{text}");
-        }
         // Core 2 enumerates no fixed counters but has 3 (the quirk):
         // instructions and cycles go there, one group.
         let groups = 1;
@@ -182,7 +153,7 @@ fn stat_counts_what_the_model_counted_on_every_dump() {
 
 #[test]
 fn stat_refuses_owned_counters_unless_forced() {
-    let m = Model::from_file(testdata("skylake.txt")).unwrap();
+    let m = SimPmu::from_file(testdata("skylake.txt")).unwrap();
     m.set_nmi_watchdog(Some(true));
     let a = args(&["-e", "branches", "--", "cmd"]);
     let e = count0(&m, &a, &mut Vec::new(), &mut |_| ran(0)).unwrap_err();
@@ -199,7 +170,7 @@ fn stat_refuses_owned_counters_unless_forced() {
 #[test]
 fn stat_without_a_pmu() {
     let d = CpuidDump::parse("CPUID 00000000: 0000000D-756E6547-6C65746E-49656E69\n").unwrap();
-    let m = Model::new(&d);
+    let m = SimPmu::new(&d);
     // As perf: CMD runs (-r times), its counts are <not supported>, and
     // stat exits with its status; the warning says why.
     let a = args(&["-r", "2", "-e", "instructions,cycles", "--", "cmd"]);
@@ -224,23 +195,23 @@ fn stat_without_a_pmu() {
     // A dry run there plans for a version 2 PMU with --counters counters
     // (and the 3 fixed counters of version 2, so general-purpose events
     // show the groups).
-    let a = args(&[
-        "--dry-run",
-        "--counters",
-        "2",
-        "-C",
-        "1",
-        "-e",
-        "branches,branch-misses,llc-misses",
-        "--",
-        "true",
-    ]);
-    let two = Model::new(&CpuidDump {
+    let two = SimPmu::new(&CpuidDump {
         cpus: vec![d.cpus[0].clone(); 2],
     });
-    let mut out = Vec::new();
-    stat(Some(&two), &a, &mut out).unwrap();
-    let text = String::from_utf8(out).unwrap();
+    let text = stat_text(
+        Some(&two),
+        &[
+            "--dry-run",
+            "--counters",
+            "2",
+            "-C",
+            "1",
+            "-e",
+            "branches,branch-misses,llc-misses",
+            "--",
+            "true",
+        ],
+    );
     for l in [
         "# group 1 (branches, branch-misses): ownership check",
         "# group 2 (llc-misses): ownership check",
@@ -261,18 +232,11 @@ fn dry_run_on_a_pentium_dump() {
     // each write a read-modify-write, read with RDPMC.
     for (name, read) in [(MMX, "rdpmc 1"), ("pentium-p54c.txt", "rdmsr P5_CTR1")] {
         let path = testdata(name);
-        let a = args(&[
-            "--dry-run",
-            "--cpuid-dump",
+        let text = dry_run(
             &path,
             "-e",
             "INSTRUCTIONS_EXECUTED,INSTRUCTIONS_EXECUTED_V_PIPE:usr",
-            "--",
-            "true",
-        ]);
-        let mut out = Vec::new();
-        assert_eq!(stat(None, &a, &mut out).unwrap(), 0, "{name}");
-        let text = String::from_utf8(out).unwrap();
+        );
         let has = |l: &str| text.lines().any(|x| x == l);
         for l in [
             "rdmsr P5_CESR",
@@ -299,10 +263,21 @@ fn dry_run_on_a_pentium_dump() {
 
 #[test]
 fn stat_on_a_pentium_model() {
-    let m = Model::from_file(testdata(MMX)).unwrap();
+    let m = SimPmu::from_file(testdata(MMX)).unwrap();
+    let (_, runs) = count_mix(&m, "2").unwrap();
+    // Two counters: two groups, twice each.
+    assert_eq!(runs, 4);
+    assert_eq!(m.rdmsr(0, msr::P5_CESR), Some(0), "restored");
+}
+
+/// `stat -r REPS -e instructions:usr,cycles,branches:os` on CPU 0 of `m`,
+/// where each run of CMD is 1000 user cycles retiring 2 instructions and 1
+/// branch per cycle and 100 kernel cycles retiring 1 and 3: checks the
+/// counts (2000, 1100, 300); returns what stat printed and how often CMD ran.
+fn count_mix(m: &SimPmu, reps: &str) -> Result<(String, u32), String> {
     let a = args(&[
         "-r",
-        "2",
+        reps,
         "-e",
         "instructions:usr,cycles,branches:os",
         "--",
@@ -310,7 +285,7 @@ fn stat_on_a_pentium_model() {
     ]);
     let mut out = Vec::new();
     let mut runs = 0;
-    count0(&m, &a, &mut out, &mut |_| {
+    let code = count0(m, &a, &mut out, &mut |_| {
         runs += 1;
         m.execute(
             0,
@@ -324,8 +299,8 @@ fn stat_on_a_pentium_model() {
             ],
         );
         ran(0)
-    })
-    .unwrap();
+    })?;
+    assert_eq!(code, 0);
     let text = String::from_utf8(out).unwrap();
     for (n, want) in [
         (2000, "instructions:usr"),
@@ -334,15 +309,13 @@ fn stat_on_a_pentium_model() {
     ] {
         assert!(has_count(&text, n, want), "{n} {want} in\n{text}");
     }
-    // Two counters: two groups, twice each.
-    assert_eq!(runs, 4);
-    assert_eq!(m.rdmsr(0, msr::P5_CESR), Some(0), "restored");
+    Ok((text, runs))
 }
 
 /// A CMD for the model: run `k` (from 1) retires `k * base` of each event
 /// listed, so repetitions differ and the spread shows.
 fn varying<'a>(
-    m: &'a Model,
+    m: &'a SimPmu,
     runs: &'a std::cell::Cell<u64>,
     per: &'a [(&'static str, u32)],
 ) -> impl FnMut(&mut dyn FnMut() -> Result<(), String>) -> Result<Ran, String> + 'a {
@@ -359,7 +332,7 @@ fn varying<'a>(
 
 #[test]
 fn sweep_counts_every_event_exactly_on_a_pentium() {
-    let m = Model::from_file(testdata(MMX)).unwrap();
+    let m = SimPmu::from_file(testdata(MMX)).unwrap();
     // Two counter-0-only events and two free ones: two runs of two.
     let a = args(&[
         "--sweep",
@@ -412,7 +385,7 @@ fn sweep_counts_every_event_exactly_on_a_pentium() {
 
 #[test]
 fn sweep_spread_over_repetitions_on_8_counters() {
-    let m = Model::from_file(testdata("skylake.txt")).unwrap();
+    let m = SimPmu::from_file(testdata("skylake.txt")).unwrap();
     // 3 fixed and 8 general-purpose counters: the 11 events in one group;
     // -r 3: three counting runs after the warm-up.
     let raw: Vec<String> = (0..8).map(|i| format!("event=0x{:x}", 0x10 + i)).collect();
@@ -447,18 +420,11 @@ fn sweep_spread_over_repetitions_on_8_counters() {
 #[test]
 fn sweep_dry_run_and_misuse() {
     let path = testdata("nehalem-ep.txt");
-    let a = args(&[
-        "--dry-run",
-        "--cpuid-dump",
+    let text = dry_run(
         &path,
         "--sweep",
         "branches,branch-misses,event=0x10,event=0x11,event=0x12,instructions",
-        "--",
-        "true",
-    ]);
-    let mut out = Vec::new();
-    stat(None, &a, &mut out).unwrap();
-    let text = String::from_utf8(out).unwrap();
+    );
     for l in [
         "# sweep: 6 events in 2 groups of at most 7 (the counters of CPU 0); CMD runs once to warm up, then 1 time(s) per group",
         "# warm-up: CMD runs, nothing counted: true",
@@ -482,9 +448,9 @@ fn sweep_dry_run_and_misuse() {
 }
 
 /// A 4-CPU Skylake: the dump's CPU four times.
-fn skylake4() -> Model {
+fn skylake4() -> SimPmu {
     let d = CpuidDump::read(testdata("skylake.txt")).unwrap();
-    Model::new(&CpuidDump {
+    SimPmu::new(&CpuidDump {
         cpus: vec![d.cpus[0].clone(); 4],
     })
 }
@@ -568,8 +534,8 @@ fn cpu_lists_sum_or_split_the_counts() {
 
 #[test]
 fn ipc_csv_and_json_of_a_model_run() {
-    let m = Model::from_file(testdata("skylake.txt")).unwrap();
-    let cmd = |m: &Model| {
+    let m = SimPmu::from_file(testdata("skylake.txt")).unwrap();
+    let cmd = |m: &SimPmu| {
         m.execute(0, &[Phase::user(1000).with("instructions", 2)]);
     };
     let a = args(&["-e", "instructions,cycles", "--", "cmd"]);
@@ -613,7 +579,7 @@ fn ipc_csv_and_json_of_a_model_run() {
 
 #[test]
 fn intervals_print_what_each_counted() {
-    let m = Model::from_file(testdata("skylake.txt")).unwrap();
+    let m = SimPmu::from_file(testdata("skylake.txt")).unwrap();
     let a = args(&[
         "-I",
         "100",
@@ -669,7 +635,7 @@ fn intervals_print_what_each_counted() {
     ] {
         let a = args(argv);
         let mut ran_cmd = false;
-        let m = Model::new(&CpuidDump {
+        let m = SimPmu::new(&CpuidDump {
             cpus: vec![stand_in_pmu(2)],
         });
         let e = count0(&m, &a, &mut Vec::new(), &mut |_| {

@@ -4,23 +4,40 @@
 //! leaves, not by the text of the ops.
 
 use super::*;
-use crate::model::{Model, Phase};
 use crate::pmu::probe;
 use crate::pmu::tests::dump;
+use crate::sim::{Phase, SimPmu};
 
-fn model(name: &str) -> Model {
-    Model::new(&dump(name))
+fn model(name: &str) -> SimPmu {
+    SimPmu::new(&dump(name))
 }
 
 fn events(s: &str) -> Vec<EventSpec> {
     parse_events(&[s.to_string()]).unwrap()
 }
 
-fn session<'a>(m: &'a Model, cpu: u32, ev: &str) -> Session<'a, Model> {
-    let info = probe(m, cpu).unwrap();
-    let plan = Plan::new(&info, cpu, &events(ev)).unwrap();
-    assert!(check_ownership(m, &plan).unwrap().is_empty());
-    Session::program(m, plan).unwrap()
+fn session<'a>(m: &'a SimPmu, cpu: u32, ev: &str) -> Session<'a, SimPmu> {
+    Session::open(m, cpu, ev, false).unwrap_or_else(|e| panic!("{ev}: {e}"))
+}
+
+/// `Session::open` refuses owned counters (`EBUSY`, saying who owns them)
+/// unless forced, and a CPU without a PMU (`ENODEV`, saying why).
+#[test]
+fn open_refuses_unless_forced() {
+    let m = model("skylake.txt");
+    m.set_nmi_watchdog(Some(true));
+    let e = Session::open(&m, 0, "branches", false).unwrap_err();
+    assert_eq!(e.errno().0, libc::EBUSY, "{e}");
+    assert!(e.what().contains("NMI watchdog"), "{e}");
+    let mut s = Session::open(&m, 0, "branches", true).unwrap();
+    s.restore().unwrap();
+    let none = SimPmu::new(
+        &crate::pmu::CpuidDump::parse("CPUID 00000000: 0000000D-756E6547-6C65746E-49656E69\n")
+            .unwrap(),
+    );
+    let e = Session::open(&none, 0, "instructions", false).unwrap_err();
+    assert_eq!(e.errno().0, libc::ENODEV, "{e}");
+    assert!(e.what().starts_with("no PMU: "), "{e}");
 }
 
 const ALL: &[&str] = &[
@@ -63,7 +80,7 @@ fn probe_without_a_pmu() {
         "CPUID 00000000: 0000000D-756E6547-6C65746E-49656E69\nCPUID 0000000A: 00000000-00000000-00000000-00000000\n",
     )
     .unwrap();
-    let m = Model::new(&d);
+    let m = SimPmu::new(&d);
     let p = probe(&m, 0).unwrap();
     assert_eq!(p.rdpmc_ok, Some(false));
     assert!(!p.present());
@@ -410,7 +427,7 @@ fn one_batch_measurement() {
     // start, a busy-wait, read and stop in one batch: the model runs the
     // DELAY as kernel cycles with the configured mix.
     let m = model("icelake-u.txt");
-    m.set_delay_mix(vec![(crate::model::Source::Named("instructions"), 3)]);
+    m.set_delay_mix(vec![(crate::sim::Source::Named("instructions"), 3)]);
     let s = session(&m, 0, "instructions,cycles:usr");
     let mut b = Batch::new();
     s.push_start(&mut b);
@@ -431,7 +448,7 @@ fn intel_version_1_starts_with_en() {
         "CPUID 00000000: 0000000A-756E6547-6C65746E-49656E69\nCPUID 0000000A: 07280201-00000000-00000000-00000000\n",
     )
     .unwrap();
-    let m = Model::new(&d);
+    let m = SimPmu::new(&d);
     assert_eq!(
         m.rdmsr(0, msr::IA32_PERF_GLOBAL_CTRL),
         None,
@@ -508,7 +525,7 @@ fn pentium_one_half_is_changed_the_other_left_alone() {
     assert!(m.wrmsr(0, msr::P5_CTR1, 7));
     let mut s = session(&m, 0, "MMX_INSTRUCTIONS_EXECUTED_U_PIPE:usr");
     assert_eq!(s.plan().slots[0].counter, Counter::Gp(0));
-    let high = |m: &Model| m.rdmsr(0, msr::P5_CESR).unwrap() & 0xffff_0000;
+    let high = |m: &SimPmu| m.rdmsr(0, msr::P5_CESR).unwrap() & 0xffff_0000;
     assert_eq!(high(&m), theirs);
     let start = s.start().unwrap();
     assert_eq!(high(&m), theirs);

@@ -11,6 +11,7 @@
 //! events 2AH-3BH, most of which count something different on each counter,
 //! and RDPMC of counters 0 and 1.
 
+use crate::{Error, Result};
 use std::fmt::Write as _;
 
 /// A CESR half's event select (ES), bits 5:0.
@@ -217,7 +218,7 @@ fn ctr(counter: u32) -> String {
 /// Parses one half's spec for `counter`: an event name or `event=N` (at
 /// most 0x3f), and the flags `os` (CPL 0-2), `usr` (CPL 3), `clocks`, `pc`.
 /// Without `os` and `usr` the counter counts nothing (CC 000 or 100).
-fn half_encode(counter: u32, spec: &str) -> Result<u64, String> {
+fn half_encode(counter: u32, spec: &str) -> Result<u64> {
     let (mut event, mut os, mut usr, mut clocks, mut pc) = (None, false, false, false, false);
     for item in spec.split(':').map(str::trim).filter(|s| !s.is_empty()) {
         match item {
@@ -230,75 +231,76 @@ fn half_encode(counter: u32, spec: &str) -> Result<u64, String> {
                     match crate::number::parse_u64(v) {
                         Ok(n) if n <= CESR_ES => n as u8,
                         Ok(_) => {
-                            return Err(format!(
+                            return Err(Error::invalid(format!(
                                 "event={v}: want a number up to 0x3f (the Pentium's event selects are 6 bits)"
-                            ))
+                            )))
                         }
-                        Err(e) => return Err(format!("event={v}: {e}")),
+                        Err(e) => return Err(Error::invalid(format!("event={v}: {e}"))),
                     }
                 } else if let Some(e) = p5_event(item) {
                     if let Some(c) = e.counter.filter(|&c| c != counter) {
-                        return Err(format!(
+                        return Err(Error::invalid(format!(
                             "{} counts only on {}, not on {}",
                             e.name,
                             ctr(c),
                             ctr(counter)
-                        ));
+                        )));
                     }
                     e.event
                 } else {
-                    return Err(format!(
+                    return Err(Error::invalid(format!(
                         "unknown item '{item}' (an event name of SDM Table A-19 or event=N up to 0x3f; flags: os usr clocks pc)"
-                    ));
+                    )));
                 };
                 if event.replace(code).is_some() {
-                    return Err(format!("{}: two events", ctr(counter)));
+                    return Err(Error::invalid(format!("{}: two events", ctr(counter))));
                 }
             }
         }
     }
-    let event = event.ok_or_else(|| format!("{}: no event name or event=", ctr(counter)))?;
+    let event = event
+        .ok_or_else(|| Error::invalid(format!("{}: no event name or event=", ctr(counter))))?;
     Ok(cesr_half(event, os, usr, clocks, pc))
 }
 
 /// Encodes `ctr0=SPEC,ctr1=SPEC` (either may be left out: its half stays
 /// zero) into a CESR value; a SPEC is `NAME[:os][:usr][:clocks][:pc]` or
 /// `event=N[:...]`.
-pub fn cesr_encode(spec: &str) -> Result<u64, String> {
+pub fn cesr_encode(spec: &str) -> Result<u64> {
     let mut v = 0u64;
     let mut seen = [false; 2];
     for part in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, half) = part
             .split_once('=')
-            .ok_or_else(|| format!("'{part}': want ctr0=SPEC or ctr1=SPEC"))?;
+            .ok_or_else(|| Error::invalid(format!("'{part}': want ctr0=SPEC or ctr1=SPEC")))?;
         let counter = match k.trim().to_ascii_lowercase().as_str() {
             "ctr0" => 0,
             "ctr1" => 1,
             _ => {
-                return Err(format!(
+                return Err(Error::invalid(format!(
                     "'{k}': the Pentium has two counters, ctr0 and ctr1"
-                ))
+                )))
             }
         };
         if std::mem::replace(&mut seen[counter as usize], true) {
-            return Err(format!("{} given twice", ctr(counter)));
+            return Err(Error::invalid(format!("{} given twice", ctr(counter))));
         }
         v |= half_encode(counter, half)? << cesr_shift(counter);
     }
     if !seen.contains(&true) {
-        return Err("no ctr0= or ctr1=".into());
+        return Err(Error::invalid("no ctr0= or ctr1="));
     }
     Ok(v)
 }
 
 /// Decodes a CESR value into the spec [`cesr_encode`] turns back into it.
 /// Halves that are all zero are left out.
-pub fn cesr_decode(v: u64) -> Result<String, String> {
+pub fn cesr_decode(v: u64) -> Result<String> {
     if v & !CESR_FIELDS != 0 {
-        return Err(format!(
+        return Err(Error::invalid(format!(
             "bits {:#x} are not CESR fields (bits 9:0 and 25:16)",
             v & !CESR_FIELDS
-        ));
+        )));
     }
     let mut parts = Vec::new();
     for counter in 0..2 {

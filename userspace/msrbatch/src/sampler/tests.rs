@@ -458,18 +458,7 @@ pub(crate) fn file_sampler(records: &[(u32, Vec<u64>)], ops: &[(u32, Op)]) -> Sa
     for w in &f.words {
         bytes.extend(w.load(Ordering::Relaxed).to_le_bytes());
     }
-    let path = std::env::temp_dir().join(format!(
-        "msrbatch-ring-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .unwrap();
-    std::fs::remove_file(&path).unwrap();
+    let mut file = tempfile::tempfile().unwrap();
     file.write_all(&bytes).unwrap();
     Sampler::from_fd(file.into(), bytes.len() as u64, ops).unwrap()
 }

@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
-//! An exact model of the core PMU, a [`Backend`] for tests: CPUs configured
-//! from a CPUID dump, whose PMU MSRs and RDPMC behave as the SDM's
-//! "Architectural Performance Monitoring" (versions 1 to 5) and the APM's
-//! core counters (legacy and PerfMonV2) define them, and which count a
-//! scripted workload.
+//! A simulated PMU (feature `sim`): a [`Backend`] on which counter code runs
+//! without the hardware or the module. Its CPUs are configured from a CPUID
+//! dump of a real CPU ([`SimPmu::from_file`]); their PMU MSRs and RDPMC
+//! behave as the SDM's "Architectural Performance Monitoring" (versions 1 to
+//! 5) and the APM's core counters (legacy and PerfMonV2) define them, and
+//! they count a scripted workload.
 //!
-//! A test runs batches against the model exactly as against the device, tells
-//! it what the CPU did between batches ([`Model::execute`]: so many cycles in
-//! user or kernel mode, so many of each event per cycle), and checks what the
-//! counters counted.
+//! Code runs batches against the simulation exactly as against the device,
+//! tells it what the CPU did between batches ([`SimPmu::execute`]: so many
+//! cycles in user or kernel mode, so many of each event per cycle), and
+//! checks what the counters counted. `msrbatch stat --dry-run` plans on it,
+//! the library's and the tool's tests run on it, and C programs open one with
+//! `msrbatch_open_model()`.
 //!
 //! What it models, per CPU:
 //! - CPUID: the dump's leaves (absent leaves read as zero).
@@ -48,7 +51,7 @@
 //!   (version 2 and later, PerfMonV2), and counts a PMI when INT / the fixed
 //!   PMI bit is set.
 //! - Everything else #GPs (RDMSR/WRMSR of other MSRs), CR4 reads are
-//!   unsupported, a DELAY op runs [`Model::set_delay_mix`] in kernel mode for
+//!   unsupported, a DELAY op runs [`SimPmu::set_delay_mix`] in kernel mode for
 //!   one cycle per nanosecond, and batch ops themselves retire nothing.
 //!
 //! Not modeled: AnyThread and SMT siblings, PEBS, LBR, freeze-on-PMI, uncore,
@@ -652,17 +655,17 @@ struct State {
     nmi_watchdog: Option<bool>,
 }
 
-/// The PMU model: one CPU per CPU of a CPUID dump, numbered from 0 in the
+/// The simulated PMU: one CPU per CPU of a CPUID dump, numbered from 0 in the
 /// dump's order.
 #[derive(Debug)]
-pub struct Model {
+pub struct SimPmu {
     state: RefCell<State>,
 }
 
-impl Model {
+impl SimPmu {
     /// A model of the CPUs of `dump`. The PMU MSRs start at zero.
     pub fn new(dump: &CpuidDump) -> Self {
-        Model {
+        SimPmu {
             state: RefCell::new(State {
                 cpus: dump.cpus.iter().cloned().map(Cpu::new).collect(),
                 delay: Vec::new(),
@@ -672,7 +675,7 @@ impl Model {
     }
 
     /// A model of the CPUs of the dump in file `path`.
-    pub fn from_file(path: impl AsRef<std::path::Path>) -> std::result::Result<Self, String> {
+    pub fn from_file(path: impl AsRef<std::path::Path>) -> crate::Result<Self> {
         Ok(Self::new(&CpuidDump::read(path)?))
     }
 
@@ -744,7 +747,7 @@ impl Model {
 
 const EIO: i32 = -libc::EIO;
 
-impl Backend for Model {
+impl Backend for SimPmu {
     fn run(&self, batch: &mut Batch) -> Result<()> {
         let mut st = self.state.borrow_mut();
         let n = st.cpus.len() as u32;
@@ -843,7 +846,7 @@ mod tests {
 
     #[test]
     fn intel_msr_semantics() {
-        let m = Model::new(&dump("skylake.txt"));
+        let m = SimPmu::new(&dump("skylake.txt"));
         // IA32_PMCx: EAX sign-extended to 48 bits, EDX ignored.
         assert!(m.wrmsr(0, msr::IA32_PMC0 + 7, 0xdead_0000_8000_0000));
         assert_eq!(m.rdmsr(0, msr::IA32_PMC0 + 7), Some(0xffff_8000_0000));
@@ -887,7 +890,7 @@ mod tests {
 
     #[test]
     fn version_2_and_absent_msrs() {
-        let m = Model::new(&dump("core2-conroe.txt"));
+        let m = SimPmu::new(&dump("core2-conroe.txt"));
         // Version 2: no AnyThread, no STATUS_SET/INUSE, 40-bit counters;
         // the 3 fixed counters CPUID does not enumerate (the decode's quirk)
         // are there, 40 bits wide, with no AnyThread bit and no fourth.
@@ -908,7 +911,7 @@ mod tests {
 
     #[test]
     fn pentium_msr_semantics() {
-        let m = Model::new(&dump("pentium-mmx-tillamook.txt"));
+        let m = SimPmu::new(&dump("pentium-mmx-tillamook.txt"));
         // CESR: both halves' fields; bits 15:10 and 31:26 (and above) #GP.
         assert!(m.wrmsr(0, msr::P5_CESR, 0x03ff_03ff));
         assert_eq!(m.rdmsr(0, msr::P5_CESR), Some(0x03ff_03ff));
@@ -924,13 +927,13 @@ mod tests {
         assert_eq!(m.rdmsr(0, msr::IA32_PERFEVTSEL0), None);
         assert_eq!(m.rdmsr(0, 0x14), None);
         // Without MMX: no RDPMC at all.
-        let p54c = Model::new(&dump("pentium-p54c.txt"));
+        let p54c = SimPmu::new(&dump("pentium-p54c.txt"));
         assert!(p54c.wrmsr(0, msr::P5_CTR0, 5));
         assert_eq!(rdpmc(&p54c, 0), Err(libc::EIO));
         assert_eq!(p54c.rdmsr(0, msr::P5_CTR0), Some(5));
     }
 
-    fn rdpmc(m: &Model, ecx: u32) -> std::result::Result<u64, i32> {
+    fn rdpmc(m: &SimPmu, ecx: u32) -> std::result::Result<u64, i32> {
         let mut b = Batch::new();
         b.push(0, Op::RdPmc { ecx });
         m.run(&mut b).unwrap();
@@ -943,7 +946,7 @@ mod tests {
 
     #[test]
     fn rdpmc_index_encoding() {
-        let m = Model::new(&dump("icelake-u.txt"));
+        let m = SimPmu::new(&dump("icelake-u.txt"));
         assert!(m.wrmsr(0, msr::IA32_FIXED_CTR0 + 3, 42));
         assert!(m.wrmsr(0, msr::IA32_PMC0 + 7, 7));
         assert_eq!(rdpmc(&m, 1 << 30 | 3), Ok(42), "bit 30: fixed counter 3");
@@ -951,7 +954,7 @@ mod tests {
         assert_eq!(rdpmc(&m, 8), Err(libc::EIO), "no PMC8");
         assert_eq!(rdpmc(&m, 1 << 30 | 4), Err(libc::EIO), "no fixed 4");
         assert_eq!(rdpmc(&m, 1 << 31), Err(libc::EIO));
-        let amd = Model::new(&dump("zen2-matisse.txt"));
+        let amd = SimPmu::new(&dump("zen2-matisse.txt"));
         assert!(amd.wrmsr(0, msr::AMD_PERF_CTR0 + 10, 5));
         assert_eq!(rdpmc(&amd, 5), Ok(5));
         assert_eq!(rdpmc(&amd, 6), Err(libc::EIO));
@@ -959,7 +962,7 @@ mod tests {
 
     #[test]
     fn amd_msr_semantics() {
-        let m = Model::new(&dump("zen4-raphael.txt"));
+        let m = SimPmu::new(&dump("zen4-raphael.txt"));
         // PERF_CTL: bits 19, 21 and 63:42 but 41:40 reserved.
         assert!(m.wrmsr(0, msr::AMD_PERF_CTL0, 3 << 40 | 0xf_ffd7_ffff));
         assert!(!m.wrmsr(0, msr::AMD_PERF_CTL0, evsel::PC));
@@ -973,7 +976,7 @@ mod tests {
         assert!(m.wrmsr(0, msr::AMD_PERF_CNTR_GLOBAL_STATUS_CLR, 0x1));
         assert_eq!(m.rdmsr(0, msr::AMD_PERF_CNTR_GLOBAL_STATUS), Some(0x20));
         // Zen 2 has no PerfMonV2 MSRs.
-        let z2 = Model::new(&dump("zen2-matisse.txt"));
+        let z2 = SimPmu::new(&dump("zen2-matisse.txt"));
         assert_eq!(z2.rdmsr(0, msr::AMD_PERF_CNTR_GLOBAL_CTL), None);
         // GuestOnly alone counts nothing on the (host) model.
         assert!(z2.wrmsr(
@@ -993,7 +996,7 @@ mod tests {
 
     #[test]
     fn stop_on_error_cancels_the_rest_of_the_cpu() {
-        let m = Model::new(&dump("skylake.txt"));
+        let m = SimPmu::new(&dump("skylake.txt"));
         let mut b = Batch::new();
         b.stop_on_error(true);
         b.push(0, Op::RdMsr { msr: 0x10 });
@@ -1011,7 +1014,7 @@ mod tests {
     /// returns its own val[1] is refused, naming the op.
     #[test]
     fn timestamps_follow_the_tsc() {
-        let m = Model::new(&dump("skylake.txt"));
+        let m = SimPmu::new(&dump("skylake.txt"));
         let mut b = Batch::new();
         b.timestamps(true);
         b.push(0, Op::RdTsc);
