@@ -1209,6 +1209,23 @@ mod tests {
         assert_eq!(v[4]["values"][1]["name"], "IA32_TSC");
         assert_eq!(v[4]["values"][1]["value_hex"], "0x7");
         assert_eq!(v[4]["values"][1]["register"], "0x10");
+        // The bytes: members in this order, no spaces.
+        assert_eq!(
+            lines[..2],
+            [
+                "{\"type\":\"online\",\"cpu\":0,\"seq\":0,\"tsc\":0}",
+                "{\"type\":\"summary\",\"seq\":0,\"TSC_MHz\":null}"
+            ]
+        );
+        assert_eq!(
+            lines[3],
+            "{\"type\":\"summary\",\"seq\":1,\"TSC_MHz\":2400}"
+        );
+        assert_eq!(lines[4], "{\"type\":\"sample\",\"cpu\":0,\"seq\":1,\"tsc\":2400100,\"TSC_MHz\":2400,\"values\":[{\"op\":\"rdtsc\",\"register\":\"\",\"value\":6,\"value_hex\":\"0x6\",\"error\":null},{\"op\":\"rdmsr\",\"register\":\"0x10\",\"name\":\"IA32_TSC\",\"value\":7,\"value_hex\":\"0x7\",\"error\":null}]}");
+        assert_eq!(
+            p.record(&Record::Lost { cpu: 0, lost: 3 }, HZ),
+            ["{\"type\":\"lost\",\"cpu\":0,\"lost\":3}"]
+        );
     }
 
     /// --add: turbostat's attributes; the MSR added to every CPU that does

@@ -535,38 +535,27 @@ fn cpu_lists_sum_or_split_the_counts() {
 #[test]
 fn ipc_csv_and_json_of_a_model_run() {
     let m = SimPmu::from_file(testdata("skylake.txt")).unwrap();
-    let cmd = |m: &SimPmu| {
-        m.execute(0, &[Phase::user(1000).with("instructions", 2)]);
+    // `stat ARGS -e instructions,cycles -- cmd` where CMD retires 2
+    // instructions per cycle for 1000 user cycles: what it printed.
+    let stat = |opts: &[&str]| {
+        let mut argv = opts.to_vec();
+        argv.extend(["-e", "instructions,cycles", "--", "cmd"]);
+        let mut out = Vec::new();
+        count0(&m, &args(&argv), &mut out, &mut |_| {
+            m.execute(0, &[Phase::user(1000).with("instructions", 2)]);
+            ran(0)
+        })
+        .unwrap();
+        String::from_utf8(out).unwrap()
     };
-    let a = args(&["-e", "instructions,cycles", "--", "cmd"]);
-    let mut out = Vec::new();
-    count0(&m, &a, &mut out, &mut |_| {
-        cmd(&m);
-        ran(0)
-    })
-    .unwrap();
-    let text = String::from_utf8(out).unwrap();
+    let text = stat(&[]);
     let line = text.lines().find(|l| l.contains("instructions")).unwrap();
     assert!(line.ends_with("#    2.00  insn per cycle"), "{line}");
-    let a = args(&["-x", ";", "-e", "instructions,cycles", "--", "cmd"]);
-    let mut out = Vec::new();
-    count0(&m, &a, &mut out, &mut |_| {
-        cmd(&m);
-        ran(0)
-    })
-    .unwrap();
     assert_eq!(
-        String::from_utf8(out).unwrap(),
+        stat(&["-x", ";"]),
         "2000;;instructions;1000000;100.00;2.00;insn per cycle\n1000;;cycles;1000000;100.00;;\n"
     );
-    let a = args(&["-j", "-e", "instructions,cycles", "--", "cmd"]);
-    let mut out = Vec::new();
-    count0(&m, &a, &mut out, &mut |_| {
-        cmd(&m);
-        ran(0)
-    })
-    .unwrap();
-    let text = String::from_utf8(out).unwrap();
+    let text = stat(&["-j"]);
     let v: Vec<serde_json::Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
