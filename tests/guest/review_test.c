@@ -28,15 +28,6 @@
 
 static int ncpus;
 
-static int dev_open(int flags)
-{
-	int fd = open("/dev/msrbatch", flags | O_CLOEXEC);
-
-	if (fd < 0)
-		printf("# open /dev/msrbatch: %s\n", strerror(errno));
-	return fd;
-}
-
 /* ---- the grant registry's memory at unload --------------------------------- */
 
 static int grant_fd;
@@ -45,10 +36,10 @@ static pthread_barrier_t grant_bar;
 static void *grant_wait_revoke(void *p)
 {
 	(void)p;
-	if (ioctl(grant_fd, MSRBATCH_IOC_PCE_GRANT, 0))
+	if (pce_grant(grant_fd, 0))
 		printf("# grant: %s\n", strerror(errno));
 	pthread_barrier_wait(&grant_bar);
-	ioctl(grant_fd, MSRBATCH_IOC_PCE_REVOKE, 0);
+	pce_revoke(grant_fd);
 	return NULL;
 }
 
@@ -112,21 +103,21 @@ static void probe_leak(int cycles)
 	 * about one every other cycle here (30 cycles: +15 with the registry
 	 * freed at unload, +40 without).
 	 */
-	check(done == cycles && after - before < cycles,
-	      "%d cycles of 1024 grants, revoke, unload, load: kmalloc-8k objects %ld -> %ld (a leaked registry a cycle adds %d more)",
-	      done, before, after, cycles);
+	ksft_test_result(done == cycles && after - before < cycles,
+			 "%d cycles of 1024 grants, revoke, unload, load: kmalloc-8k objects %ld -> %ld (a leaked registry a cycle adds %d more)\n",
+			 done, before, after, cycles);
 }
 
 int main(int argc, char **argv)
 {
 	int i;
 
-	setvbuf(stdout, NULL, _IOLBF, 0);
+	ksft_print_header();
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	printf("# msrbatch review probes, %d CPUs\n", ncpus);
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "leak") && i + 1 < argc)
 			probe_leak(atoi(argv[++i]));
 	}
-	return tally();
+	tests_done();
 }
