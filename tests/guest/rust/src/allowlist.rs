@@ -662,7 +662,10 @@ fn empty_list(t: &mut Tally) {
 fn msr_safe_samples(t: &mut Tally) {
     let dir = "/extra/msr-safe";
     let Ok(files) = std::fs::read_dir(dir) else {
-        println!("ok - # SKIP msr-safe sample allowlists: none in {dir} (pass files with EXTRA=DIR named msr-safe)");
+        t.skip(
+            "msr-safe sample allowlists",
+            &format!("none in {dir} (pass files with EXTRA=DIR named msr-safe)"),
+        );
         return;
     };
     for f in files.flatten() {
@@ -702,7 +705,7 @@ fn nodes(set: bool, saved: &mut Vec<(u32, u32)>) {
 }
 
 fn main() {
-    let mut t = Tally::default();
+    let mut t = Tally::new();
     let root = Device::open().expect("open as root");
     let cpus = cpus();
     let aux: Vec<_> = cpus.iter().map(|&c| rdmsr(&root, c, TSC_AUX)).collect();

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Guest integration tests of the Rust library against the loaded module,
 //! including the differential test against the in-tree msr driver.
-//! Prints one `ok`/`not ok` line per check and `N passed, N failed`.
+//! Prints KTAP: one `ok N`/`not ok N` line per check (`tally.rs`).
 
 use msrbatch::{Batch, Device, Errno, Op, Value};
 use msrbatch_sys::uapi;
@@ -201,7 +201,7 @@ fn errors(t: &mut Tally, dev: &Device) {
             format!("library: offline CPU {last} -> {e:?}, back online: {restored}"),
         );
     } else {
-        println!("ok - # SKIP library: offline CPU: cannot take a CPU offline");
+        t.skip("library: offline CPU", "cannot take a CPU offline");
     }
     // What the safe API cannot express, through the raw layer.
     let fd = std::os::fd::AsFd::as_fd(dev.file());
@@ -469,14 +469,13 @@ fn sync_and_timestamps(t: &mut Tally, dev: &Device, cpus: &[u32]) {
 }
 
 fn main() {
-    let mut t = Tally::default();
+    let mut t = Tally::new();
     println!("# msrbatch Rust library guest tests");
     let dev = match Device::open() {
         Ok(d) => d,
         Err(e) => {
-            println!("not ok - open: {e}");
-            println!("0 passed, 1 failed");
-            std::process::exit(1);
+            t.check(false, format!("open: {e}"));
+            t.finish();
         }
     };
     let info = dev.info();
