@@ -307,23 +307,12 @@ static void test_prepared(void)
 
 int main(int argc, char **argv)
 {
-	static const char *all[] = { "stamps", "prepared" };
-	const char **parts = all;
-	int nparts = 2, i;
+	static const struct test_part parts[] = {
+		{ "stamps", test_stamps },
+		{ "prepared", test_prepared },
+	};
 
 	ksft_print_header();
-	if (argc > 1) {
-		parts = (const char **)argv + 1;
-		nparts = argc - 1;
-	}
-	for (i = 0; i < nparts; i++) {
-		printf("# part %s\n", parts[i]);
-		if (!strcmp(parts[i], "stamps"))
-			test_stamps();
-		else if (!strcmp(parts[i], "prepared"))
-			test_prepared();
-		else
-			ksft_test_result(0, "unknown part %s\n", parts[i]);
-	}
+	run_parts(parts, ARRAY_SIZE(parts), argc, argv);
 	tests_done();
 }

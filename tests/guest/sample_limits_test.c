@@ -169,8 +169,9 @@ static void *stop_racer(void *arg)
 	return NULL;
 }
 
-static void test_stoprace(int rounds)
+static void test_stoprace(void)
 {
+	enum { rounds = 60 };
 	static const struct { int cpu_b; long delay_b; const char *what; } variants[] = {
 		{ 0, 0, "both on CPU 0" },
 		{ 0, 300, "both on CPU 0, the second 300 us later" },
@@ -548,34 +549,19 @@ static void test_load(void)
 
 int main(int argc, char **argv)
 {
-	static const char *all[] = { "watermark", "stoprace", "fail", "garbage", "private", "load" };
-	const char **parts = all;
-	int nparts = 6, i;
+	static const struct test_part parts[] = {
+		{ "watermark", test_watermark },
+		{ "stoprace", test_stoprace },
+		{ "fail", test_fail },
+		{ "garbage", test_garbage },
+		{ "private", test_private },
+		{ "load", test_load },
+	};
 
 	ksft_print_header();
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	if (ncpus > 64)
 		ncpus = 64;
-	if (argc > 1) {
-		parts = (const char **)argv + 1;
-		nparts = argc - 1;
-	}
-	for (i = 0; i < nparts; i++) {
-		printf("# part %s\n", parts[i]);
-		if (!strcmp(parts[i], "watermark"))
-			test_watermark();
-		else if (!strcmp(parts[i], "stoprace"))
-			test_stoprace(60);
-		else if (!strcmp(parts[i], "fail"))
-			test_fail();
-		else if (!strcmp(parts[i], "garbage"))
-			test_garbage();
-		else if (!strcmp(parts[i], "private"))
-			test_private();
-		else if (!strcmp(parts[i], "load"))
-			test_load();
-		else
-			ksft_test_result(0, "unknown part %s\n", parts[i]);
-	}
+	run_parts(parts, ARRAY_SIZE(parts), argc, argv);
 	tests_done();
 }

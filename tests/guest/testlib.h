@@ -45,6 +45,30 @@ static inline __noreturn void tests_done(void)
 	ksft_finished();
 }
 
+/* A part of a test program that can be run alone (run_parts). */
+struct test_part {
+	const char *name;
+	void (*run)(void);
+};
+
+/* Runs the parts named in argv[1..], or all n of them; an unknown name fails. */
+static inline void run_parts(const struct test_part *parts, int n, int argc, char **argv)
+{
+	int i, j;
+
+	for (i = 1; i < (argc > 1 ? argc : n + 1); i++) {
+		const char *name = argc > 1 ? argv[i] : parts[i - 1].name;
+
+		for (j = 0; j < n && strcmp(parts[j].name, name); j++)
+			;
+		ksft_print_msg("part %s\n", name);
+		if (j < n)
+			parts[j].run();
+		else
+			ksft_test_result_fail("unknown part %s\n", name);
+	}
+}
+
 /* Opens /dev/msrbatch close-on-exec; the descriptor, or -1 with errno set (and said). */
 static inline int dev_open(int flags)
 {
@@ -61,15 +85,11 @@ static inline int dev_open(int flags)
 static inline int batch(int fd, struct msrbatch_op *ops, unsigned int n, __u32 flags,
 			struct msrbatch_batch *out)
 {
-	struct msrbatch_batch b;
-	int r;
+	struct msrbatch_batch b = {
+		.version = MSRBATCH_ABI_VERSION, .flags = flags, .nr_ops = n, .ops = (__u64)(uintptr_t)ops,
+	};
+	int r = ioctl(fd, MSRBATCH_IOC_BATCH, &b) ? -errno : 0;
 
-	memset(&b, 0, sizeof(b));
-	b.version = MSRBATCH_ABI_VERSION;
-	b.flags = flags;
-	b.nr_ops = n;
-	b.ops = (__u64)(uintptr_t)ops;
-	r = ioctl(fd, MSRBATCH_IOC_BATCH, &b) ? -errno : 0;
 	if (out)
 		*out = b;
 	return r;
@@ -103,14 +123,11 @@ static inline int one_op(int fd, __u16 code, __u32 cpu, __u32 reg, __u64 arg, __
 static inline int prepare(int fd, struct msrbatch_op *ops, unsigned int n,
 			  struct msrbatch_prepare *out)
 {
-	struct msrbatch_prepare p;
-	int r;
+	struct msrbatch_prepare p = {
+		.version = MSRBATCH_ABI_VERSION, .nr_ops = n, .ops = (__u64)(uintptr_t)ops,
+	};
+	int r = ioctl(fd, MSRBATCH_IOC_PREPARE, &p) ? -errno : (int)p.handle;
 
-	memset(&p, 0, sizeof(p));
-	p.version = MSRBATCH_ABI_VERSION;
-	p.nr_ops = n;
-	p.ops = (__u64)(uintptr_t)ops;
-	r = ioctl(fd, MSRBATCH_IOC_PREPARE, &p) ? -errno : (int)p.handle;
 	if (out)
 		*out = p;
 	return r;

@@ -66,27 +66,25 @@ fn differential(t: &mut Tally, dev: &Device, cpus: &[u32]) {
 fn every_op(t: &mut Tally, dev: &Device, cpus: &[u32]) {
     let mut batch = Batch::new();
     for &cpu in cpus {
-        batch.push(cpu, Op::RdMsr { msr: TSC_AUX });
-        batch.push(
-            cpu,
+        for op in [
+            Op::RdMsr { msr: TSC_AUX },
             Op::RmwMsr {
                 msr: TSC_AUX,
                 clear: 0,
                 set: 0,
             },
-        );
-        batch.push(cpu, Op::RdTsc);
-        batch.push(cpu, Op::RdTscp);
-        batch.push(
-            cpu,
+            Op::RdTsc,
+            Op::RdTscp,
             Op::Cpuid {
                 leaf: 0,
                 subleaf: 0,
             },
-        );
-        batch.push(cpu, Op::Delay { ns: 1000 });
-        batch.push(cpu, Op::RdCr4);
-        batch.push(cpu, Op::RdPmc { ecx: 0x7fff_0000 });
+            Op::Delay { ns: 1000 },
+            Op::RdCr4,
+            Op::RdPmc { ecx: 0x7fff_0000 },
+        ] {
+            batch.push(cpu, op);
+        }
     }
     t.check(
         dev.run(&mut batch).is_ok(),
@@ -252,17 +250,18 @@ fn prepared(t: &mut Tally, dev: &Device, cpus: &[u32]) {
     // Ops whose results do not change from run to run.
     let mut batch = Batch::new();
     for &cpu in cpus {
-        batch.push(cpu, Op::RdMsr { msr: 0x277 });
-        batch.push(cpu, Op::RdMsr { msr: TSC_AUX });
-        batch.push(
-            cpu,
+        for op in [
+            Op::RdMsr { msr: 0x277 },
+            Op::RdMsr { msr: TSC_AUX },
             Op::Cpuid {
                 leaf: 0,
                 subleaf: 0,
             },
-        );
-        batch.push(cpu, Op::RdPmc { ecx: 0x7fff_0000 });
-        batch.push(cpu, Op::RdCr4);
+            Op::RdPmc { ecx: 0x7fff_0000 },
+            Op::RdCr4,
+        ] {
+            batch.push(cpu, op);
+        }
     }
     let p = match dev.prepare(&batch) {
         Ok(p) => p,
