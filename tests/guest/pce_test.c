@@ -76,7 +76,7 @@ static void test_grant_revoke(int fd)
 	long m;
 	int i, off = 0;
 
-	ksft_test_result(!pce_on(), "no grant: user RDPMC faults with #GP (PCE clear)\n");
+	ksft_test_result(!pce_on(), "no grant: user RDPMC raises a general protection fault (PCE clear)\n");
 	ksft_test_result(pce_grant(fd, 0) == 0, "grant\n");
 	ksft_test_result(pce_on(), "granted: user RDPMC allowed (PCE set)\n");
 	ksft_test_result(pce_grant(fd, 0) == -EBUSY, "second grant on the same thread -> EBUSY\n");

@@ -575,8 +575,8 @@ fn reload_while_running(t: &mut Tally) {
                 let (e, _) = raw(&dev, &mut w);
                 if e != 0 || w[1].val[0] & 0xfff != u64::from(cpu) {
                     problems.lock().unwrap().push(format!(
-                        "thread {n}: masked write: errno {e}, read {:#x}",
-                        w[1].val[0]
+                        "thread {n}: masked write: errno {e}, statuses {} {}, read {:#x}",
+                        w[0].status, w[1].status, w[1].val[0]
                     ));
                 }
                 std::thread::yield_now();
