@@ -38,9 +38,8 @@
  *
  * On the debug kernel (KASAN), a grant read after its free is a KASAN report,
  * and module text run after its unload an oops; the harness fails the run on
- * either. tests/guest/lifetime-widen/ builds the old design (and, for
- * comparison, the current one with the same delays), with or without a busy
- * wait that widens the windows.
+ * either (Documentation/pce.md, "Tests", says how often this caught the old
+ * design).
  *
  * "lifetime_test [SECONDS [ROUNDS]]": part 1 runs SECONDS (default 8), part 2
  * ROUNDS unloads (default 10).
