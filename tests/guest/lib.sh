@@ -3,12 +3,14 @@
 # kselftest.h. check DESCRIPTION COMMAND... runs the command quietly and
 # prints "ok N DESCRIPTION" or "not ok N DESCRIPTION"; subtest NAME
 # COMMAND... runs a test program and nests its KTAP, one check of this
-# script; finish prints the plan and the totals and sets the exit status.
+# script; skip WHAT WHY reports a check that could not run; finish prints
+# the plan and the totals and sets the exit status.
 # Its variables start with ktap_: the scripts have their own.
 . "$(dirname "$0")/ktap.sh"
 ktap_n=0
 ktap_pass=0
 ktap_fail=0
+ktap_skip=0
 echo "TAP version 13"
 ktap_result() { # 1|0 DESCRIPTION
 	ktap_n=$((ktap_n + 1))
@@ -25,6 +27,12 @@ check() {
 	shift
 	if "$@" >/dev/null 2>&1; then ktap_result 1 "$ktap_d"; else ktap_result 0 "$ktap_d"; fi
 }
+# skip WHAT WHY: a check that could not run here, and why.
+skip() {
+	ktap_n=$((ktap_n + 1))
+	ktap_skip=$((ktap_skip + 1))
+	echo "ok $ktap_n # SKIP $1: $2"
+}
 subtest() {
 	ktap_d=$1
 	shift
@@ -38,6 +46,6 @@ subtest() {
 }
 finish() {
 	echo "1..$ktap_n"
-	echo "# Totals: pass:$ktap_pass fail:$ktap_fail xfail:0 xpass:0 skip:0 error:0"
+	echo "# Totals: pass:$ktap_pass fail:$ktap_fail xfail:0 xpass:0 skip:$ktap_skip error:0"
 	[ "$ktap_fail" -eq 0 ]
 }
