@@ -19,7 +19,10 @@
 
 use crate::batch::{self, is_write};
 use crate::uapi::{opcode, Op};
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    time::{delay::fsleep, Delta},
+};
 
 /// The value of one MSR on one CPU before the file first wrote it.
 #[derive(Clone, Copy)]
@@ -98,7 +101,7 @@ impl RestoreLog {
         if self.saved.is_empty() {
             return Ok(0);
         }
-        if crate::msr_writes_locked_down() {
+        if crate::policy::msr_writes_locked_down() {
             return Err(EPERM);
         }
         let saved = core::mem::take(&mut self.saved);
@@ -141,7 +144,7 @@ fn restore_cpu(cpu: u32, saved: &[Saved]) -> usize {
     // caller checked that lockdown does not forbid MSR writes now.
     let done = unsafe { execute_all(&mut ops) };
     // Whatever ran, also when some ops failed: a restore is a raw MSR write.
-    crate::taint_if_written(&ops);
+    crate::policy::taint_if_written(&ops);
     match done {
         Ok(nr_failed) => nr_failed as usize,
         Err(r) => {
@@ -156,7 +159,7 @@ fn restore_cpu(cpu: u32, saved: &[Saved]) -> usize {
 /// that was empty (it holds 4/5 of `MSRBATCH_MAX_CPU_BUSY_NS` and earns 1/5
 /// of the time that passes).
 const RETRIES: usize = 10;
-const RETRY_SLEEP_MS: u32 = 100;
+const RETRY_SLEEP_MS: i64 = 100;
 
 /// Runs the log's own batch `ops`; those that got `-ETIME` (the CPU's busy
 /// credit ran out: they did nothing) run again after a sleep, up to
@@ -177,8 +180,8 @@ unsafe fn execute_all(ops: &mut [Op]) -> Result<u32, batch::Rejected> {
         if again.is_empty() {
             break;
         }
-        // SAFETY: Process context (the ioctl or the file's release).
-        unsafe { kernel::bindings::msleep(RETRY_SLEEP_MS) };
+        // Process context (the ioctl or the file's release).
+        fsleep(Delta::from_millis(RETRY_SLEEP_MS));
         let mut retry = KVVec::with_capacity(again.len(), GFP_KERNEL_ACCOUNT)?;
         for (_, op) in again.iter() {
             retry.push(*op, GFP_KERNEL_ACCOUNT)?;
