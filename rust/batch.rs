@@ -907,8 +907,8 @@ unsafe fn execute_many(
     // returns (`wait` is true). By our own requirements every index is in
     // one CPU's run only, so the CPUs write disjoint ops (each checks its
     // indices against `nr_ops`). The writes are allowed by our own
-    // requirements. We are in process
-    // context with interrupts on, as the function requires.
+    // requirements. We are in process context with interrupts on, as the
+    // function requires.
     unsafe {
         bindings::on_each_cpu_cond_mask(
             None,
