@@ -80,6 +80,7 @@ pub(crate) struct Incoming {
 
 impl Incoming {
     /// Checks the header `hdr` for a descriptor opened for `access`.
+    #[inline(always)]
     pub(crate) fn new(hdr: &Batch, access: Access) -> Result<Self, Rejected> {
         batch::check_header(hdr)?;
         // Every batch returns what it read: it needs a descriptor open for reading.
@@ -101,6 +102,7 @@ impl Incoming {
     /// Copies the ops into `dst` (as many as it holds: [`Incoming::len`]),
     /// validates and plans them, and checks them against `caller`'s rules and
     /// the write checks.
+    #[inline(always)]
     pub(crate) fn accept<'a>(
         &self,
         dst: &'a mut [MaybeUninit<Op>],
@@ -108,22 +110,23 @@ impl Incoming {
         purpose: Purpose,
     ) -> Result<Accepted<'a>, Rejected> {
         let ops = read_ops(self.ptr, dst)?;
-        let plan = batch::plan(ops, self.flags)?;
-        if let Some(r) = caller.rules {
-            r.check(ops)?;
-            if let (Purpose::Keep, Some(index)) = (purpose, plan.first_write()) {
-                return Err(Rejected { err: EPERM, index });
-            }
-        }
-        policy::check_writes(ops, &plan, caller.access)?;
-        // INVARIANT: `plan` is made from `ops`, which passed `caller`'s checks.
-        Ok(Accepted {
+        // INVARIANT: `plan` is made from `ops`, which pass `caller`'s checks
+        // below before the batch is returned.
+        let batch = Accepted {
+            plan: batch::plan(ops, self.flags)?,
             ops,
-            plan,
             ptr: self.ptr,
             flags: self.flags,
             rules: caller.rules,
-        })
+        };
+        if let Some(r) = caller.rules {
+            r.check(batch.ops)?;
+            if let (Purpose::Keep, Some(index)) = (purpose, batch.plan.first_write()) {
+                return Err(Rejected { err: EPERM, index });
+            }
+        }
+        policy::check_writes(batch.ops, &batch.plan, caller.access)?;
+        Ok(batch)
     }
 
     /// [`Incoming::accept`]s the ops, for [`Purpose::Keep`], into memory of
@@ -180,8 +183,10 @@ impl Accepted<'_> {
     /// Runs the batch and copies the results back. On a descriptor the
     /// allowlist confines, writes are masked: each becomes the RMWMSR its
     /// rules mean, and the caller's op fields are put back afterwards.
-    pub(crate) fn run(self) -> Result<Ran, Rejected> {
-        let Accepted { ops, mut plan, ptr, flags, rules } = self;
+    #[inline(always)]
+    pub(crate) fn run(&mut self) -> Result<Ran, Rejected> {
+        let (ptr, flags, rules) = (self.ptr, self.flags, self.rules);
+        let (ops, plan) = (&mut *self.ops, &mut self.plan);
         // Masked writes become the RMWMSRs the rules mean; the plan is made
         // again from the ops that will run.
         let masked = match rules {
@@ -189,12 +194,12 @@ impl Accepted<'_> {
             _ => None,
         };
         if masked.as_ref().is_some_and(|m| !m.is_empty()) {
-            plan = batch::plan(ops, flags | batch::F_MASKED_WRITES)?;
+            *plan = batch::plan(ops, flags | batch::F_MASKED_WRITES)?;
         }
         // SAFETY: By the type invariants the write checks allowed the batch's
         // writes (and, without CAP_SYS_RAWIO, the rules did, each within its
         // write mask, as masked just above). `plan` is made from `ops`.
-        let ran = unsafe { batch::execute(ops, &plan) }?;
+        let ran = unsafe { batch::execute(ops, plan) }?;
         if plan.has_writes() {
             policy::taint_if_written(ops);
         }

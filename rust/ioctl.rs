@@ -36,6 +36,7 @@ trait Answer: FromBytes + AsBytes {
 /// errno). `EFAULT` is not answered: like any `EFAULT`, it leaves the
 /// argument alone. When the answer cannot be written, a request that was
 /// carried out fails with what `lost` makes of what it made and the error.
+#[inline(always)]
 fn answer<T: Answer>(
     arg: usize,
     mut req: T,
@@ -169,7 +170,7 @@ impl MsrBatchFile {
         access: Access,
         (hdr, hdr_addr): (&Batch, usize),
     ) -> Result<Ran, Rejected> {
-        let batch = incoming.accept(dst, self.caller(access), Purpose::Run)?;
+        let mut batch = incoming.accept(dst, self.caller(access), Purpose::Run)?;
         // A file that restores on close logs what the writes will overwrite,
         // and keeps the log locked until they have run.
         let mut log = batch.has_writes().then(|| self.restore.lock());
