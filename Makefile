@@ -31,22 +31,35 @@ endif
 PREFIX ?= /usr/local
 DESTDIR ?=
 BINDIR := $(PREFIX)/bin
-LIBDIR := $(PREFIX)/lib
+# The library goes to the distribution's multiarch directory when it has one
+# (Debian and Ubuntu: lib/x86_64-linux-gnu, which ld.so and pkg-config search
+# under /usr and /usr/local alike), else to lib.
+MULTIARCH ?= $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch 2>/dev/null)
+LIBDIR := $(PREFIX)/lib$(if $(MULTIARCH),/$(MULTIARCH))
 INCLUDEDIR := $(PREFIX)/include
 MANDIR := $(PREFIX)/share/man
 UDEVDIR ?= /usr/lib/udev/rules.d
 VERSION := $(shell scripts/version.sh)
 KVER ?= $(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"/\1/p' "$(KDIR)/include/generated/utsrelease.h" 2>/dev/null)
 CARGO_OUT := target/release
+# libmsrbatch.so.$(VERSION), with the SONAME libmsrbatch.so.$(SOMAJOR)
+# (userspace/msrbatch/build.rs sets it from the same version).
+SOMAJOR = $(firstword $(subst ., ,$(VERSION)))
+# The static C library, built apart with LTO (Cargo.toml's release-staticlib
+# profile): only what the C API reaches of Rust's std is in it, so a static
+# C program is about 1.3 MB (its debug information stripped, as distributions
+# do), and std's getaddrinfo and getpwuid_r, which glibc warns about in
+# static programs, are not.
+STATICLIB := target/release-staticlib/libmsrbatch.a
 
 .PHONY: all modules module-check clean provision kernel vm-run vm-demo check debian-kdir \
 	install install-module install-userspace uninstall rust-analyzer \
-	userspace harness-selftest bench fuzz version
+	userspace harness-selftest bench fuzz version libdir
 
 all: modules
 
 modules:
-	@LLVM="$(LLVM)" scripts/check-kdir.sh "$(KDIR)" "$(RUSTC)"
+	@LLVM="$(LLVM)" BINDGEN="$(BINDGEN)" scripts/check-kdir.sh "$(KDIR)" "$(RUSTC)"
 	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" $(KBUILD_VARS) modules
 	@scripts/check-modinfo.sh rust/msrbatch.ko >/dev/null
 	@echo "built $(CURDIR)/rust/msrbatch.ko"
@@ -70,10 +83,12 @@ kernel: provision
 
 userspace:
 	cargo build --release --workspace
+	cargo rustc --quiet --profile release-staticlib -p msrbatch --lib --crate-type staticlib
+	strip --strip-debug $(STATICLIB)
 
 # Editor support for the module: writes rust-project.json (rust-analyzer).
 rust-analyzer:
-	@LLVM="$(LLVM)" scripts/check-kdir.sh "$(KDIR)" "$(RUSTC)"
+	@LLVM="$(LLVM)" BINDGEN="$(BINDGEN)" scripts/check-kdir.sh "$(KDIR)" "$(RUSTC)"
 	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" $(KBUILD_VARS) rust-analyzer
 
 install: install-module install-userspace
@@ -93,30 +108,38 @@ install-userspace: userspace
 		-e "s|@LIBDIR@|$(LIBDIR)|; s|@VERSION@|$(VERSION)|" \
 		userspace/msrbatch/msrbatch.pc.in >$(CARGO_OUT)/msrbatch.pc
 	sed "s|@VERSION@|$(VERSION)|" Documentation/man/msrbatch.4 >$(CARGO_OUT)/msrbatch.4
+	sed "s|@VERSION@|$(VERSION)|" Documentation/man/msrbatch-script.5 >$(CARGO_OUT)/msrbatch-script.5
 	install -D -m 0755 $(CARGO_OUT)/msrbatch "$(DESTDIR)$(BINDIR)/msrbatch"
-	install -D -m 0755 $(CARGO_OUT)/libmsrbatch.so "$(DESTDIR)$(LIBDIR)/libmsrbatch.so"
-	install -D -m 0644 $(CARGO_OUT)/libmsrbatch.a "$(DESTDIR)$(LIBDIR)/libmsrbatch.a"
+	install -D -m 0755 $(CARGO_OUT)/libmsrbatch.so "$(DESTDIR)$(LIBDIR)/libmsrbatch.so.$(VERSION)"
+	ln -sf libmsrbatch.so.$(VERSION) "$(DESTDIR)$(LIBDIR)/libmsrbatch.so.$(SOMAJOR)"
+	ln -sf libmsrbatch.so.$(SOMAJOR) "$(DESTDIR)$(LIBDIR)/libmsrbatch.so"
+	install -D -m 0644 $(STATICLIB) "$(DESTDIR)$(LIBDIR)/libmsrbatch.a"
 	install -D -m 0644 $(CARGO_OUT)/msrbatch.pc "$(DESTDIR)$(LIBDIR)/pkgconfig/msrbatch.pc"
 	install -D -m 0644 include/msrbatch.h "$(DESTDIR)$(INCLUDEDIR)/msrbatch.h"
 	install -D -m 0644 include/uapi/linux/msrbatch.h "$(DESTDIR)$(INCLUDEDIR)/linux/msrbatch.h"
 	install -D -m 0644 $(CARGO_OUT)/msrbatch.1 "$(DESTDIR)$(MANDIR)/man1/msrbatch.1"
 	install -D -m 0644 $(CARGO_OUT)/msrbatch.4 "$(DESTDIR)$(MANDIR)/man4/msrbatch.4"
+	install -D -m 0644 $(CARGO_OUT)/msrbatch-script.5 "$(DESTDIR)$(MANDIR)/man5/msrbatch-script.5"
 	install -D -m 0644 $(CARGO_OUT)/msrbatch.bash "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/msrbatch"
 	install -D -m 0644 $(CARGO_OUT)/_msrbatch "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_msrbatch"
 	install -D -m 0644 $(CARGO_OUT)/msrbatch.fish "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/msrbatch.fish"
 	install -D -m 0644 packaging/60-msrbatch.rules "$(DESTDIR)$(UDEVDIR)/60-msrbatch.rules"
+	$(if $(DESTDIR),,-ldconfig)
 
 uninstall:
 	rm -f "$(DESTDIR)$(BINDIR)/msrbatch" "$(DESTDIR)$(LIBDIR)/libmsrbatch.so" \
+		"$(DESTDIR)$(LIBDIR)/libmsrbatch.so.$(SOMAJOR)" "$(DESTDIR)$(LIBDIR)/libmsrbatch.so.$(VERSION)" \
 		"$(DESTDIR)$(LIBDIR)/libmsrbatch.a" "$(DESTDIR)$(LIBDIR)/pkgconfig/msrbatch.pc" \
 		"$(DESTDIR)$(INCLUDEDIR)/msrbatch.h" "$(DESTDIR)$(INCLUDEDIR)/linux/msrbatch.h" \
 		"$(DESTDIR)$(MANDIR)/man1/msrbatch.1" "$(DESTDIR)$(MANDIR)/man4/msrbatch.4" \
+		"$(DESTDIR)$(MANDIR)/man5/msrbatch-script.5" \
 		"$(DESTDIR)$(PREFIX)/share/bash-completion/completions/msrbatch" \
 		"$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_msrbatch" \
 		"$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/msrbatch.fish" \
 		"$(DESTDIR)$(UDEVDIR)/60-msrbatch.rules" \
 		"$(DESTDIR)/lib/modules/$(KVER)/extra/rust/msrbatch.ko"
 	$(if $(DESTDIR),,-depmod -a "$(KVER)")
+	$(if $(DESTDIR),,-ldconfig)
 
 # make vm-run CMD='...' [EXTRA='file ...'] [TIMEOUT=seconds] [APPEND='kernel args']
 # CMD, EXTRA and APPEND reach the guest byte for byte: make would expand a '$'
@@ -148,3 +171,7 @@ harness-selftest:
 # The version (one source: Cargo.toml's [workspace.package]; scripts/version.sh).
 version:
 	@echo $(VERSION)
+
+# Where make install puts the library (multiarch when the system has it).
+libdir:
+	@echo $(LIBDIR)

@@ -38,6 +38,12 @@ struct msrbatch_batch_buf;
  * always read-only, for programs that only read. On a read-only descriptor,
  * batches that write, restore on close and RDPMC grants fail with -EBADF.
  */
+/*
+ * The library's version, "MAJOR.MINOR.PATCH" (a static string); the shared
+ * library's SONAME is libmsrbatch.so.MAJOR.
+ */
+const char *msrbatch_version(void);
+
 int msrbatch_open(const char *path, struct msrbatch **dev);
 int msrbatch_open_read_only(const char *path, struct msrbatch **dev);
 /* 1 if @dev was opened read-only, 0 if not, -EINVAL for a model. */

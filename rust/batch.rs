@@ -16,10 +16,12 @@
 //!    once with `on_each_cpu_cond_mask()`. The local CPU, when targeted, runs
 //!    its share with interrupts off like the others.
 //! 3. On each CPU, [`run_sequence`] runs that CPU's ops in array order with
-//!    interrupts off, for as long as the CPU's busy [`Credit`] allows. It
+//!    interrupts off, for as long as the CPU's busy
+//!    [`Credit`](crate::busy::Credit) allows. It
 //!    does not allocate, lock, copy to user space or panic: every lookup is
 //!    a `get()`, every sum `wrapping_*`/`saturating_*`.
 
+use crate::busy::{Credit, IrqsOff};
 use crate::compat::local_interrupt_disable;
 use crate::insn;
 use crate::uapi::{self, opcode, Batch, Op};
@@ -327,66 +329,6 @@ impl Plan {
     }
 }
 
-/// `MSRBATCH_MAX_CPU_BUSY_NS` in TSC ticks, computed once (0: not yet).
-static BUSY_TSC: AtomicU64 = AtomicU64::new(0);
-
-fn busy_tsc() -> u64 {
-    match BUSY_TSC.load(Ordering::Relaxed) {
-        0 => {
-            let t = crate::glue::ns_to_tsc(uapi::MAX_CPU_BUSY_NS);
-            BUSY_TSC.store(t, Ordering::Relaxed);
-            t
-        }
-        t => t,
-    }
-}
-
-/// A CPU's busy credit: the rule of `MSRBATCH_MAX_CPU_BUSY_NS` in the uapi
-/// header. With `B` the busy budget in TSC ticks, the credit holds at most
-/// `4B/5`, grows by a fifth of the time that passes and shrinks by the time
-/// the CPU spends on shares (not counting a synchronised start's wait); a
-/// share starting with credit `c` may start ops for `5c/4` (it earns a fifth
-/// of its own time back meanwhile). So a CPU with full credit runs one share
-/// for `B`, as before; shares that follow each other without a pause split
-/// one `B` between them; over any span `T` a CPU spends at most `4B/5 + T/5`
-/// on shares, plus what the last op of each share overran (which is charged).
-///
-/// Kept as one TSC value, when the credit is full again: a deficit of `d`
-/// ticks of time is a credit of `4B/5 - d/5`, so a share may start ops for
-/// `B - d/4`, and a share of `t` ticks (`4t/5` of credit, `4t` of refill
-/// time, after `t` passed) puts it `5t` after the share's start. The deficit
-/// is capped at `8B`: a TSC that went backwards, or a share that overran by
-/// more than a budget, costs at most that.
-///
-/// One per CPU (`glue.c`), used only by that CPU with interrupts off.
-/// Starts at zero: full.
-#[repr(C)]
-pub(crate) struct Credit {
-    full_at: u64,
-}
-
-impl Credit {
-    /// A share starts at `now` with busy budget `busy_tsc`: returns how many
-    /// ticks from `now` it may start ops for (0: none).
-    #[inline(always)]
-    fn refill(&mut self, now: u64, busy_tsc: u64) -> u64 {
-        let most = busy_tsc.saturating_mul(8);
-        let mut deficit = self.full_at.saturating_sub(now);
-        if deficit > most {
-            deficit = most;
-            self.full_at = now.saturating_add(most);
-        }
-        busy_tsc.saturating_sub(deficit / 4)
-    }
-
-    /// Charges a share that ran from `start` to `now`.
-    #[inline(always)]
-    fn charge(&mut self, start: u64, now: u64) {
-        let ran = now.saturating_sub(start);
-        self.full_at = self.full_at.max(start).saturating_add(ran.saturating_mul(5));
-    }
-}
-
 /// How every CPU runs its ops.
 #[derive(Clone, Copy)]
 struct Mode {
@@ -395,7 +337,7 @@ struct Mode {
     stamps: bool,
     /// How long after its start the sequence may start ops, in TSC ticks:
     /// `MSRBATCH_MAX_CPU_BUSY_NS` in [`Mode::of`], from which each CPU's
-    /// share gets what its [`Credit`] allows.
+    /// share gets what its [`Credit`](crate::busy::Credit) allows.
     busy_tsc: u64,
     /// The TSC the share's time counts from (read once, by [`run_share`]).
     start: u64,
@@ -409,7 +351,7 @@ impl Mode {
         Mode {
             stop_on_error: plan.flags & uapi::F_STOP_ON_ERROR != 0,
             stamps: plan.flags & uapi::F_TIMESTAMPS != 0,
-            busy_tsc: busy_tsc(),
+            busy_tsc: crate::busy::budget_tsc(),
             start: 0,
             uniform: plan.uniform,
         }
@@ -437,7 +379,7 @@ impl Rendezvous {
             arrived: AtomicU32::new(0),
             state: AtomicU32::new(WAITING),
             expected,
-            timeout_tsc: crate::glue::ns_to_tsc(uapi::SYNC_TIMEOUT_NS),
+            timeout_tsc: crate::helpers::ns_to_tsc(uapi::SYNC_TIMEOUT_NS),
         }
     }
 
@@ -647,7 +589,8 @@ pub(crate) fn uniform_code(ops: &[Op]) -> Option<u16> {
     ops.iter().all(|op| op.op == first).then_some(first)
 }
 
-/// Runs `ops`, this CPU's share of a batch, under this CPU's [`Credit`]:
+/// Runs `ops`, this CPU's share of a batch, under this CPU's
+/// [`Credit`](crate::busy::Credit), in the interrupts-off section `irqs`:
 /// after `sync`'s rendezvous if given, the ops start while the credit lasts;
 /// the rest get `-ETIME`. Charges the time the ops took (not the rendezvous
 /// wait, which its own timeout bounds). A CPU with no credit calls a
@@ -657,14 +600,14 @@ pub(crate) fn uniform_code(ops: &[Op]) -> Option<u16> {
 ///
 /// # Safety
 ///
-/// Interrupts are off; as [`run_sequence`] for `ops` and `mode`.
+/// As [`run_sequence`] for `ops` and `mode`.
 unsafe fn run_share<'a>(
+    irqs: &mut IrqsOff,
     ops: impl Iterator<Item = &'a mut Op>,
     mode: Mode,
     sync: Option<&Rendezvous>,
 ) -> Option<(u64, u32)> {
-    // SAFETY: Interrupts are off, by our own requirements, until we return.
-    let credit = unsafe { crate::glue::this_cpu_credit() };
+    let credit = Credit::this_cpu(irqs);
     let mut start = insn::rdtsc().unwrap_or(0);
     let budget = credit.refill(start, mode.busy_tsc);
     if let Some(rv) = sync {
@@ -706,9 +649,10 @@ unsafe extern "C" fn run_one_cpu(info: *mut c_void) {
     // else touches until the cross-call returns.
     let ops = unsafe { core::slice::from_raw_parts_mut(job.ops, job.nr_ops) };
     // SAFETY: A cross-call runs with interrupts off (and the local call in
-    // `execute_one` turns them off); by the function's requirements, the
-    // writes are allowed.
-    if let Some((_, nr_failed)) = unsafe { run_share(ops.iter_mut(), job.mode, None) } {
+    // `execute_one` turns them off) until it returns; this is its one token.
+    let mut irqs = unsafe { IrqsOff::new() };
+    // SAFETY: By the function's requirements, the writes are allowed.
+    if let Some((_, nr_failed)) = unsafe { run_share(&mut irqs, ops.iter_mut(), job.mode, None) } {
         job.nr_failed = nr_failed;
     }
 }
@@ -741,10 +685,12 @@ unsafe extern "C" fn run_on_this_cpu(info: *mut c_void) {
         // so no other reference to this op exists while we hold this one.
         (i < shared.nr_ops).then(|| unsafe { &mut *shared.ops.add(i) })
     });
-    // SAFETY: A cross-call runs with interrupts off; by the function's
-    // requirements, the writes are allowed. Called off (`None`): nothing runs
-    // here, nor on any other CPU.
-    if let Some((start, _)) = unsafe { run_share(ops, shared.mode, shared.sync) } {
+    // SAFETY: A cross-call runs with interrupts off until it returns; this is
+    // its one token.
+    let mut irqs = unsafe { IrqsOff::new() };
+    // SAFETY: By the function's requirements, the writes are allowed. Called
+    // off (`None`): nothing runs here, nor on any other CPU.
+    if let Some((start, _)) = unsafe { run_share(&mut irqs, ops, shared.mode, shared.sync) } {
         if let Some(s) = shared.starts.get(pos) {
             s.store(start, Ordering::Relaxed);
         }
@@ -1060,42 +1006,6 @@ mod tests {
         let rv = Rendezvous::new(1);
         rv.call_off();
         assert!(!rv.wait());
-        Ok(())
-    }
-
-    #[test]
-    fn credit_bounds_a_cpu_not_a_batch() -> Result {
-        const B: u64 = 20_000_000;
-        let mut c = Credit { full_at: 0 };
-        // Full at first: one share may run the whole budget.
-        let t = 1_000_000_000;
-        assert_eq!(c.refill(t, B), B);
-        c.charge(t, t + B);
-        // A share queued right behind it gets nothing, and one after a
-        // pause gets what the pause earned: a fifth of it, a quarter more
-        // for what it earns while it runs.
-        let t = t + B;
-        assert_eq!(c.refill(t, B), 0);
-        c.charge(t, t);
-        assert_eq!(c.refill(t + 40_000_000, B), 10_000_000);
-        // Two shares with no pause between them split one budget.
-        let t = t + 40_000_000;
-        c.charge(t, t + 6_000_000);
-        assert_eq!(c.refill(t + 6_000_000, B), 4_000_000);
-        // An overrun is charged: the credit goes below zero (-0.8 ms) and
-        // needs 4 ms to be back at zero.
-        c.charge(t + 6_000_000, t + 11_000_000);
-        assert_eq!(c.refill(t + 15_000_000, B), 0);
-        assert_eq!(c.refill(t + 16_000_000, B), 250_000);
-        // Full again once the deficit (95 ms from the first share here) is
-        // past, and never more than full.
-        assert_eq!(c.refill(t + 94_000_000, B), B - 250_000);
-        assert_eq!(c.refill(t + 95_000_000, B), B);
-        assert_eq!(c.refill(t + 10 * B, B), B);
-        // A TSC that went backwards costs at most 8 budgets of time.
-        assert_eq!(c.refill(1, B), 0);
-        assert_eq!(c.refill(1 + 4 * B, B), 0);
-        assert_eq!(c.refill(1 + 8 * B, B), B);
         Ok(())
     }
 

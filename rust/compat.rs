@@ -8,7 +8,7 @@
 //!
 //! - [`local_interrupt_disable`]: `kernel::interrupt` is new in 7.3; on 7.2 a
 //!   guard of the same shape over `local_irq_save()`/`local_irq_restore()`
-//!   (`glue.c`).
+//!   (`helpers.c`).
 //! - [`this_module`]: 7.3 has `ModuleMetadata::THIS_MODULE`, 7.2 the
 //!   `THIS_MODULE` static that `module!` puts at the crate root.
 //! - [`smp_call_function_single`]: its `wait` is a C `int` in 7.2 and a
@@ -22,7 +22,7 @@
 //!   7.2's leaves the owner empty, and the module could be unloaded under an
 //!   open `/dev/msrbatch` (seen: an oops in `filp_flush` of the file's
 //!   close, in freed module memory). On 7.2 the registration's operations are
-//!   swapped for a copy of them that names the module (`glue.c`), and a
+//!   swapped for a copy of them that names the module (`helpers.c`), and a
 //!   file opened before the swap (during the module's init) is refused with
 //!   `EAGAIN` ([`file_holds_module`]).
 //! - [`enotuniq`], [`eprotonosupport`], [`eopnotsupp`], [`enotrecoverable`],
@@ -53,7 +53,7 @@ pub(crate) use crate::allowlist::text::heapsort::sort_by_key;
 /// made, and interrupts have been off since.
 #[cfg(kernel_7_2)]
 pub(crate) struct LocalInterruptDisabled {
-    flags: core::ffi::c_ulong,
+    flags: kernel::ffi::c_ulong,
     // Restoring interrupts on another CPU than the one that saved them would
     // be wrong: the guard must not move between threads.
     _not_send: core::marker::PhantomData<*mut ()>,
@@ -64,7 +64,7 @@ pub(crate) struct LocalInterruptDisabled {
 pub(crate) fn local_interrupt_disable() -> LocalInterruptDisabled {
     // INVARIANT: the flags `local_irq_save()` returned, interrupts now off.
     LocalInterruptDisabled {
-        flags: crate::glue::irq_save(),
+        flags: crate::helpers::irq_save(),
         _not_send: core::marker::PhantomData,
     }
 }
@@ -76,19 +76,19 @@ impl Drop for LocalInterruptDisabled {
         // interrupts off since; the guard ends here, and guards end in the
         // reverse order of their making, so no other guard is still alive
         // that this one's restore would cut short.
-        unsafe { crate::glue::irq_restore(self.flags) };
+        unsafe { crate::helpers::irq_restore(self.flags) };
     }
 }
 
 /// Makes this module the owner of the file operations of `misc`, a misc
-/// device it registered (`slot`: one of `glue.c`'s two copies). A no-op on
+/// device it registered (`slot`: one of `helpers.c`'s two copies). A no-op on
 /// 7.3, whose registration does it.
 pub(crate) fn own_misc_fops(misc: *mut bindings::miscdevice, slot: u32) -> Result {
     #[cfg(kernel_7_2)]
     {
         // SAFETY: `misc` is a misc device this module registered and keeps
         // registered until it unloads.
-        kernel::error::to_result(unsafe { crate::glue::msrbatch_misc_own_fops(misc.cast(), slot) })
+        kernel::error::to_result(unsafe { crate::sys::msrbatch_misc_own_fops(misc.cast(), slot) })
     }
     #[cfg(not(kernel_7_2))]
     {
@@ -104,7 +104,7 @@ pub(crate) fn file_holds_module(file: &kernel::fs::File) -> Result {
     #[cfg(kernel_7_2)]
     {
         // SAFETY: `file` is a valid file, being opened.
-        if !unsafe { crate::glue::msrbatch_file_has_owner(file.as_ptr().cast()) } {
+        if !unsafe { crate::sys::msrbatch_file_has_owner(file.as_ptr().cast()) } {
             return Err(EAGAIN);
         }
     }

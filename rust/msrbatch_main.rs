@@ -20,7 +20,6 @@ use kernel::{
     new_mutex,
     sync::Mutex,
     fs::File,
-    ioctl::{_IOC_NR, _IOC_SIZE, _IOC_TYPE, _IO, _IOR, _IOWR},
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     prelude::*,
 };
@@ -28,8 +27,9 @@ use kernel::{
 mod accept;
 mod allowlist;
 mod batch;
+mod busy;
 mod compat;
-mod glue;
+mod helpers;
 mod insn;
 mod ioctl;
 #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
@@ -38,22 +38,15 @@ mod policy;
 mod prepared;
 mod restore;
 mod sampler;
+mod sys;
 mod uapi;
 
 use policy::Access;
-use uapi::{Batch, Info};
 
-const MAGIC: u32 = 0xB9;
-const IOC_INFO: u32 = _IOR::<Info>(MAGIC, 0x00);
-const IOC_BATCH: u32 = _IOWR::<Batch>(MAGIC, 0x01);
-const IOC_PREPARE: u32 = _IOWR::<uapi::Prepare>(MAGIC, 0x02);
-const IOC_RUN: u32 = _IO(MAGIC, 0x03);
-const IOC_UNPREPARE: u32 = _IO(MAGIC, 0x04);
-const IOC_RESTORE_ON_CLOSE: u32 = _IO(MAGIC, 0x05);
-const IOC_RESTORE_NOW: u32 = _IO(MAGIC, 0x06);
-const IOC_SAMPLE: u32 = _IOWR::<uapi::SampleReq>(MAGIC, 0x07);
-const IOC_PCE_GRANT: u32 = _IO(MAGIC, 0x10);
-const IOC_PCE_REVOKE: u32 = _IO(MAGIC, 0x11);
+use uapi::{
+    IOC_BATCH, IOC_INFO, IOC_PCE_GRANT, IOC_PCE_REVOKE, IOC_PREPARE, IOC_RESTORE_NOW,
+    IOC_RESTORE_ON_CLOSE, IOC_RUN, IOC_SAMPLE, IOC_UNPREPARE,
+};
 
 module! {
     type: MsrBatchModule,
@@ -117,7 +110,7 @@ impl Globals {
         unsafe {
             pce::init_registry()
         };
-        glue::rdpmc_policy_init();
+        helpers::rdpmc_policy_init();
         Ok(Globals)
     }
 }
@@ -128,7 +121,7 @@ impl Drop for Globals {
         // that freed the last one may still be returning.
         #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
         pce::exit();
-        glue::rdpmc_policy_exit();
+        helpers::rdpmc_policy_exit();
         allowlist::exit();
         // Every sampler's file holds a module reference: none is left.
         sampler::exit();
@@ -225,6 +218,3 @@ impl MiscDevice for MsrBatchFile {
     }
 }
 
-// Silence "unused" for the decoding helpers until another ioctl needs them.
-const _: () = assert!(_IOC_TYPE(IOC_BATCH) == MAGIC && _IOC_NR(IOC_BATCH) == 1);
-const _: () = assert!(_IOC_SIZE(IOC_BATCH) == size_of::<Batch>());

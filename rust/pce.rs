@@ -47,11 +47,11 @@
 //!
 //! Every grant holds a module reference. The last one is dropped either under
 //! an open file or by the reaper, which module exit flushes
-//! ([`glue::reaper_sync`]), so no module code runs after `module_put` without
+//! ([`helpers::reaper_sync`]), so no module code runs after `module_put` without
 //! unload waiting for it.
 
 use crate::compat::local_interrupt_disable;
-use crate::{glue, insn};
+use crate::{helpers, insn};
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::{
@@ -151,7 +151,7 @@ impl Grant {
     /// Sets PCE for the granted thread if perf's policy allows user RDPMC
     /// and it is clear. Interrupts must be off; `current` is the thread.
     fn apply(&self) {
-        if glue::RdpmcPolicy::now().grant_applies() && !insn::cr4_pce() {
+        if helpers::RdpmcPolicy::now().grant_applies() && !insn::cr4_pce() {
             // SAFETY: `current` is the granted thread; `unapply` clears the
             // bit again before any other task runs on this CPU.
             unsafe { insn::cr4_write_pce(true) };
@@ -163,7 +163,7 @@ impl Grant {
     /// everywhere (then the kernel's shadow says set as well). Interrupts
     /// must be off; `current` is the thread.
     fn unapply(&self) {
-        if self.we_set.swap(false, Ordering::Relaxed) && glue::RdpmcPolicy::now() != glue::RdpmcPolicy::Always {
+        if self.we_set.swap(false, Ordering::Relaxed) && helpers::RdpmcPolicy::now() != helpers::RdpmcPolicy::Always {
             // SAFETY: Clearing PCE gives no task anything; the kernel's next
             // CR4 write from its shadow sets it again where it should be set.
             unsafe { insn::cr4_write_pce(false) };
@@ -197,12 +197,12 @@ unsafe extern "C" fn sched_out(n: *mut bindings::preempt_notifier, _next: *mut b
     // SAFETY: The notifier is registered, so its grant is alive.
     let g = unsafe { Grant::from_notifier(n) };
     g.unapply();
-    if glue::current_is_dead() {
+    if helpers::current_is_dead() {
         // Its final switch: the notifier is never called again. The grant is
         // freed by the reaper, after a grace period (the scheduler still walks
         // the list that links it when we return).
         g.dead.store(true, Ordering::Release);
-        glue::kick_reaper();
+        helpers::kick_reaper();
     }
 }
 
@@ -222,17 +222,17 @@ unsafe extern "C" fn revoke_on_cpu(info: *mut core::ffi::c_void) {
 
 /// Refuses a grant on this system or under perf's current policy.
 fn grant_allowed() -> Result {
-    if glue::xen_pv() {
-        glue::log_refused_grant(c"Xen PV owns CR4");
+    if helpers::xen_pv() {
+        helpers::log_refused_grant(c"Xen PV owns CR4");
         return Err(crate::compat::eopnotsupp());
     }
-    match glue::RdpmcPolicy::now() {
-        glue::RdpmcPolicy::Never => {
-            glue::log_refused_grant(c"perf's rdpmc setting is 0 (user RDPMC disabled)");
+    match helpers::RdpmcPolicy::now() {
+        helpers::RdpmcPolicy::Never => {
+            helpers::log_refused_grant(c"perf's rdpmc setting is 0 (user RDPMC disabled)");
             Err(EACCES)
         }
-        glue::RdpmcPolicy::Unknown => {
-            glue::log_refused_grant(c"perf's rdpmc setting cannot be read");
+        helpers::RdpmcPolicy::Unknown => {
+            helpers::log_refused_grant(c"perf's rdpmc setting cannot be read");
             Err(EACCES)
         }
         _ => Ok(()),
@@ -270,7 +270,7 @@ pub(crate) fn grant(binding: Binding, module: *mut bindings::module) -> Result {
             notifier <- Opaque::ffi_init(|n: *mut bindings::preempt_notifier| {
                 // SAFETY: `n` is valid for writes; `OPS` lives forever (the
                 // kernel never writes through this pointer).
-                unsafe { glue::msrbatch_preempt_notifier_init(n.cast(), (&raw const OPS).cast_mut().cast()) }
+                unsafe { crate::sys::msrbatch_preempt_notifier_init(n.cast(), (&raw const OPS).cast_mut().cast()) }
             }),
             task,
             module,
@@ -375,15 +375,18 @@ extern "C" fn msrbatch_reap_grants() {
     unsafe { bindings::synchronize_rcu() };
     let mut grants = GRANTS.lock();
     // Dropping the last reference ends with `module_put`; module exit waits
-    // for this work item to return (`glue::reaper_sync`).
+    // for this work item to return (`helpers::reaper_sync`).
     grants.retain(|g| !g.reapable.load(Ordering::Relaxed));
 }
+
+// `helpers.c`'s reaper calls it with `helpers.h`'s prototype.
+crate::sys::assert_prototype!(msrbatch_reap_grants);
 
 /// Module unload: waits for the reaper, then frees the registry's storage (a
 /// static is never dropped). No grant exists any more (each held a module
 /// reference).
 pub(crate) fn exit() {
-    glue::reaper_sync();
+    helpers::reaper_sync();
     drop(core::mem::take(&mut *GRANTS.lock()));
 }
 

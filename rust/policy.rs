@@ -9,7 +9,7 @@
 //! decides the rest: a batch needs it open for reading, one that writes also
 //! for writing (`EBADF`). Writes are refused under `LOCKDOWN_MSR`
 //! ([`msr_writes_locked_down`]) and when the `allow_writes` parameter is `off`
-//! (`EPERM`), logged when it is `default` (`glue.c`); [`check_writes`] makes
+//! (`EPERM`), logged when it is `default` (`helpers.c`); [`check_writes`] makes
 //! these checks in msr.c's order. A write that ran taints the kernel
 //! ([`taint_if_written`]).
 
@@ -70,7 +70,7 @@ pub(crate) fn check_writes(ops: &[Op], plan: &Plan, access: Access) -> Result<()
         return Err(refuse(EPERM));
     }
     let msr = ops.get(first as usize).map_or(0, |op| op.reg);
-    crate::glue::filter_writes(msr, plan.nr_writes()).map_err(refuse)
+    crate::helpers::filter_writes(msr, plan.nr_writes()).map_err(refuse)
 }
 
 /// Like arch/x86/kernel/msr.c: a raw MSR write takes the CPU out of spec;

@@ -8,7 +8,7 @@
 //! an op after it was checked. The results live in zeroed vmalloc memory
 //! charged to the caller's memory cgroup, which `mmap()` of the descriptor
 //! at the batch's offset maps into the caller, page by page
-//! (`glue::results_mmap`). `MSRBATCH_IOC_RUN` runs the private
+//! (`helpers::mappable_mmap`). `MSRBATCH_IOC_RUN` runs the private
 //! copy (its `status`/`val` fields are the run's scratch space), then
 //! publishes every op's status and values into the results, and returns the
 //! number of failed ops: no user memory is read or written by a run.
@@ -34,11 +34,11 @@ use kernel::{
 
 /// The results of one prepared batch: zeroed vmalloc memory, whole pages,
 /// charged to the caller's memory cgroup, mappable with
-/// `glue::results_mmap`.
+/// `helpers::mappable_mmap`.
 ///
 /// # Invariants
 ///
-/// `ptr` is the start of an area from `glue::results_alloc` of `bytes`
+/// `ptr` is the start of an area from `helpers::mappable_alloc` of `bytes`
 /// bytes, which the `Results` owns until it drops; it has room for `len`
 /// results (`len * size_of::<OpResult>() <= bytes`). User space may map it:
 /// the kernel writes it only through raw pointers (volatile), never through
@@ -58,8 +58,8 @@ unsafe impl Sync for Results {}
 impl Results {
     fn new(len: usize) -> Result<Self> {
         let bytes = (len * size_of::<OpResult>()).next_multiple_of(PAGE_SIZE);
-        let ptr = crate::glue::results_alloc(bytes).ok_or(ENOMEM)?.cast::<OpResult>();
-        // INVARIANT: `bytes` bytes from `results_alloc`, room for `len`.
+        let ptr = crate::helpers::mappable_alloc(bytes).ok_or(ENOMEM)?.cast::<OpResult>();
+        // INVARIANT: `bytes` bytes from `mappable_alloc`, room for `len`.
         Ok(Results { ptr, len, bytes })
     }
 
@@ -82,9 +82,9 @@ impl Results {
 impl Drop for Results {
     fn drop(&mut self) {
         // SAFETY: By the type invariants the area is ours, from
-        // `results_alloc`; it is not used afterwards, and user mappings keep
+        // `mappable_alloc`; it is not used afterwards, and user mappings keep
         // their own references to the pages.
-        unsafe { crate::glue::results_free(self.ptr.cast()) };
+        unsafe { crate::helpers::mappable_free(self.ptr.cast()) };
     }
 }
 
@@ -175,9 +175,9 @@ impl Prepared {
         }
         vma.set_dontcopy();
         // SAFETY: `vma` is being set up by `mmap()`, no larger than the
-        // results: by their type invariants an area from `results_alloc` of
+        // results: by their type invariants an area from `mappable_alloc` of
         // `bytes` bytes, alive while `self` is.
-        unsafe { crate::glue::results_mmap(vma.as_ptr(), self.results.ptr.cast(), self.results.bytes) }
+        unsafe { crate::helpers::mappable_mmap(vma.as_ptr(), self.results.ptr.cast(), self.results.bytes) }
     }
 }
 

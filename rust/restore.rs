@@ -19,10 +19,7 @@
 
 use crate::batch::{self, is_write};
 use crate::uapi::{opcode, Op};
-use kernel::{
-    prelude::*,
-    time::{delay::fsleep, Delta},
-};
+use kernel::prelude::*;
 
 /// The value of one MSR on one CPU before the file first wrote it.
 #[derive(Clone, Copy)]
@@ -73,7 +70,7 @@ impl RestoreLog {
         }
         reads.truncate(kept);
         // SAFETY: Reads only.
-        unsafe { execute_all(&mut reads) }?;
+        unsafe { crate::busy::execute_until_run(&mut reads) }?;
         // A read the busy credit never let run would leave its MSR
         // unrestorable: the batch does not run (nothing was written).
         if reads.iter().any(|r| r.status == batch::status::ETIME) {
@@ -142,7 +139,7 @@ fn restore_cpu(cpu: u32, saved: &[Saved]) -> usize {
     // SAFETY: These writes put back values that were in these MSRs before
     // this file wrote them: they undo writes that were allowed, and the
     // caller checked that lockdown does not forbid MSR writes now.
-    let done = unsafe { execute_all(&mut ops) };
+    let done = unsafe { crate::busy::execute_until_run(&mut ops) };
     // Whatever ran, also when some ops failed: a restore is a raw MSR write.
     crate::policy::taint_if_written(&ops);
     match done {
@@ -152,47 +149,4 @@ fn restore_cpu(cpu: u32, saved: &[Saved]) -> usize {
             saved.len()
         }
     }
-}
-
-/// How many times [`execute_all`] runs again the ops the busy credit left
-/// unrun, and how long it sleeps first each time: 100 ms refills a credit
-/// that was empty (it holds 4/5 of `MSRBATCH_MAX_CPU_BUSY_NS` and earns 1/5
-/// of the time that passes).
-const RETRIES: usize = 10;
-const RETRY_SLEEP_MS: i64 = 100;
-
-/// Runs the log's own batch `ops`; those that got `-ETIME` (the CPU's busy
-/// credit ran out: they did nothing) run again after a sleep, up to
-/// [`RETRIES`] times. Returns how many ops failed in the end.
-///
-/// # Safety
-///
-/// As [`batch::execute`]: the writes among `ops` are allowed.
-unsafe fn execute_all(ops: &mut [Op]) -> Result<u32, batch::Rejected> {
-    let plan = batch::plan(ops, 0)?;
-    // SAFETY: By our own requirements.
-    let mut nr_failed = unsafe { batch::execute(ops, &plan) }?.nr_failed;
-    for _ in 0..RETRIES {
-        let mut again = KVVec::new();
-        for (i, op) in ops.iter().enumerate().filter(|(_, op)| op.status == batch::status::ETIME) {
-            again.push((i, *op), GFP_KERNEL_ACCOUNT)?;
-        }
-        if again.is_empty() {
-            break;
-        }
-        // Process context (the ioctl or the file's release).
-        fsleep(Delta::from_millis(RETRY_SLEEP_MS));
-        let mut retry = KVVec::with_capacity(again.len(), GFP_KERNEL_ACCOUNT)?;
-        for (_, op) in again.iter() {
-            retry.push(*op, GFP_KERNEL_ACCOUNT)?;
-        }
-        let plan = batch::plan(&retry, 0)?;
-        // SAFETY: The same ops as above, none of which ran.
-        let done = unsafe { batch::execute(&mut retry, &plan) }?;
-        nr_failed = nr_failed - again.len() as u32 + done.nr_failed;
-        for ((i, _), op) in again.iter().zip(retry.iter()) {
-            ops[*i] = *op;
-        }
-    }
-    Ok(nr_failed)
 }

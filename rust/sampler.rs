@@ -5,8 +5,8 @@
 //!
 //! `MSRBATCH_IOC_SAMPLE` copies the prepared batch's ops (they are already
 //! validated), keeps those of each CPU as that CPU's *lane*, allocates the
-//! ring (`glue::results_alloc()`, charged to the caller: one control page, `struct msrbatch_ring`, then the
-//! data area) and hands the sampler to `sampler_glue.c`, which makes it a
+//! ring (`helpers::mappable_alloc()`, charged to the caller: one control page, `struct msrbatch_ring`, then the
+//! data area) and hands the sampler to `sampler_file.c`, which makes it a
 //! file and starts one pinned hrtimer per CPU through a CPU hotplug state.
 //!
 //! Every period, on each CPU, the timer (hard interrupt context) runs the
@@ -26,40 +26,21 @@
 use crate::batch;
 use crate::uapi::{self, opcode, rec, rec_layout as lay, Op, RingPage};
 use core::cell::UnsafeCell;
-use core::ffi::{c_int, c_long, c_uint, c_ulong, c_void};
+use kernel::ffi::{c_int, c_long, c_uint, c_ulong, c_void};
 use core::mem::offset_of;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::{page::PAGE_SIZE, prelude::*};
 
-/// `struct msrbatch_sampler` of `sampler_glue.c`, opaque here.
-#[repr(C)]
-pub(crate) struct Glue {
-    _private: [u8; 0],
-}
+use crate::sys::{
+    self, msrbatch_sampler_exit, msrbatch_sampler_free, msrbatch_sampler_init, msrbatch_sampler_install,
+    msrbatch_sampler_lock, msrbatch_sampler_new, msrbatch_sampler_stop, msrbatch_sampler_unlock,
+    msrbatch_sampler_wake, msrbatch_sampler_wake_all, MSRBATCH_SAMPLER_HUP as HUP,
+    MSRBATCH_SAMPLER_READABLE as READABLE,
+};
 
-extern "C" {
-    fn msrbatch_sampler_new(period_ns: u64, epoch_ns: *mut u64) -> *mut Glue;
-    fn msrbatch_sampler_free(s: *mut Glue);
-    fn msrbatch_sampler_stop(s: *mut Glue) -> bool;
-    fn msrbatch_sampler_lock(s: *mut Glue) -> c_ulong;
-    fn msrbatch_sampler_unlock(s: *mut Glue, flags: c_ulong);
-    fn msrbatch_sampler_wake(s: *mut Glue);
-    fn msrbatch_sampler_wake_all(s: *mut Glue);
-    fn msrbatch_sampler_install(s: *mut Glue, owner: *mut c_void) -> c_int;
-}
-
-/// `MSRBATCH_SAMPLER_READABLE` and `MSRBATCH_SAMPLER_HUP` of `glue.h`.
-const READABLE: c_uint = 1;
-const HUP: c_uint = 2;
-
-/// `MSRBATCH_SAMPLER_IOC_STOP`.
-const IOC_STOP: c_uint = kernel::ioctl::_IO(0xB9, 0x20);
-
-extern "C" {
-    fn msrbatch_sampler_init() -> c_int;
-    fn msrbatch_sampler_exit();
-}
+/// `struct msrbatch_sampler` of `sampler_file.c` (the C half), opaque here.
+pub(crate) type CHalf = sys::msrbatch_sampler;
 
 /// Sets up the samplers' load registry and CPU hotplug state (module init).
 pub(crate) fn init() -> Result {
@@ -112,12 +93,12 @@ struct Lane {
     lost: AtomicU64,
 }
 
-/// The ring: `glue::results_alloc()` memory, the control page then the data
+/// The ring: `helpers::mappable_alloc()` memory, the control page then the data
 /// area.
 ///
 /// # Invariants
 ///
-/// `base` is the start of an area from `glue::results_alloc` of `bytes`
+/// `base` is the start of an area from `helpers::mappable_alloc` of `bytes`
 /// bytes (page-aligned), which the ring owns until it drops: `PAGE_SIZE`
 /// bytes of control page (`struct msrbatch_ring`), then `data_size` bytes of
 /// data area, a power of two. User space maps it and may write it at any
@@ -145,8 +126,8 @@ impl Ring {
     fn new(data_pages: u32, period_ns: u64) -> Result<Self> {
         let data_size = data_pages as usize * PAGE_SIZE;
         let bytes = PAGE_SIZE + data_size;
-        let base = crate::glue::results_alloc(bytes).ok_or(ENOMEM)?.cast::<u8>();
-        // INVARIANT: `bytes` bytes from `results_alloc`, the control page and
+        let base = crate::helpers::mappable_alloc(bytes).ok_or(ENOMEM)?.cast::<u8>();
+        // INVARIANT: `bytes` bytes from `mappable_alloc`, the control page and
         // `data_pages` pages (a power of two: `MSRBATCH_IOC_SAMPLE` checks).
         let ring = Ring {
             base,
@@ -245,9 +226,9 @@ impl Ring {
 impl Drop for Ring {
     fn drop(&mut self) {
         // SAFETY: By the type invariants the area is ours, from
-        // `results_alloc`; it is not used afterwards, and mappings keep their
+        // `mappable_alloc`; it is not used afterwards, and mappings keep their
         // own references to the pages.
-        unsafe { crate::glue::results_free(self.base.cast()) };
+        unsafe { crate::helpers::mappable_free(self.base.cast()) };
     }
 }
 
@@ -255,7 +236,7 @@ impl Drop for Ring {
 ///
 /// # Invariants
 ///
-/// - `glue`, when `Some`, is the C half `msrbatch_sampler_new` made for this
+/// - `c_half`, when `Some`, is the C half `msrbatch_sampler_new` made for this
 ///   sampler, live until the sampler drops and frees it.
 /// - `lanes` are sorted by CPU, one per CPU. Each lane's `ops` are touched
 ///   only by its CPU's timer once installed (an hrtimer's callbacks never
@@ -264,7 +245,7 @@ impl Drop for Ring {
 ///   the C half holds, by shared references, until
 ///   `msrbatch_sampler_release` stops the timers and frees it.
 pub(crate) struct Sampler {
-    glue: Option<NonNull<Glue>>,
+    c_half: Option<NonNull<CHalf>>,
     ring: Ring,
     /// Sorted by CPU.
     lanes: KVec<Lane>,
@@ -286,11 +267,11 @@ unsafe impl Sync for Sampler {}
 unsafe impl Send for Sampler {}
 
 /// Takes the ring's lock (interrupts off) until dropped.
-struct Locked(NonNull<Glue>, c_ulong);
+struct Locked(NonNull<CHalf>, c_ulong);
 
 impl Locked {
-    fn new(g: NonNull<Glue>) -> Self {
-        // SAFETY: `g` is a sampler's `glue`, live while the sampler is (its
+    fn new(g: NonNull<CHalf>) -> Self {
+        // SAFETY: `g` is a sampler's `c_half`, live while the sampler is (its
         // type invariants); callers hold the sampler.
         Locked(g, unsafe { msrbatch_sampler_lock(g.as_ptr()) })
     }
@@ -441,7 +422,7 @@ impl NewSampler {
         let ring = Ring::new(req.ring_pages, req.period_ns)?;
         let mut s = KBox::new(
             Sampler {
-                glue: None,
+                c_half: None,
                 ring,
                 lanes,
                 watermark: u64::from(req.watermark),
@@ -456,7 +437,7 @@ impl NewSampler {
         // `install`, and calls nothing back before.
         let g = unsafe { msrbatch_sampler_new(req.period_ns, &mut epoch) };
         // INVARIANT: the C half made for this sampler, freed by its drop.
-        s.glue = Some(NonNull::new(g).ok_or(ENOMEM)?);
+        s.c_half = Some(NonNull::new(g).ok_or(ENOMEM)?);
         s.ring.put64(offset_of!(RingPage, epoch_ns), epoch);
         Ok(NewSampler(s))
     }
@@ -468,7 +449,7 @@ impl NewSampler {
 
     /// Starts the timers and returns the sampler's new descriptor.
     pub(crate) fn install(self) -> Result<isize> {
-        let Some(g) = self.0.glue else {
+        let Some(g) = self.0.c_half else {
             return Err(ENOMEM);
         };
         // From here on the C half owns the box: its release reclaims it.
@@ -489,7 +470,7 @@ impl Sampler {
     }
 
     fn lock(&self) -> Option<Locked> {
-        self.glue.map(Locked::new)
+        self.c_half.map(Locked::new)
     }
 
     /// Counts a record of `lane` that did not fit. Under the lock.
@@ -531,7 +512,7 @@ impl Sampler {
 
     /// Wakes `poll()` if the watermark is reached or the ring is full.
     fn wake_if_ready(&self) {
-        if let Some(g) = self.glue {
+        if let Some(g) = self.c_half {
             if self.worth_reading(self.ring.unread()) {
                 // SAFETY: `g` is this sampler's live C half (type invariants).
                 unsafe { msrbatch_sampler_wake(g.as_ptr()) };
@@ -609,7 +590,7 @@ impl Sampler {
 
     /// Stops the timers (idempotent); the ring says so.
     fn stop(&self) {
-        let Some(g) = self.glue else {
+        let Some(g) = self.c_half else {
             return;
         };
         // SAFETY: `g` is this sampler's live C half (type invariants);
@@ -646,7 +627,7 @@ impl Sampler {
 
 impl Drop for Sampler {
     fn drop(&mut self) {
-        if let Some(g) = self.glue.take() {
+        if let Some(g) = self.c_half.take() {
             // SAFETY: Nothing refers to `g` any more: either the sampler was
             // never installed (no timer, hotplug callback or wake-up was ever
             // set up, and the C half never knew this owner), or
@@ -671,7 +652,7 @@ unsafe fn sampler<'a>(owner: *mut c_void) -> &'a Sampler {
 }
 
 // The functions below are the C half's calls into the sampler
-// (`sampler_glue.c`, declared in `glue.h`). Each takes the owner pointer that
+// (`sampler_file.c`, declared in `helpers.h`). Each takes the owner pointer that
 // `msrbatch_sampler_install` gave the C half, and requires what
 // [`sampler`] requires of it; the C half calls each only while the sampler
 // is installed and not yet released.
@@ -743,17 +724,17 @@ unsafe extern "C" fn msrbatch_sampler_ready(owner: *mut c_void) -> c_uint {
 /// As [`sampler`] for `owner`; `vma` is a VMA being set up by `mmap()`, `len`
 /// bytes long.
 #[no_mangle]
-unsafe extern "C" fn msrbatch_sampler_mmap(owner: *mut c_void, vma: *mut kernel::bindings::vm_area_struct, len: c_ulong) -> c_int {
+unsafe extern "C" fn msrbatch_sampler_mmap(owner: *mut c_void, vma: *mut sys::vm_area_struct, len: c_ulong) -> c_int {
     // SAFETY: By the function's requirements: the file's mmap() calls this,
     // and the file holds the sampler.
     let s = unsafe { sampler(owner) };
-    if len as usize > s.ring.bytes {
+    if len > s.ring.bytes {
         return EINVAL.to_errno();
     }
     // SAFETY: `vma` is being set up by mmap(), no larger than the ring, which
-    // by its type invariants is an area from `results_alloc` of `bytes`
+    // by its type invariants is an area from `mappable_alloc` of `bytes`
     // bytes, alive while the sampler is.
-    match unsafe { crate::glue::results_mmap(vma, s.ring.base.cast(), s.ring.bytes) } {
+    match unsafe { crate::helpers::mappable_mmap(vma.cast(), s.ring.base.cast(), s.ring.bytes) } {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
     }
@@ -770,12 +751,12 @@ unsafe extern "C" fn msrbatch_sampler_ioctl(owner: *mut c_void, cmd: c_uint, arg
     // and the file holds the sampler.
     let s = unsafe { sampler(owner) };
     match cmd {
-        IOC_STOP if arg == 0 => {
+        uapi::SAMPLER_IOC_STOP if arg == 0 => {
             s.stop();
             0
         }
-        IOC_STOP => c_long::from(EINVAL.to_errno()),
-        _ => c_long::from(ENOTTY.to_errno()),
+        uapi::SAMPLER_IOC_STOP => EINVAL.to_errno() as c_long,
+        _ => ENOTTY.to_errno() as c_long,
     }
 }
 
@@ -801,3 +782,13 @@ unsafe extern "C" fn msrbatch_sampler_release(owner: *mut c_void) {
     // the sampler afterwards.
     drop(unsafe { KBox::from_raw(owner.cast::<Sampler>()) });
 }
+
+// The functions `sampler_file.c` calls have `helpers.h`'s prototypes.
+crate::sys::assert_prototype!(msrbatch_sampler_samples);
+crate::sys::assert_prototype!(msrbatch_sampler_tick);
+crate::sys::assert_prototype!(msrbatch_sampler_cpu_event);
+crate::sys::assert_prototype!(msrbatch_sampler_mark_stopped);
+crate::sys::assert_prototype!(msrbatch_sampler_ready);
+crate::sys::assert_prototype!(msrbatch_sampler_mmap);
+crate::sys::assert_prototype!(msrbatch_sampler_ioctl);
+crate::sys::assert_prototype!(msrbatch_sampler_release);

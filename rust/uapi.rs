@@ -2,251 +2,198 @@
 
 //! The module's view of `include/uapi/linux/msrbatch.h`.
 //!
-//! The C header is the definition; these types mirror it field by field, and
-//! the `const` assertions below pin every size and offset. The userspace crate
-//! generates its types from the header with bindgen and a host test compares
-//! both against the C compiler's layout, so the three cannot drift apart.
+//! The C header is the definition. bindgen turns it into Rust at build time
+//! (`bindings_helper.h`, `rust/Kbuild`, [`crate::sys`]): the structures are
+//! the generated ones, and every constant here is the header's value, typed
+//! as the module uses it; a value that does not fit its type fails the build.
+//! The ioctl numbers are the header's own `_IOR`/`_IOWR`/`_IO` definitions,
+//! evaluated by libclang. What this file adds: the names the rest of the
+//! module uses, the byte-copy traits, and assertions of what the module
+//! assumes of the header (each flag is a bit of its own; each ioctl's size
+//! field is its argument's size).
 
+use crate::sys;
 use core::mem::{offset_of, size_of};
+use kernel::ioctl::{_IOC_SIZE, _IOC_TYPE};
 use kernel::transmute::{AsBytes, FromBytes};
 
+/// `v`, which must fit a `u16` (checked at compile time where `v` is const).
+const fn u16_of(v: u32) -> u16 {
+    assert!(v <= u16::MAX as u32);
+    v as u16
+}
+
 /// `MSRBATCH_ABI_VERSION`.
-pub(crate) const ABI_VERSION: u32 = 1;
+pub(crate) const ABI_VERSION: u32 = sys::MSRBATCH_ABI_VERSION;
 /// `MSRBATCH_MAX_OPS`.
-pub(crate) const MAX_OPS: u32 = 65536;
+pub(crate) const MAX_OPS: u32 = sys::MSRBATCH_MAX_OPS;
 /// `MSRBATCH_MAX_DELAY_NS`.
-pub(crate) const MAX_DELAY_NS: u64 = 1_000_000;
+pub(crate) const MAX_DELAY_NS: u64 = sys::MSRBATCH_MAX_DELAY_NS as u64;
 /// `MSRBATCH_MAX_CPU_DELAY_NS`.
-pub(crate) const MAX_CPU_DELAY_NS: u64 = 10_000_000;
+pub(crate) const MAX_CPU_DELAY_NS: u64 = sys::MSRBATCH_MAX_CPU_DELAY_NS as u64;
 /// `MSRBATCH_MAX_CPU_BUSY_NS`.
-pub(crate) const MAX_CPU_BUSY_NS: u64 = 20_000_000;
+pub(crate) const MAX_CPU_BUSY_NS: u64 = sys::MSRBATCH_MAX_CPU_BUSY_NS as u64;
 
 /// `MSRBATCH_OP_*` codes.
 pub(crate) mod opcode {
-    pub(crate) const RDMSR: u16 = 1;
-    pub(crate) const WRMSR: u16 = 2;
-    pub(crate) const RMWMSR: u16 = 3;
-    pub(crate) const RDPMC: u16 = 4;
-    pub(crate) const RDTSC: u16 = 5;
-    pub(crate) const RDTSCP: u16 = 6;
-    pub(crate) const CPUID: u16 = 7;
-    pub(crate) const DELAY: u16 = 8;
-    pub(crate) const RDCR4: u16 = 9;
-    pub(crate) const MAX: u16 = RDCR4;
+    use super::{sys, u16_of};
+    pub(crate) const RDMSR: u16 = u16_of(sys::MSRBATCH_OP_RDMSR);
+    pub(crate) const WRMSR: u16 = u16_of(sys::MSRBATCH_OP_WRMSR);
+    pub(crate) const RMWMSR: u16 = u16_of(sys::MSRBATCH_OP_RMWMSR);
+    pub(crate) const RDPMC: u16 = u16_of(sys::MSRBATCH_OP_RDPMC);
+    pub(crate) const RDTSC: u16 = u16_of(sys::MSRBATCH_OP_RDTSC);
+    pub(crate) const RDTSCP: u16 = u16_of(sys::MSRBATCH_OP_RDTSCP);
+    pub(crate) const CPUID: u16 = u16_of(sys::MSRBATCH_OP_CPUID);
+    pub(crate) const DELAY: u16 = u16_of(sys::MSRBATCH_OP_DELAY);
+    pub(crate) const RDCR4: u16 = u16_of(sys::MSRBATCH_OP_RDCR4);
+    pub(crate) const MAX: u16 = u16_of(sys::MSRBATCH_OP_MAX);
 }
 
 /// `MSRBATCH_F_STOP_ON_ERROR`.
-pub(crate) const F_STOP_ON_ERROR: u32 = 1 << 0;
+pub(crate) const F_STOP_ON_ERROR: u32 = sys::MSRBATCH_F_STOP_ON_ERROR;
 /// `MSRBATCH_F_SYNC_START`.
-pub(crate) const F_SYNC_START: u32 = 1 << 1;
+pub(crate) const F_SYNC_START: u32 = sys::MSRBATCH_F_SYNC_START;
 /// `MSRBATCH_F_TIMESTAMPS`.
-pub(crate) const F_TIMESTAMPS: u32 = 1 << 2;
+pub(crate) const F_TIMESTAMPS: u32 = sys::MSRBATCH_F_TIMESTAMPS;
 /// `MSRBATCH_F_ALL`.
-pub(crate) const F_ALL: u32 = F_STOP_ON_ERROR | F_SYNC_START | F_TIMESTAMPS;
+pub(crate) const F_ALL: u32 = sys::MSRBATCH_F_ALL;
 /// `MSRBATCH_SYNC_TIMEOUT_NS`.
-pub(crate) const SYNC_TIMEOUT_NS: u64 = 20_000_000;
+pub(crate) const SYNC_TIMEOUT_NS: u64 = sys::MSRBATCH_SYNC_TIMEOUT_NS as u64;
 /// `MSRBATCH_OUT_RAN`.
-pub(crate) const OUT_RAN: u32 = 1 << 0;
+pub(crate) const OUT_RAN: u32 = sys::MSRBATCH_OUT_RAN;
 /// `MSRBATCH_PCE_F_THREAD`.
-pub(crate) const PCE_F_THREAD: usize = 1 << 0;
+pub(crate) const PCE_F_THREAD: usize = sys::MSRBATCH_PCE_F_THREAD as usize;
 /// `MSRBATCH_MAX_PREPARED`.
-pub(crate) const MAX_PREPARED: usize = 64;
+pub(crate) const MAX_PREPARED: usize = sys::MSRBATCH_MAX_PREPARED as usize;
 /// `MSRBATCH_PREPARED_STRIDE`.
-pub(crate) const PREPARED_STRIDE: usize = 2 << 20;
+pub(crate) const PREPARED_STRIDE: usize = sys::MSRBATCH_PREPARED_STRIDE as usize;
 /// `MSRBATCH_NO_INDEX`.
-pub(crate) const NO_INDEX: u32 = u32::MAX;
+pub(crate) const NO_INDEX: u32 = sys::MSRBATCH_NO_INDEX;
+
+// Every flag is one bit of its own, and `F_ALL` is exactly their union.
+const _: () = assert!(F_STOP_ON_ERROR.is_power_of_two() && F_SYNC_START.is_power_of_two());
+const _: () = assert!(F_TIMESTAMPS.is_power_of_two());
+const _: () = assert!(F_STOP_ON_ERROR & F_SYNC_START == 0 && (F_STOP_ON_ERROR | F_SYNC_START) & F_TIMESTAMPS == 0);
+const _: () = assert!(F_ALL == F_STOP_ON_ERROR | F_SYNC_START | F_TIMESTAMPS);
+
+/// `MSRBATCH_IOC_INFO`.
+pub(crate) const IOC_INFO: u32 = sys::MSRBATCH_IOC_INFO;
+/// `MSRBATCH_IOC_BATCH`.
+pub(crate) const IOC_BATCH: u32 = sys::MSRBATCH_IOC_BATCH;
+/// `MSRBATCH_IOC_PREPARE`.
+pub(crate) const IOC_PREPARE: u32 = sys::MSRBATCH_IOC_PREPARE;
+/// `MSRBATCH_IOC_RUN`.
+pub(crate) const IOC_RUN: u32 = sys::MSRBATCH_IOC_RUN;
+/// `MSRBATCH_IOC_UNPREPARE`.
+pub(crate) const IOC_UNPREPARE: u32 = sys::MSRBATCH_IOC_UNPREPARE;
+/// `MSRBATCH_IOC_RESTORE_ON_CLOSE`.
+pub(crate) const IOC_RESTORE_ON_CLOSE: u32 = sys::MSRBATCH_IOC_RESTORE_ON_CLOSE;
+/// `MSRBATCH_IOC_RESTORE_NOW`.
+pub(crate) const IOC_RESTORE_NOW: u32 = sys::MSRBATCH_IOC_RESTORE_NOW;
+/// `MSRBATCH_IOC_SAMPLE`.
+pub(crate) const IOC_SAMPLE: u32 = sys::MSRBATCH_IOC_SAMPLE;
+/// `MSRBATCH_IOC_PCE_GRANT`.
+pub(crate) const IOC_PCE_GRANT: u32 = sys::MSRBATCH_IOC_PCE_GRANT;
+/// `MSRBATCH_IOC_PCE_REVOKE`.
+pub(crate) const IOC_PCE_REVOKE: u32 = sys::MSRBATCH_IOC_PCE_REVOKE;
+/// `MSRBATCH_SAMPLER_IOC_STOP`.
+pub(crate) const SAMPLER_IOC_STOP: u32 = sys::MSRBATCH_SAMPLER_IOC_STOP;
 
 /// `struct msrbatch_op`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
-pub(crate) struct Op {
-    pub(crate) op: u16,
-    pub(crate) flags: u16,
-    pub(crate) cpu: u32,
-    pub(crate) reg: u32,
-    pub(crate) status: i32,
-    pub(crate) arg: [u64; 2],
-    pub(crate) val: [u64; 2],
-}
-
+pub(crate) type Op = sys::msrbatch_op;
 /// `struct msrbatch_batch`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct Batch {
-    pub(crate) version: u32,
-    pub(crate) flags: u32,
-    pub(crate) nr_ops: u32,
-    pub(crate) nr_failed: u32,
-    pub(crate) ops: u64,
-    pub(crate) err_index: u32,
-    pub(crate) out_flags: u32,
-    pub(crate) reserved0: u64,
-    pub(crate) start_spread: u64,
-}
-
+pub(crate) type Batch = sys::msrbatch_batch;
 /// `struct msrbatch_info`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct Info {
-    pub(crate) version: u32,
-    pub(crate) max_ops: u32,
-    pub(crate) max_delay_ns: u32,
-    pub(crate) max_cpu_delay_ns: u32,
-    pub(crate) ops_supported: u64,
-    pub(crate) flags_supported: u32,
-    pub(crate) max_cpu_busy_ns: u32,
-    pub(crate) reserved: [u64; 4],
-}
-
+pub(crate) type Info = sys::msrbatch_info;
 /// `struct msrbatch_prepare`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct Prepare {
-    pub(crate) version: u32,
-    pub(crate) flags: u32,
-    pub(crate) nr_ops: u32,
-    pub(crate) handle: u32,
-    pub(crate) ops: u64,
-    pub(crate) mmap_offset: u64,
-    pub(crate) mmap_size: u64,
-    pub(crate) err_index: u32,
-    pub(crate) reserved: u32,
-}
-
+pub(crate) type Prepare = sys::msrbatch_prepare;
 /// `struct msrbatch_result`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct OpResult {
-    pub(crate) status: i32,
-    pub(crate) reserved: u32,
-    pub(crate) val: [u64; 2],
-}
+pub(crate) type OpResult = sys::msrbatch_result;
+/// `struct msrbatch_sample_req`.
+pub(crate) type SampleReq = sys::msrbatch_sample_req;
+/// `struct msrbatch_ring`: the sampler mapping's first page. The kernel
+/// never makes a reference to it (user space writes `data_tail` at any time):
+/// it reaches each field through its offset.
+pub(crate) type RingPage = sys::msrbatch_ring;
 
-// SAFETY: `Prepare` is `repr(C)`, integers only, no padding (checked below).
-unsafe impl FromBytes for Prepare {}
-// SAFETY: As above.
-unsafe impl AsBytes for Prepare {}
+// Each ioctl's number says how many bytes its argument has: the structure
+// the module copies.
+const _: () = assert!(_IOC_TYPE(IOC_BATCH) == sys::MSRBATCH_IOC_MAGIC);
+const _: () = assert!(_IOC_SIZE(IOC_INFO) == size_of::<Info>());
+const _: () = assert!(_IOC_SIZE(IOC_BATCH) == size_of::<Batch>());
+const _: () = assert!(_IOC_SIZE(IOC_PREPARE) == size_of::<Prepare>());
+const _: () = assert!(_IOC_SIZE(IOC_SAMPLE) == size_of::<SampleReq>());
 
-// SAFETY: `Op` is `repr(C)`, made of integers only, with no padding (checked
-// below); every bit pattern is a valid value.
+// The byte-copy traits: each of these structures is `repr(C)` and every byte
+// of it belongs to a field of integer type, as bindgen makes any padding an
+// explicit byte-array field (`--explicit-padding`, `rust/Kbuild`); so every bit
+// pattern is a valid value and no byte is uninitialised. None has interior
+// mutability.
+
+// SAFETY: `Op` is as stated above.
 unsafe impl FromBytes for Op {}
-// SAFETY: As above: no padding, no interior mutability.
+// SAFETY: As above.
 unsafe impl AsBytes for Op {}
-// SAFETY: `Batch` is `repr(C)`, integers only, no padding (checked below).
+// SAFETY: `Batch` is as stated above.
 unsafe impl FromBytes for Batch {}
 // SAFETY: As above.
 unsafe impl AsBytes for Batch {}
-// SAFETY: `Info` is `repr(C)`, integers only, no padding (checked below).
+// SAFETY: `Info` is as stated above.
 unsafe impl AsBytes for Info {}
-
-/// Asserts the C layout: total size, then `(field, offset)` pairs in order.
-macro_rules! assert_layout {
-    ($t:ty, $size:expr, $(($f:ident, $off:expr)),* $(,)?) => {
-        const _: () = assert!(size_of::<$t>() == $size);
-        $(const _: () = assert!(offset_of!($t, $f) == $off);)*
-    };
-}
-
-assert_layout!(Op, 48, (op, 0), (flags, 2), (cpu, 4), (reg, 8), (status, 12),
-               (arg, 16), (val, 32));
-assert_layout!(Batch, 48, (version, 0), (flags, 4), (nr_ops, 8), (nr_failed, 12),
-               (ops, 16), (err_index, 24), (out_flags, 28), (reserved0, 32),
-               (start_spread, 40));
-assert_layout!(Prepare, 48, (version, 0), (flags, 4), (nr_ops, 8), (handle, 12), (ops, 16),
-               (mmap_offset, 24), (mmap_size, 32), (err_index, 40), (reserved, 44));
-assert_layout!(OpResult, 24, (status, 0), (reserved, 4), (val, 8));
-assert_layout!(Info, 64, (version, 0), (max_ops, 4), (max_delay_ns, 8),
-               (max_cpu_delay_ns, 12), (ops_supported, 16), (flags_supported, 24),
-               (max_cpu_busy_ns, 28), (reserved, 32));
-
-/// `MSRBATCH_SAMPLE_MIN_PERIOD_NS`.
-pub(crate) const SAMPLE_MIN_PERIOD_NS: u64 = 100_000;
-/// `MSRBATCH_SAMPLE_MAX_PERIOD_NS`.
-pub(crate) const SAMPLE_MAX_PERIOD_NS: u64 = 60_000_000_000;
-/// `MSRBATCH_SAMPLE_MAX_OPS`.
-pub(crate) const SAMPLE_MAX_OPS: usize = 64;
-/// `MSRBATCH_SAMPLE_MAX_RING_PAGES`.
-pub(crate) const SAMPLE_MAX_RING_PAGES: u32 = 1024;
-/// `MSRBATCH_MAX_SAMPLERS`.
-pub(crate) const MAX_SAMPLERS: u32 = 64;
-/// `MSRBATCH_MAX_SAMPLERS_CONFINED`.
-pub(crate) const MAX_SAMPLERS_CONFINED: u32 = 16;
-/// `MSRBATCH_SAMPLE_MAX_OPS_PER_SEC`.
-pub(crate) const SAMPLE_MAX_OPS_PER_SEC: u64 = 64000;
-/// `MSRBATCH_RING_VERSION`.
-pub(crate) const RING_VERSION: u32 = 1;
-/// `MSRBATCH_RING_STOPPED`.
-pub(crate) const RING_STOPPED: u32 = 1 << 0;
-
-/// `MSRBATCH_REC_*` record types.
-pub(crate) mod rec {
-    pub(crate) const PAD: u32 = 0;
-    pub(crate) const SAMPLE: u32 = 1;
-    pub(crate) const LOST: u32 = 2;
-    pub(crate) const ONLINE: u32 = 3;
-    pub(crate) const OFFLINE: u32 = 4;
-}
-
-/// `struct msrbatch_sample_req`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct SampleReq {
-    pub(crate) version: u32,
-    pub(crate) flags: u32,
-    pub(crate) handle: u32,
-    pub(crate) ring_pages: u32,
-    pub(crate) period_ns: u64,
-    pub(crate) watermark: u32,
-    pub(crate) err_index: u32,
-    pub(crate) mmap_size: u64,
-    pub(crate) reserved: u64,
-}
-
-// SAFETY: `SampleReq` is `repr(C)`, integers only, no padding (checked below).
+// SAFETY: `Prepare` is as stated above.
+unsafe impl FromBytes for Prepare {}
+// SAFETY: As above.
+unsafe impl AsBytes for Prepare {}
+// SAFETY: `SampleReq` is as stated above.
 unsafe impl FromBytes for SampleReq {}
 // SAFETY: As above.
 unsafe impl AsBytes for SampleReq {}
 
-/// `struct msrbatch_ring`: the sampler mapping's first page. The kernel
-/// never makes a reference to it (user space writes `data_tail` at any time):
-/// it reaches each field through its offset.
-#[repr(C)]
-pub(crate) struct RingPage {
-    pub(crate) version: u32,
-    pub(crate) flags: u32,
-    pub(crate) data_offset: u64,
-    pub(crate) data_size: u64,
-    pub(crate) period_ns: u64,
-    pub(crate) epoch_ns: u64,
-    pub(crate) lost: u64,
-    pub(crate) reserved0: [u64; 2],
-    pub(crate) data_head: u64,
-    pub(crate) reserved1: [u64; 7],
-    pub(crate) data_tail: u64,
-    pub(crate) reserved2: [u64; 7],
+/// `MSRBATCH_SAMPLE_MIN_PERIOD_NS`.
+pub(crate) const SAMPLE_MIN_PERIOD_NS: u64 = sys::MSRBATCH_SAMPLE_MIN_PERIOD_NS as u64;
+/// `MSRBATCH_SAMPLE_MAX_PERIOD_NS`.
+pub(crate) const SAMPLE_MAX_PERIOD_NS: u64 = sys::MSRBATCH_SAMPLE_MAX_PERIOD_NS;
+/// `MSRBATCH_SAMPLE_MAX_OPS`.
+pub(crate) const SAMPLE_MAX_OPS: usize = sys::MSRBATCH_SAMPLE_MAX_OPS as usize;
+/// `MSRBATCH_SAMPLE_MAX_RING_PAGES`.
+pub(crate) const SAMPLE_MAX_RING_PAGES: u32 = sys::MSRBATCH_SAMPLE_MAX_RING_PAGES;
+/// `MSRBATCH_MAX_SAMPLERS`.
+pub(crate) const MAX_SAMPLERS: u32 = sys::MSRBATCH_MAX_SAMPLERS;
+/// `MSRBATCH_MAX_SAMPLERS_CONFINED`.
+pub(crate) const MAX_SAMPLERS_CONFINED: u32 = sys::MSRBATCH_MAX_SAMPLERS_CONFINED;
+/// `MSRBATCH_SAMPLE_MAX_OPS_PER_SEC`.
+pub(crate) const SAMPLE_MAX_OPS_PER_SEC: u64 = sys::MSRBATCH_SAMPLE_MAX_OPS_PER_SEC as u64;
+/// `MSRBATCH_RING_VERSION`.
+pub(crate) const RING_VERSION: u32 = sys::MSRBATCH_RING_VERSION;
+/// `MSRBATCH_RING_STOPPED`.
+pub(crate) const RING_STOPPED: u32 = sys::MSRBATCH_RING_STOPPED;
+
+/// `MSRBATCH_REC_*` record types.
+pub(crate) mod rec {
+    use super::sys;
+    pub(crate) const PAD: u32 = sys::MSRBATCH_REC_PAD;
+    pub(crate) const SAMPLE: u32 = sys::MSRBATCH_REC_SAMPLE;
+    pub(crate) const LOST: u32 = sys::MSRBATCH_REC_LOST;
+    pub(crate) const ONLINE: u32 = sys::MSRBATCH_REC_ONLINE;
+    pub(crate) const OFFLINE: u32 = sys::MSRBATCH_REC_OFFLINE;
 }
 
 /// `struct msrbatch_record`'s size, and the offsets of the fields after it
 /// in `struct msrbatch_rec_sample` (`seq`, `tsc`, `failed`, `val`) and
 /// `struct msrbatch_rec_lost` / `struct msrbatch_rec_cpu`.
 pub(crate) mod rec_layout {
-    pub(crate) const HEADER: usize = 16;
-    pub(crate) const SAMPLE_SEQ: usize = 16;
-    pub(crate) const SAMPLE_TSC: usize = 24;
-    pub(crate) const SAMPLE_FAILED: usize = 32;
-    pub(crate) const SAMPLE_VAL: usize = 40;
-    pub(crate) const LOST_LOST: usize = 16;
-    pub(crate) const LOST_SIZE: usize = 24;
-    pub(crate) const CPU_SEQ: usize = 16;
-    pub(crate) const CPU_TSC: usize = 24;
-    pub(crate) const CPU_SIZE: usize = 32;
-    /// Records start and end on this boundary.
+    use super::{offset_of, size_of, sys};
+    pub(crate) const HEADER: usize = size_of::<sys::msrbatch_record>();
+    pub(crate) const SAMPLE_SEQ: usize = offset_of!(sys::msrbatch_rec_sample, seq);
+    pub(crate) const SAMPLE_TSC: usize = offset_of!(sys::msrbatch_rec_sample, tsc);
+    pub(crate) const SAMPLE_FAILED: usize = offset_of!(sys::msrbatch_rec_sample, failed);
+    pub(crate) const SAMPLE_VAL: usize = offset_of!(sys::msrbatch_rec_sample, val);
+    pub(crate) const LOST_LOST: usize = offset_of!(sys::msrbatch_rec_lost, lost);
+    pub(crate) const LOST_SIZE: usize = size_of::<sys::msrbatch_rec_lost>();
+    pub(crate) const CPU_SEQ: usize = offset_of!(sys::msrbatch_rec_cpu, seq);
+    pub(crate) const CPU_TSC: usize = offset_of!(sys::msrbatch_rec_cpu, tsc);
+    pub(crate) const CPU_SIZE: usize = size_of::<sys::msrbatch_rec_cpu>();
+    /// Records start and end on this boundary (the header's "16-byte
+    /// aligned").
     pub(crate) const ALIGN: usize = 16;
 }
-
-assert_layout!(SampleReq, 48, (version, 0), (flags, 4), (handle, 8), (ring_pages, 12),
-               (period_ns, 16), (watermark, 24), (err_index, 28), (mmap_size, 32),
-               (reserved, 40));
-assert_layout!(RingPage, 192, (version, 0), (flags, 4), (data_offset, 8), (data_size, 16),
-               (period_ns, 24), (epoch_ns, 32), (lost, 40), (reserved0, 48), (data_head, 64),
-               (reserved1, 72), (data_tail, 128), (reserved2, 136));

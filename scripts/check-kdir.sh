@@ -42,4 +42,9 @@ if [ -n "${LLVM:-}" ]; then
 elif grep -q '^CONFIG_CC_IS_CLANG=y' "$conf"; then
 	fail "the kernel was built with clang: pass LLVM=1 (or LLVM=-NN for Debian's clang-NN)"
 fi
+# bindgen: the module's view of the ABI is generated from the uapi header at
+# build time (rust/Kbuild), with the bindgen a Rust kernel build needs anyway.
+bindgen=${BINDGEN:-bindgen}
+command -v "$bindgen" >/dev/null ||
+	fail "no bindgen ('$bindgen'), which generates the module's ABI view: install the kernel's bindgen (make debian-kdir names it) or pass BINDGEN=/path/to/bindgen"
 exit 0

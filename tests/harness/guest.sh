@@ -35,13 +35,23 @@ guest_kernel() {
 # tree's rust/msrbatch.ko is left to `make`), then signed with that kernel's
 # own build key: lockdown=integrity refuses unsigned modules. The unsigned
 # build goes into the guest too, for the test that proves that refusal.
+# Skipped when its inputs (the sources, the kernel build, the toolchain) are
+# those of the last build (guest_stamp).
 guest_module() {
-	local mod="$GUEST_DIR/module"
+	local mod="$GUEST_DIR/module" stamp
+	stamp=$(guest_module_key) || return
+	if guest_stamp_ok "$GUEST_DIR/module.stamp" "$stamp" \
+		"$GUEST_DIR/msrbatch.ko" "$GUEST_DIR/msrbatch-unsigned.ko" "$GUEST_DIR/msrbatch_test_pmu.ko"; then
+		echo "msrbatch: module: up to date" >&2
+		return 0
+	fi
+	rm -f "$GUEST_DIR/module.stamp"
 	rm -rf "$mod"
-	mkdir -p "$mod/rust"
+	mkdir -p "$mod/rust" "$mod/include/uapi/linux"
 	cp "$MSRB_TOP/rust/Kbuild" "$MSRB_TOP"/rust/*.rs "$MSRB_TOP"/rust/*.[ch] "$mod/rust/"
-	rm -f "$mod/rust/generated.rs"
+	rm -f "$mod/rust/generated.rs" "$mod/rust/bindings_generated.rs"
 	cp "$MSRB_TOP/Cargo.toml" "$mod/"	# the version's one source
+	cp "$MSRB_TOP/include/uapi/linux/msrbatch.h" "$mod/include/uapi/linux/"	# the ABI's
 	echo 'obj-m += rust/' >"$mod/Kbuild"
 	make -s -C "$KBUILD" M="$mod" LLVM="$LLVM" RUSTC="$RUSTC" BINDGEN="$BINDGEN" modules >&2 || return
 	"$MSRB_TOP/scripts/check-modinfo.sh" "$mod/rust/msrbatch.ko" "$(cat "$KBUILD/include/config/kernel.release")" >&2 || return
@@ -59,7 +69,43 @@ guest_module() {
 	cp "$MSRB_TOP"/tests/guest/test-pmu/Kbuild "$MSRB_TOP"/tests/guest/test-pmu/*.c "$mod/test-pmu/"
 	make -s -C "$KBUILD" M="$mod/test-pmu" LLVM="$LLVM" W=1 modules >&2 || return
 	"$KBUILD/scripts/sign-file" "$hash" "$key" "$cert" "$mod/test-pmu/msrbatch_test_pmu.ko" \
-		"$GUEST_DIR/msrbatch_test_pmu.ko"
+		"$GUEST_DIR/msrbatch_test_pmu.ko" || return
+	echo "$stamp" >"$GUEST_DIR/module.stamp"
+}
+
+# What the guest's modules are built from: the sources' contents (the uapi
+# header too, which the module's build reads), the kernel
+# build (its directory is named by its cache key; its signing key and
+# release), and the toolchain.
+guest_module_key() {
+	(
+		cd "$MSRB_TOP" &&
+			sha256sum rust/Kbuild rust/*.rs rust/*.[ch] include/uapi/linux/msrbatch.h Cargo.toml tests/guest/test-pmu/Kbuild \
+				tests/guest/test-pmu/*.c tests/harness/guest.sh "$KBUILD/include/config/kernel.release" \
+				"$KBUILD/certs/signing_key.x509" &&
+			echo "$KBUILD $LLVM $RUSTC $BINDGEN"
+	) | sha256sum | cut -d' ' -f1
+}
+
+# guest_stamp_ok STAMP KEY OUTPUT...: STAMP holds KEY and every OUTPUT exists.
+guest_stamp_ok() {
+	local stamp=$1 key=$2 f
+	shift 2
+	[ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ] || return 1
+	for f; do
+		[ -f "$f" ] || return 1
+	done
+}
+
+# guest_stale OUT DEP...: OUT is missing or older than a DEP (as make decides).
+guest_stale() {
+	local out=$1 d
+	shift
+	[ -e "$out" ] || return 0
+	for d; do
+		[ "$d" -nt "$out" ] && return 0
+	done
+	return 1
 }
 
 # Static binaries: the guest has busybox and nothing else.
@@ -68,13 +114,17 @@ guest_userspace() {
 		RUSTFLAGS="-C target-feature=+crt-static" cargo build --quiet --release \
 			--workspace --lib --bins --examples --target "$GUEST_TARGET" \
 			--target-dir "$MSRB_TOP/target/guest-cargo") >&2 || return
-	local c
+	local c uapi="$MSRB_TOP/include/uapi/linux/msrbatch.h"
+	local lib="$MSRB_TOP/target/guest-cargo/$GUEST_TARGET/release/libmsrbatch.a"
 	mkdir -p "$GUEST_OUT/cbin"
+	# Each C program is linked again only when it, a header or the static
+	# library is newer than the binary (cargo leaves an unchanged library alone).
 	# The C examples: the raw one with the uapi header alone, the others
 	# against the C API's static library.
 	for c in "$MSRB_TOP"/examples/*.c; do
 		local name
 		name=$(basename "$c" .c)
+		guest_stale "$GUEST_OUT/cbin/$name" "$c" "$uapi" "$MSRB_TOP/include/msrbatch.h" "$lib" || continue
 		if grep -q '#include <msrbatch.h>' "$c"; then
 			# glibc's linker warnings about getpwuid_r and getaddrinfo in a
 			# static binary concern Rust's std, not code these examples run.
@@ -93,14 +143,26 @@ guest_userspace() {
 	for c in "$MSRB_TOP"/tests/guest/*.c; do
 		[ -e "$c" ] || continue
 		local bin="$GUEST_OUT/cbin/$(basename "$c" .c)"
+		guest_stale "$bin" "$c" "$uapi" || guest_stale "$bin-32" "$c" "$uapi" || continue
 		gcc -static -O2 -Wall -Wextra -Werror -I"$MSRB_TOP/include/uapi" -o "$bin" "$c" || return
 		gcc -m32 -static -O2 -Wall -Wextra -Werror -I"$MSRB_TOP/include/uapi" -o "$bin-32" "$c" || return
 	done
 }
 
 # An initramfs: busybox, init, module (signed and unsigned), tools, tests.
+# Skipped when nothing it packs (nor this script) is newer than the last one.
 guest_rootfs() {
 	local root="$GUEST_DIR/root" rel="$MSRB_TOP/target/guest-cargo/$GUEST_TARGET/release" f
+	if [ -f "$GUEST_DIR/rootfs.cpio" ] && [ -z "$(find /bin/busybox /usr/sbin/rdmsr /usr/sbin/wrmsr \
+		/lib64/ld-linux-x86-64.so.2 /lib/x86_64-linux-gnu/libc.so.6 "$MSRB_TOP/tests/harness/init" \
+		"$MSRB_TOP/tests/harness/guest.sh" "$MSRB_TOP/tests/harness/common.sh" "$GUEST_DIR"/*.ko \
+		"$rel" -maxdepth 1 ! -name "*.d" -newer "$GUEST_DIR/rootfs.cpio" -print -quit 2>/dev/null)" ] &&
+		[ -z "$(find "$rel/examples" "$GUEST_OUT/cbin" "$MSRB_TOP/tests/guest" \
+			"$MSRB_TOP/userspace/msrbatch/testdata/cpuid" "$MSRB_TOP/packaging/60-msrbatch.rules" \
+			! -name "*.d" -newer "$GUEST_DIR/rootfs.cpio" -print -quit 2>/dev/null)" ]; then
+		echo "msrbatch: initramfs: up to date" >&2
+		return 0
+	fi
 	rm -rf "$root"
 	mkdir -p "$root"/{bin,usr/bin,lib/modules,tests,proc,sys,dev,tmp,extra,root}
 	cp /bin/busybox "$root/bin/"
@@ -126,7 +188,8 @@ guest_rootfs() {
 	cp "$MSRB_TOP"/userspace/msrbatch/testdata/cpuid/*.txt "$root/tests/cpuid/" || return
 	cp "$MSRB_TOP/packaging/60-msrbatch.rules" "$root/tests/"
 	chmod +x "$root"/tests/*.sh 2>/dev/null
-	(cd "$root" && find . | cpio -o -H newc --quiet) >"$GUEST_DIR/rootfs.cpio"
+	(cd "$root" && find . | cpio -o -H newc --quiet) >"$GUEST_DIR/rootfs.cpio.tmp" &&
+		mv "$GUEST_DIR/rootfs.cpio.tmp" "$GUEST_DIR/rootfs.cpio"
 }
 
 guest_prepare() {

@@ -38,12 +38,32 @@ for ex in read_msrs prepared_tsc_aux; do
 done
 echo "ok - the C API's examples loop over msrbatch_online_cpus()"
 
+# The shared library's SONAME (programs need that name: it gets its link
+# beside cargo's output, as make install makes it), and the version query of
+# the C API.
+major=${version%%.*}
+soname=$(readelf -d target/release/libmsrbatch.so | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+if [ "$soname" != "libmsrbatch.so.$major" ]; then
+	echo "not ok - libmsrbatch.so's SONAME is '$soname', not libmsrbatch.so.$major"
+	exit 1
+fi
+ln -sf libmsrbatch.so "target/release/libmsrbatch.so.$major"
+printf '#include <stdio.h>\n#include <msrbatch.h>\nint main(void) { puts(msrbatch_version()); return 0; }\n' >"$out/version.c"
+# shellcheck disable=SC2046
+gcc "${flags[@]}" $(pkg-config --cflags msrbatch) -o "$out/version" "$out/version.c" $(pkg-config --libs msrbatch)
+got=$(LD_LIBRARY_PATH="$top/target/release" "$out/version")
+if [ "$got" != "$version" ]; then
+	echo "not ok - msrbatch_version() says '$got', not $version (scripts/version.sh)"
+	exit 1
+fi
+echo "ok - libmsrbatch.so has SONAME $soname; msrbatch_version() says $got"
+
 for ex in read_msrs count_instructions prepared_tsc_aux; do
 	# shellcheck disable=SC2046
 	gcc "${flags[@]}" $(pkg-config --cflags msrbatch) -o "$out/$ex" "examples/$ex.c" $(pkg-config --libs msrbatch)
 	libs=$(LD_LIBRARY_PATH="$top/target/release" ldd "$out/$ex")
 	case "$libs" in
-	*"libmsrbatch.so => $top/target/release/"*) ;;
+	*"libmsrbatch.so.$major => $top/target/release/"*) ;;
 	*) echo "not ok - $ex is not linked against libmsrbatch.so: $libs"; exit 1 ;;
 	esac
 	set +e

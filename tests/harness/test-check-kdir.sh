@@ -43,4 +43,6 @@ expect "a clang-built kernel without LLVM=" "pass LLVM=1" "$tmp/k2" "$tmp/rustc"
 LLVM= "$top/scripts/check-kdir.sh" "$tmp/k2" "$tmp/rustc" 2>/dev/null && { echo "not ok - the clang check ignores an empty LLVM"; fails=1; }
 LLVM=/nonexistent/ PATH=/usr/bin:/bin "$top/scripts/check-kdir.sh" "$tmp/k2" "$tmp/rustc" 2>/dev/null &&
 	{ echo "not ok - LLVM=/nonexistent/ accepted"; fails=1; }
+printf 'CONFIG_RUST=y\nCONFIG_CC_IS_GCC=y\nCONFIG_RUSTC_VERSION_TEXT="rustc 0.0.1"\n' >"$tmp/k2/include/config/auto.conf"
+BINDGEN=/nonexistent/bindgen expect "no bindgen" "no bindgen ('/nonexistent/bindgen')" "$tmp/k2" "$tmp/rustc"
 exit $fails

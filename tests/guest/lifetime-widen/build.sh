@@ -26,7 +26,7 @@ kbuild=$(ls -d "$MSRB_CACHE/kbuild/$flavour"-* 2>/dev/null | head -n1)
 [ -f "$kbuild/.msrbatch-built" ] || msrb_die "no cached $flavour kernel: run make check or make vm-run first"
 src=$(mktemp -d)
 trap 'rm -rf "$src"' EXIT
-git -C "$MSRB_TOP" archive "$commit" rust Cargo.toml | tar -x -C "$src"
+git -C "$MSRB_TOP" archive "$commit" rust include Cargo.toml | tar -x -C "$src"
 rm -f "$src/rust/generated.rs"
 [ "$patch" = - ] || patch -s -d "$src" -p1 <"$patch"
 echo 'obj-m += rust/' >"$src/Kbuild"

@@ -30,7 +30,7 @@ A script (msrbatch run) or a command becomes one ioctl; each CPU runs its ops in
 interrupts off, and every op has its own status. Needs the msrbatch module; without CAP_SYS_RAWIO, \
 a descriptor may do what the allowlist allows (msrbatch allowlist show). Commands that write \
 nothing open the device read-only. \
-Scripts: Documentation/scripts.md; the ioctl ABI: msrbatch(4).",
+Scripts: man 5 msrbatch-script; the ioctl ABI and access without root: man 4 msrbatch.",
     after_long_help = man::epilogue()
 )]
 struct Cli {

@@ -71,7 +71,7 @@ pub fn render(cmd: &clap::Command, date: &str) -> std::io::Result<Vec<u8>> {
     }
     writeln!(out, ".PP\n{}", roff_text(COMMAND_STATUS))?;
     out.write_all(
-        b".SH FILES\n/dev/msrbatch\n.SH \"SEE ALSO\"\nmsrbatch(4), rdmsr(1), wrmsr(1), perf(1)\n",
+        b".SH FILES\n/dev/msrbatch\n.SH \"SEE ALSO\"\nmsrbatch-script(5), msrbatch(4), rdmsr(1), wrmsr(1), perf(1)\n",
     )?;
     Ok(out)
 }

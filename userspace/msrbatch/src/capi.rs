@@ -1253,6 +1253,13 @@ pub unsafe extern "C" fn msrbatch_counters_close(ctr: *mut CCounters) {
     }
 }
 
+/// `const char *msrbatch_version(void)`: the library's version
+/// (`MAJOR.MINOR.PATCH`, Cargo.toml's one version), a static string.
+#[no_mangle]
+pub extern "C" fn msrbatch_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -190,6 +190,14 @@ impl EventSpec {
                 format!("event '{}': event selects above 0xff are AMD's", self.name),
             ));
         }
+        if v & evsel::ANY != 0 {
+            if let Some(why) = pmu.any_thread_refusal() {
+                return Err(Error::new(
+                    libc::EINVAL,
+                    format!("event '{}': any: {why}", self.name),
+                ));
+            }
+        }
         if v & (evsel::USR | evsel::OS) == 0 {
             v |= evsel::USR | evsel::OS;
         }
@@ -269,11 +277,16 @@ impl EventSpec {
 
     /// The general-purpose counters that can count this event on `pmu`
     /// (bit i: counter i): all of them, but on a Pentium with MMX technology
-    /// most of the events 2AH-3BH count on one counter only.
+    /// most of the events 2AH-3BH count on one counter only, and on Core 2,
+    /// Nehalem and Westmere some events count where Linux's constraints
+    /// say ([`PmuInfo::event_counter_mask`]).
     pub fn counter_mask(&self, pmu: &PmuInfo) -> u64 {
         match self.named.and_then(|n| pmu.p5_event(n)) {
             Some((e, _)) => e.counter.map_or(pmu.gp_mask, |c| pmu.gp_mask & (1 << c)),
-            None => pmu.gp_mask,
+            None if pmu.is_p5() => pmu.gp_mask,
+            None => self
+                .config(pmu)
+                .map_or(pmu.gp_mask, |v| pmu.event_counter_mask(v)),
         }
     }
 }
@@ -397,18 +410,27 @@ impl Plan {
         k: usize,
         mask: u64,
     ) -> Error {
-        if mask != pmu.gp_mask && mask.count_ones() == 1 {
-            let i = mask.trailing_zeros();
-            let holder = placed
-                .iter()
-                .position(|p| matches!(p, Some((Counter::Gp(j), _)) if *j == i))
-                .map_or("another event", |h| events[h].name.as_str());
+        if mask != pmu.gp_mask {
+            let (names, holders): (Vec<String>, Vec<String>) = (0..64u32)
+                .filter(|i| mask & (1 << i) != 0)
+                .map(|i| {
+                    let holder = placed
+                        .iter()
+                        .position(|p| matches!(p, Some((Counter::Gp(j), _)) if *j == i))
+                        .map_or("another event".to_string(), |h| {
+                            format!("'{}'", events[h].name)
+                        });
+                    (Counter::Gp(i).name(pmu), holder)
+                })
+                .unzip();
             return Error::new(
                 libc::ENOSPC,
                 format!(
-                    "event '{}' counts only on {}, which '{holder}' has",
+                    "event '{}' counts only on {}, which {} {}",
                     events[k].name,
-                    Counter::Gp(i).name(pmu)
+                    names.join(" and "),
+                    holders.join(" and "),
+                    if holders.len() == 1 { "has" } else { "have" }
                 ),
             );
         }

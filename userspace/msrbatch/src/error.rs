@@ -31,11 +31,11 @@ const NAMES: &[(i32, &std::ffi::CStr)] = &[
     (libc::ENOTUNIQ, c"ENOTUNIQ"),
     (libc::ECANCELED, c"ECANCELED"),
     (libc::ETIME, c"ETIME"),
-    (libc::EPERM, c"EPERM"),
-    (libc::ENOENT, c"ENOENT"),
     (libc::ENOTRECOVERABLE, c"ENOTRECOVERABLE"),
     (libc::ETIMEDOUT, c"ETIMEDOUT"),
     (libc::ENOSPC, c"ENOSPC"),
+    (libc::EDQUOT, c"EDQUOT"),
+    (libc::EBADMSG, c"EBADMSG"),
 ];
 
 impl Errno {
@@ -164,3 +164,66 @@ impl From<Error> for io::Error {
 
 /// Result type of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+    use std::path::Path;
+
+    /// Every `E...` word in `text` that names an errno (not a register or
+    /// an epoll flag).
+    fn errno_words(text: &str) -> HashSet<String> {
+        text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.len() > 2 && w.starts_with('E'))
+            .filter(|w| {
+                w[1..]
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+            })
+            .filter(|w| !matches!(*w, "EAX" | "EBX" | "ECX" | "EDX") && !w.starts_with("EPOLL"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn each_errno_is_named_once() {
+        let mut seen = HashSet::new();
+        for (n, name) in NAMES {
+            assert!(seen.insert(*n), "{name:?} listed twice");
+        }
+    }
+
+    /// The names cover every errno the ABI documents and every one the
+    /// library itself returns.
+    #[test]
+    fn names_cover_the_abi_and_the_library() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut words =
+            errno_words(&std::fs::read_to_string(root.join("../../Documentation/abi.md")).unwrap());
+        for entry in std::fs::read_dir(root.join("src")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                words.extend(
+                    text.split("libc::")
+                        .skip(1)
+                        .map(|rest| {
+                            let end = rest
+                                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                                .unwrap_or(rest.len());
+                            &rest[..end]
+                        })
+                        .flat_map(errno_words),
+                );
+            }
+        }
+        let named: HashSet<&str> = NAMES.iter().filter_map(|(_, s)| s.to_str().ok()).collect();
+        let mut missing: Vec<_> = words
+            .iter()
+            .filter(|w| !named.contains(w.as_str()))
+            .collect();
+        missing.sort();
+        assert!(missing.is_empty(), "errnos without a name: {missing:?}");
+    }
+}

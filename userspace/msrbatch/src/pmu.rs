@@ -17,9 +17,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 pub mod p5;
+pub mod quirks;
 pub use p5::{
     cesr_decode, cesr_describe, cesr_encode, p5_event, p5_event_at, P5Event, P5_ALIASES, P5_EVENTS,
 };
+pub use quirks::EventConstraint;
 
 /// Event select bits (IA32_PERFEVTSELx and AMD PERF_CTLx share bits 31:0).
 pub mod evsel {
@@ -167,6 +169,14 @@ pub enum Quirk {
         /// The number CPUID.0AH:EDX\[4:0\] reports.
         reported: u32,
     },
+    /// Linux counts some events on some general-purpose counters only on
+    /// this model ([`quirks`]).
+    EventConstraints {
+        /// The kernel's table.
+        table: &'static str,
+        /// Its entries.
+        constraints: &'static [EventConstraint],
+    },
 }
 
 impl std::fmt::Display for Quirk {
@@ -176,6 +186,9 @@ impl std::fmt::Display for Quirk {
                 f,
                 "CPUID.0AH:EDX reports {reported} fixed counters; perfmon versions 2-4 have at least 3 outside a hypervisor, so 3 are used (as Linux does)"
             ),
+            Quirk::EventConstraints { table, constraints } => {
+                quirks::describe_constraints(f, table, constraints)
+            }
         }
     }
 }
@@ -337,7 +350,9 @@ impl PmuInfo {
             p.fixed_counters = bits(edx, 0, 5);
             p.fixed_width = bits(edx, 5, 8);
             p.fixed_mask = low_mask(p.fixed_counters);
-            p.any_thread_deprecated = edx & (1 << 15) != 0;
+            // Bit 15 is AnyThread deprecation from version 5 (Linux reads it
+            // there only); before, it is reserved.
+            p.any_thread_deprecated = p.version >= 5 && edx & (1 << 15) != 0;
             if p.version >= 5 {
                 // Fixed counter i exists if ECX[i] or EDX[4:0] > i.
                 p.fixed_mask |= u64::from(ecx);
@@ -367,6 +382,7 @@ impl PmuInfo {
                 p.fixed_width = p.gp_width;
             }
         }
+        quirks::apply(&mut p);
         p
     }
 

@@ -424,3 +424,40 @@ fn sweep_dry_run_and_misuse() {
         assert!(T2::try_parse_from(argv).is_err(), "{argv:?}");
     }
 }
+
+#[test]
+fn dry_run_follows_linuxs_core2_event_constraints() {
+    // Core 2: MUL (0x12) counts on PMC1 only, FP_COMP_OPS_EXE (0x10) on PMC0
+    // only (msrbatch::pmu::quirks); `any` needs perfmon version 3.
+    let path = testdata("core2-conroe.txt");
+    let a = args(&[
+        "--dry-run",
+        "--cpuid-dump",
+        &path,
+        "-e",
+        "event=0x12,event=0x10",
+        "--",
+        "true",
+    ]);
+    let mut out = Vec::new();
+    assert_eq!(stat(None, &a, &mut out).unwrap(), 0);
+    let text = String::from_utf8(out).unwrap();
+    let has = |l: &str| text.lines().any(|x| x == l);
+    assert!(has("wrmsr IA32_PERFEVTSEL1 0x430012"), "{text}");
+    assert!(has("wrmsr IA32_PERFEVTSEL0 0x430010"), "{text}");
+    let a = args(&[
+        "--dry-run",
+        "--cpuid-dump",
+        &path,
+        "-e",
+        "event=0xc4:any",
+        "--",
+        "true",
+    ]);
+    let err = stat(None, &a, &mut Vec::new()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("AnyThread needs architectural perfmon version 3"),
+        "{err}"
+    );
+}

@@ -225,7 +225,17 @@ fn reserved_bits_fault_and_nothing_stays_changed() {
     let m = model("core2-conroe.txt");
     m.wrmsr(0, msr::IA32_PMC0, 77);
     let info = probe(&m, 0).unwrap();
-    let plan = Plan::new(&info, 0, &events("event=0xc0:umask=0:any")).unwrap();
+    // The planner refuses it, as Linux does (pmu::quirks)...
+    let err = Plan::new(&info, 0, &events("event=0xc0:umask=0:any")).unwrap_err();
+    assert_eq!(err.errno().0, libc::EINVAL);
+    assert!(
+        err.what()
+            .contains("AnyThread needs architectural perfmon version 3"),
+        "{err}"
+    );
+    // ...and a plan made by hand that sets it faults in the model.
+    let mut plan = Plan::new(&info, 0, &events("event=0xc4:umask=0")).unwrap();
+    plan.slots[0].config |= evsel::ANY;
     let err = Session::program(&m, plan).unwrap_err();
     assert_eq!(err.errno().0, libc::EIO);
     // The faulting op, in its text form (the one printer of ops).
@@ -750,4 +760,56 @@ fn sweep_packing_on_2_4_and_8_counters() {
             .0,
         libc::EOPNOTSUPP
     );
+}
+
+#[test]
+fn linuxs_event_constraints_place_events_on_core2_and_nehalem() {
+    // Core 2 (pmu::quirks): MUL (0x12) counts on PMC1 only, FP_COMP_OPS_EXE
+    // (0x10) on PMC0 only. In the order given, a planner without the
+    // constraints put MUL on PMC0.
+    let m = model("core2-conroe.txt");
+    let info = probe(&m, 0).unwrap();
+    let plan = Plan::new(&info, 0, &events("event=0x12,event=0x10")).unwrap();
+    let counters: Vec<Counter> = plan.slots.iter().map(|s| s.counter).collect();
+    assert_eq!(counters, [Counter::Gp(1), Counter::Gp(0)]);
+    // Two PMC0-only events do not fit, and the error says why.
+    let err = Plan::new(&info, 0, &events("event=0x10,event=0x14")).unwrap_err();
+    assert_eq!(err.errno().0, libc::ENOSPC);
+    assert!(
+        err.what()
+            .contains("event 'event=0x14' counts only on IA32_PMC0, which 'event=0x10' has"),
+        "{err}"
+    );
+    // ... so stat's groups split them.
+    let groups = Plan::groups(&info, 0, &events("event=0x10,event=0x14,event=0x12")).unwrap();
+    assert_eq!(groups.len(), 2);
+    // Nehalem: L1D (0x51) on PMC0/PMC1 only; with both taken, a third does
+    // not fit though PMC2 and PMC3 are free.
+    let m = model("nehalem-ep.txt");
+    let info = probe(&m, 0).unwrap();
+    let plan = Plan::new(&info, 0, &events("branches,event=0x51:umask=1,event=0x63")).unwrap();
+    let counters: Vec<Counter> = plan.slots.iter().map(|s| s.counter).collect();
+    assert_eq!(counters, [Counter::Gp(2), Counter::Gp(0), Counter::Gp(1)]);
+    let err = Plan::new(&info, 0, &events("event=0x51,event=0x63,event=0x40")).unwrap_err();
+    assert!(
+        err.what().contains(
+            "counts only on IA32_PMC0 and IA32_PMC1, which 'event=0x51' and 'event=0x63' have"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn any_thread_only_where_linux_allows_it() {
+    for (name, ok) in [
+        ("core2-conroe.txt", false),
+        ("nehalem-ep.txt", true),
+        ("skylake.txt", true),
+        ("icelake-u.txt", false),
+        ("zen4-raphael.txt", false),
+    ] {
+        let info = dump(name).cpus[0].pmu();
+        let r = Plan::new(&info, 0, &events("event=0x3c:any"));
+        assert_eq!(r.is_ok(), ok, "{name}: {r:?}");
+    }
 }

@@ -29,7 +29,7 @@
 #include <linux/spinlock.h>
 #include <linux/wait.h>
 
-#include "glue.h"
+#include "helpers.h"
 
 struct msrbatch_sampler;
 

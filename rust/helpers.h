@@ -1,10 +1,18 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * msrbatch: the functions of glue.c, for the Rust side (declared again in
- * glue.rs, which must match) and for glue.c itself.
+ * msrbatch: the C functions of the module (helpers.c, sampler_file.c) and
+ * the Rust functions they call, for both sides: the C files include it, and
+ * bindgen makes the Rust prototypes from it at build time
+ * (bindings_helper.h, rust/Kbuild), so the two cannot disagree.
+ *
+ * Kernel structures appear only as pointers to declared, undefined types:
+ * bindgen makes them opaque, and the Rust side casts the kernel crate's
+ * pointers to them (the kernel crate's full types reach lock_class_key,
+ * which has no fields without lockdep, and rustc would call them not
+ * FFI-safe).
  */
-#ifndef MSRBATCH_GLUE_H
-#define MSRBATCH_GLUE_H
+#ifndef MSRBATCH_HELPERS_H
+#define MSRBATCH_HELPERS_H
 
 #include <linux/types.h>
 
@@ -21,9 +29,9 @@ void msrbatch_preempt_notifier_init(struct preempt_notifier *n, struct preempt_o
 bool msrbatch_current_is_dead(void);
 u64 msrbatch_ns_to_tsc(u64 ns);
 void msrbatch_log_refused_grant(const char *why);
-void *msrbatch_results_alloc(unsigned long bytes);
-void msrbatch_results_free(void *addr);
-int msrbatch_results_mmap(struct vm_area_struct *vma, void *addr, unsigned long bytes);
+void *msrbatch_mappable_alloc(unsigned long bytes);
+void msrbatch_mappable_free(void *addr);
+int msrbatch_mappable_mmap(struct vm_area_struct *vma, void *addr, unsigned long bytes);
 void msrbatch_kick_reaper(void);
 void msrbatch_reaper_sync(void);
 struct miscdevice;
@@ -33,17 +41,20 @@ bool msrbatch_file_has_owner(struct file *file);
 unsigned long msrbatch_irq_save(void);
 void msrbatch_irq_restore(unsigned long flags);
 
-/* A CPU's busy credit: the storage only; batch.rs's Credit (same layout) has the rule. */
+/*
+ * A CPU's busy credit: the per-CPU storage only (helpers.c). Its one field
+ * is busy.rs's Credit, which has the rule and is the only user.
+ */
 struct msrbatch_credit {
 	u64 full_at;
 };
 
 struct msrbatch_credit *msrbatch_this_cpu_credit(void);
 
-/* Implemented in Rust (pce.rs). */
+/* Implemented in Rust (pce.rs; its definition is checked against this). */
 void msrbatch_reap_grants(void);
 
-/* Samplers (sampler_glue.c; the Rust half is sampler.rs). */
+/* Samplers (sampler_file.c; the Rust half is sampler.rs). */
 struct msrbatch_sampler;
 
 #define MSRBATCH_SAMPLER_READABLE	1u	/* msrbatch_sampler_ready() bits */
@@ -60,7 +71,10 @@ void msrbatch_sampler_wake(struct msrbatch_sampler *s);
 void msrbatch_sampler_wake_all(struct msrbatch_sampler *s);
 int msrbatch_sampler_install(struct msrbatch_sampler *s, void *owner);
 
-/* Implemented in Rust (sampler.rs); owner is the Rust half. */
+/*
+ * Implemented in Rust (sampler.rs, whose definitions are checked against
+ * these); owner is the Rust half.
+ */
 bool msrbatch_sampler_samples(void *owner, unsigned int cpu);
 void msrbatch_sampler_tick(void *owner, unsigned int cpu, u64 seq);
 void msrbatch_sampler_cpu_event(void *owner, unsigned int cpu, bool online, u64 seq);
@@ -70,4 +84,4 @@ int msrbatch_sampler_mmap(void *owner, struct vm_area_struct *vma, unsigned long
 long msrbatch_sampler_ioctl(void *owner, unsigned int cmd, unsigned long arg);
 void msrbatch_sampler_release(void *owner);
 
-#endif /* MSRBATCH_GLUE_H */
+#endif /* MSRBATCH_HELPERS_H */

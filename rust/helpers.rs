@@ -1,50 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The Rust side of `glue.c`: declarations of its functions and safe
-//! wrappers where a call has no precondition.
+//! The Rust side of `helpers.c`: safe wrappers of its functions where a call
+//! has no precondition (their prototypes are `helpers.h`'s, which bindgen
+//! turns into `sys.rs`).
 
 use core::ffi::c_int;
 use kernel::{bindings, prelude::*};
 
-extern "C" {
-    fn msrbatch_filter_writes(msr: u32, nr_writes: u32) -> c_int;
-    fn msrbatch_rdpmc_policy_init();
-    fn msrbatch_rdpmc_policy_exit();
-    fn msrbatch_rdpmc_policy() -> c_int;
-    fn msrbatch_xen_pv() -> bool;
-    fn msrbatch_current_is_dead() -> bool;
-    fn msrbatch_ns_to_tsc(ns: u64) -> u64;
-    fn msrbatch_log_refused_grant(why: *const kernel::ffi::c_char);
-    fn msrbatch_results_alloc(bytes: core::ffi::c_ulong) -> *mut core::ffi::c_void;
-    fn msrbatch_results_free(addr: *mut core::ffi::c_void);
-    // `struct vm_area_struct *`, passed opaque (Rust sees it as not FFI-safe).
-    fn msrbatch_results_mmap(vma: *mut core::ffi::c_void, addr: *mut core::ffi::c_void, bytes: core::ffi::c_ulong) -> c_int;
-    fn msrbatch_kick_reaper();
-    fn msrbatch_reaper_sync();
-    // `struct miscdevice *`, passed opaque (it reaches `lock_class_key`).
-    #[cfg(kernel_7_2)]
-    pub(crate) fn msrbatch_misc_own_fops(misc: *mut core::ffi::c_void, slot: core::ffi::c_uint) -> c_int;
-    // `struct file *`, passed opaque.
-    #[cfg(kernel_7_2)]
-    pub(crate) fn msrbatch_file_has_owner(file: *mut core::ffi::c_void) -> bool;
-    #[cfg(kernel_7_2)]
-    fn msrbatch_irq_save() -> core::ffi::c_ulong;
-    #[cfg(kernel_7_2)]
-    fn msrbatch_irq_restore(flags: core::ffi::c_ulong);
-    fn msrbatch_this_cpu_credit() -> *mut crate::batch::Credit;
-    // `struct preempt_notifier *` and `struct preempt_ops *`, passed opaque:
-    // through `task_struct` they reach `lock_class_key`, which has no fields
-    // without lockdep (distribution kernels), and rustc would call them not
-    // FFI-safe.
-    pub(crate) fn msrbatch_preempt_notifier_init(n: *mut core::ffi::c_void, ops: *mut core::ffi::c_void);
-}
+use crate::sys;
 
 /// The `allow_writes` parameter's verdict on a batch with `nr_writes` write
 /// ops, the first to `msr`: `EPERM` when writes are off. Logs a rate-limited
 /// warning naming the process in `default` mode. Process context.
 pub(crate) fn filter_writes(msr: u32, nr_writes: u32) -> Result {
     // SAFETY: No preconditions; process context.
-    kernel::error::to_result(unsafe { msrbatch_filter_writes(msr, nr_writes) })
+    kernel::error::to_result(unsafe { sys::msrbatch_filter_writes(msr, nr_writes) })
 }
 
 /// perf's user-RDPMC policy, as the kernel holds it.
@@ -75,10 +45,10 @@ impl RdpmcPolicy {
     }
 
     /// Reads the policy now. Any context (it is read in the scheduler's
-    /// notifiers; `glue.c` explains how).
+    /// notifiers; `helpers.c` explains how).
     pub(crate) fn now() -> Self {
         // SAFETY: No preconditions.
-        Self::from_raw(unsafe { msrbatch_rdpmc_policy() })
+        Self::from_raw(unsafe { sys::msrbatch_rdpmc_policy() })
     }
 
     /// Whether a grant may apply PCE under this policy (fails closed).
@@ -90,100 +60,87 @@ impl RdpmcPolicy {
 /// Finds perf's rdpmc setting (at module load; process context).
 pub(crate) fn rdpmc_policy_init() {
     // SAFETY: Process context, once, before any grant.
-    unsafe { msrbatch_rdpmc_policy_init() }
+    unsafe { sys::msrbatch_rdpmc_policy_init() }
 }
 
 /// Releases what [`rdpmc_policy_init`] took (at module unload).
 pub(crate) fn rdpmc_policy_exit() {
     // SAFETY: Called once at unload, when no grant exists any more.
-    unsafe { msrbatch_rdpmc_policy_exit() }
+    unsafe { sys::msrbatch_rdpmc_policy_exit() }
 }
 
 /// Whether this is a Xen PV guest (CR4 belongs to the hypervisor).
 pub(crate) fn xen_pv() -> bool {
     // SAFETY: No preconditions.
-    unsafe { msrbatch_xen_pv() }
+    unsafe { sys::msrbatch_xen_pv() }
 }
 
 /// Whether `current` is in its final switch (a volatile read of `__state`).
 pub(crate) fn current_is_dead() -> bool {
     // SAFETY: Reads `current->__state`; any context.
-    unsafe { msrbatch_current_is_dead() }
+    unsafe { sys::msrbatch_current_is_dead() }
 }
 
 /// Converts nanoseconds to TSC ticks.
 pub(crate) fn ns_to_tsc(ns: u64) -> u64 {
     // SAFETY: No preconditions.
-    unsafe { msrbatch_ns_to_tsc(ns) }
+    unsafe { sys::msrbatch_ns_to_tsc(ns) }
 }
 
 /// Logs (rate-limited) why a PCE grant was refused.
 pub(crate) fn log_refused_grant(why: &'static core::ffi::CStr) {
     // SAFETY: `why` is a NUL-terminated string.
-    unsafe { msrbatch_log_refused_grant(why.as_char_ptr()) }
+    unsafe { sys::msrbatch_log_refused_grant(why.as_char_ptr()) }
 }
 
-/// Zeroed, page-aligned memory that [`results_mmap`] can map into user
+/// Zeroed, page-aligned memory that [`mappable_mmap`] can map into user
 /// space (`__vmalloc()`, charged to the caller's memory cgroup); `bytes` is
 /// a multiple of the page size.
-pub(crate) fn results_alloc(bytes: usize) -> Option<core::ptr::NonNull<core::ffi::c_void>> {
+pub(crate) fn mappable_alloc(bytes: usize) -> Option<core::ptr::NonNull<core::ffi::c_void>> {
     // SAFETY: Process context.
-    core::ptr::NonNull::new(unsafe { msrbatch_results_alloc(bytes as core::ffi::c_ulong) })
+    core::ptr::NonNull::new(unsafe { sys::msrbatch_mappable_alloc(bytes) })
 }
 
-/// Frees memory from [`results_alloc`] (`vfree()`; mappings keep their pages).
+/// Frees memory from [`mappable_alloc`] (`vfree()`; mappings keep their pages).
 ///
 /// # Safety
 ///
-/// `addr` came from [`results_alloc`] and is not used afterwards.
-pub(crate) unsafe fn results_free(addr: core::ptr::NonNull<core::ffi::c_void>) {
+/// `addr` came from [`mappable_alloc`] and is not used afterwards.
+pub(crate) unsafe fn mappable_free(addr: core::ptr::NonNull<core::ffi::c_void>) {
     // SAFETY: By the function's requirements.
-    unsafe { msrbatch_results_free(addr.as_ptr()) }
+    unsafe { sys::msrbatch_mappable_free(addr.as_ptr()) }
 }
 
-/// Maps memory from [`results_alloc`], `bytes` long, into `vma`, from its
+/// Maps memory from [`mappable_alloc`], `bytes` long, into `vma`, from its
 /// start, page by page as `remap_vmalloc_range()` does (`EINVAL` for a VMA
 /// larger than `bytes`).
 ///
 /// # Safety
 ///
 /// `vma` is being set up by `mmap()`, and `addr` came from
-/// [`results_alloc`] with `bytes`, and is still allocated.
-pub(crate) unsafe fn results_mmap(
+/// [`mappable_alloc`] with `bytes`, and is still allocated.
+pub(crate) unsafe fn mappable_mmap(
     vma: *mut bindings::vm_area_struct,
     addr: core::ptr::NonNull<core::ffi::c_void>,
     bytes: usize,
 ) -> Result {
     // SAFETY: By the function's requirements.
-    kernel::error::to_result(unsafe { msrbatch_results_mmap(vma.cast(), addr.as_ptr(), bytes as core::ffi::c_ulong) })
+    kernel::error::to_result(unsafe { sys::msrbatch_mappable_mmap(vma.cast(), addr.as_ptr(), bytes) })
 }
 
 /// Queues the grant reaper; callable in any context, even the scheduler's.
 pub(crate) fn kick_reaper() {
     // SAFETY: `irq_work_queue` is NMI-safe.
-    unsafe { msrbatch_kick_reaper() }
+    unsafe { sys::msrbatch_kick_reaper() }
 }
 
 /// Waits until the reaper is neither queued nor running (module unload).
 pub(crate) fn reaper_sync() {
     // SAFETY: Process context.
-    unsafe { msrbatch_reaper_sync() }
+    unsafe { sys::msrbatch_reaper_sync() }
 }
 
-/// This CPU's busy credit (`batch.rs`).
-///
-/// # Safety
-///
-/// Interrupts are off, and stay off while the reference lives; only
-/// `batch.rs`'s share runner calls this.
-pub(crate) unsafe fn this_cpu_credit<'a>() -> &'a mut crate::batch::Credit {
-    // SAFETY: A valid per-CPU object for the module's lifetime; with
-    // interrupts off nothing else on this CPU uses it meanwhile, and no other
-    // CPU ever does.
-    unsafe { &mut *msrbatch_this_cpu_credit() }
-}
-
-#[kunit_tests(msrbatch_glue)]
+#[kunit_tests(msrbatch_helpers)]
 mod tests {
     use super::*;
 
@@ -216,9 +173,9 @@ mod tests {
 /// `local_irq_save()`: interrupts off on this CPU; returns what
 /// [`irq_restore`] puts back (7.2's `compat::local_interrupt_disable`).
 #[cfg(kernel_7_2)]
-pub(crate) fn irq_save() -> core::ffi::c_ulong {
+pub(crate) fn irq_save() -> kernel::ffi::c_ulong {
     // SAFETY: No preconditions.
-    unsafe { msrbatch_irq_save() }
+    unsafe { sys::msrbatch_irq_save() }
 }
 
 /// `local_irq_restore(flags)`.
@@ -231,7 +188,7 @@ pub(crate) fn irq_save() -> core::ffi::c_ulong {
 ///
 /// [`LocalInterruptDisabled`]: crate::compat::LocalInterruptDisabled
 #[cfg(kernel_7_2)]
-pub(crate) unsafe fn irq_restore(flags: core::ffi::c_ulong) {
+pub(crate) unsafe fn irq_restore(flags: kernel::ffi::c_ulong) {
     // SAFETY: No memory-safety precondition of its own: the caller's.
-    unsafe { msrbatch_irq_restore(flags) }
+    unsafe { sys::msrbatch_irq_restore(flags) }
 }

@@ -6,9 +6,10 @@
  * out-of-tree module: macros and inline functions (module_param_cb,
  * pr_*_ratelimited, preempt_notifier_init, irq_work, READ_ONCE on task
  * state, per-CPU variables), and kernel structures that the Rust bindings do
- * not cover (perf's PMU device, mm->context). The Rust side declares these
- * functions in glue.rs; each one is a thin wrapper with no policy of its own,
- * except allow_writes, which mirrors arch/x86/kernel/msr.c.
+ * not cover (perf's PMU device, mm->context). helpers.h declares these
+ * functions for both sides (the Rust prototypes are generated from it;
+ * helpers.rs wraps them); each one is a thin wrapper with no policy of its
+ * own, except allow_writes, which mirrors arch/x86/kernel/msr.c.
  */
 
 #include <linux/device.h>
@@ -31,7 +32,7 @@
 #include <asm/msr-index.h>
 #include <asm/tsc.h>
 
-#include "glue.h"
+#include "helpers.h"
 
 /*
  * The version in modinfo (the Rust module! macro has no field for it). In C
@@ -256,7 +257,7 @@ void msrbatch_log_refused_grant(const char *why)
 			    current->comm, task_pid_nr(current), why);
 }
 
-/* ---- memory a prepared batch's results live in (prepared.rs) ------------ */
+/* ---- memory user space maps: prepared results, sampler rings ----------- */
 
 /*
  * Zeroed, page-aligned memory, a whole number of pages, charged to the
@@ -264,25 +265,25 @@ void msrbatch_log_refused_grant(const char *why)
  * remap_vmalloc_range() but charges nobody, and the allocator it calls with
  * its flags is not exported: so __vmalloc() with __GFP_ACCOUNT, zeroed as
  * vmalloc_user()'s memory is (nothing of the kernel's reaches the mapping),
- * and msrbatch_results_mmap() inserts the pages itself.
+ * and msrbatch_mappable_mmap() inserts the pages itself.
  */
-void *msrbatch_results_alloc(unsigned long bytes)
+void *msrbatch_mappable_alloc(unsigned long bytes)
 {
 	return __vmalloc(bytes, GFP_KERNEL_ACCOUNT | __GFP_ZERO);
 }
 
-void msrbatch_results_free(void *addr)
+void msrbatch_mappable_free(void *addr)
 {
 	vfree(addr);
 }
 
 /*
  * Maps the first pages of an area of @bytes bytes from
- * msrbatch_results_alloc() into vma, from its start, as
+ * msrbatch_mappable_alloc() into vma, from its start, as
  * remap_vmalloc_range() does: page by page, vm_insert_page() taking a
  * reference on each (the mapping outlives vfree()).
  */
-int msrbatch_results_mmap(struct vm_area_struct *vma, void *addr, unsigned long bytes)
+int msrbatch_mappable_mmap(struct vm_area_struct *vma, void *addr, unsigned long bytes)
 {
 	unsigned long uaddr = vma->vm_start, size = vma->vm_end - vma->vm_start;
 	int ret;
@@ -304,7 +305,7 @@ int msrbatch_results_mmap(struct vm_area_struct *vma, void *addr, unsigned long 
  * A granted thread's final switch marks its grant dead from the scheduler
  * (runqueue lock held, interrupts off), where nothing may sleep or queue
  * work directly. It raises an irq_work, which queues the reaper work, which
- * frees dead grants after an RCU grace period (grants.rs). Module exit waits
+ * frees dead grants after an RCU grace period (pce.rs). Module exit waits
  * for both, so no module code runs after the module's last reference is
  * dropped by the reaper.
  */
@@ -333,13 +334,14 @@ void msrbatch_reaper_sync(void)
 	flush_work(&reap_work);
 }
 
-/* ---- the busy credit: one per CPU (batch.rs) ------------------------------ */
+/* ---- the busy credit's storage: one per CPU (busy.rs has the rule) ------ */
 
 static DEFINE_PER_CPU(struct msrbatch_credit, msrbatch_credit);
 
 /*
- * This CPU's credit. Only batch.rs's cross-calls use it, on their own CPU,
- * with interrupts off: nothing else touches it until they are on again.
+ * This CPU's credit. Only busy.rs's Credit::this_cpu() uses it, for a
+ * batch's cross-call on its own CPU, with interrupts off: nothing else
+ * touches it until they are on again.
  */
 struct msrbatch_credit *msrbatch_this_cpu_credit(void)
 {
