@@ -20,7 +20,10 @@ use crate::sys;
 use crate::uapi::{self, Op};
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicU64, Ordering};
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    time::{delay::fsleep, Delta},
+};
 
 /// `MSRBATCH_MAX_CPU_BUSY_NS` in TSC ticks, computed once (0: not yet).
 static BUDGET_TSC: AtomicU64 = AtomicU64::new(0);
@@ -146,8 +149,8 @@ pub(crate) unsafe fn execute_until_run(ops: &mut [Op]) -> Result<u32, batch::Rej
         if again.is_empty() {
             break;
         }
-        // SAFETY: Process context (by the function's requirements).
-        unsafe { kernel::bindings::msleep(RETRY_SLEEP_MS) };
+        // Process context (by the function's requirements).
+        fsleep(Delta::from_millis(RETRY_SLEEP_MS.into()));
         let mut retry = KVVec::with_capacity(again.len(), GFP_KERNEL_ACCOUNT)?;
         for (_, op) in again.iter() {
             retry.push(*op, GFP_KERNEL_ACCOUNT)?;

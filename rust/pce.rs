@@ -263,8 +263,8 @@ pub(crate) fn grant(binding: Binding, module: *mut bindings::module) -> Result {
     }
     grant_allowed()?;
     grants.reserve(1, GFP_KERNEL_ACCOUNT)?;
-    // SAFETY: `current` is valid; `ARef::from` takes a reference on it.
-    let task = ARef::from(unsafe { &*Task::current_raw().cast::<Task>() });
+    // `ARef::from` takes a reference on the current thread.
+    let task = ARef::from(&**kernel::current!());
     let g = Arc::pin_init(
         pin_init!(Grant {
             notifier <- Opaque::ffi_init(|n: *mut bindings::preempt_notifier| {

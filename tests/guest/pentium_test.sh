@@ -38,18 +38,18 @@ check "rdmsr -p $last -0 -c 0x12: '$our', as msr-tools" [ "$our" = "$ref" ]
 # Writes: CESR with both halves programmed (INSTRUCTIONS_EXECUTED:os:usr on
 # CTR0, INSTRUCTIONS_EXECUTED_V_PIPE:os:usr on CTR1), a 40-bit CTR0 value,
 # CTR1 on every CPU.
-msrbatch wrmsr -p 1 0x11 0xd700d6 2>/tmp/p5-w.err
-wrc=$?
-after=$(rdmsr -p 1 0x11 2>&1)
-echo "# TCG wrmsr -p 1 0x11 0xd700d6: exit $wrc '$(cat /tmp/p5-w.err)'; CESR now reads '$after'"
-check "TCG: msrbatch wrmsr -p 1 of CESR 0xd700d6 does not fault (exit $wrc) and is ignored: CESR reads '$after'" \
-	[ "$wrc.$after" = "0.0" ]
-msrbatch wrmsr -p 0 0x12 0x123456789a 2>/tmp/p5-w.err
-wrc=$?
-after=$(rdmsr -p 0 0x12 2>&1)
-echo "# TCG wrmsr -p 0 0x12 0x123456789a: exit $wrc '$(cat /tmp/p5-w.err)'; CTR0 now reads '$after'"
-check "TCG: msrbatch wrmsr -p 0 of CTR0 0x123456789a does not fault (exit $wrc) and is ignored: CTR0 reads '$after'" \
-	[ "$wrc.$after" = "0.0" ]
+# wrmsr_ignored CPU MSR NAME VALUE: under TCG the write does not fault and
+# the MSR still reads 0.
+wrmsr_ignored() {
+	msrbatch wrmsr -p "$1" "$2" "$4" 2>/tmp/p5-w.err
+	wrc=$?
+	after=$(rdmsr -p "$1" "$2" 2>&1)
+	echo "# TCG wrmsr -p $1 $2 $4: exit $wrc '$(cat /tmp/p5-w.err)'; $3 now reads '$after'"
+	check "TCG: msrbatch wrmsr -p $1 of $3 $4 does not fault (exit $wrc) and is ignored: $3 reads '$after'" \
+		[ "$wrc.$after" = "0.0" ]
+}
+wrmsr_ignored 1 0x11 CESR 0xd700d6
+wrmsr_ignored 0 0x12 CTR0 0x123456789a
 msrbatch wrmsr -a 0x13 0xffffffffff 2>/tmp/p5-w.err
 wrc=$?
 after=$(rdmsr -a 0x13 2>&1 | tr '\n' ' ')
