@@ -113,6 +113,38 @@ impl Serialize for JsonObject {
     }
 }
 
+impl JsonObject {
+    /// The object as `perf stat -j` prints it: `{"key" : value, ...}`.
+    pub fn perf_text(&self) -> String {
+        let mut out = Vec::new();
+        let mut ser = serde_json::Serializer::with_formatter(&mut out, PerfFormatter);
+        self.serialize(&mut ser).expect("plain data serializes");
+        String::from_utf8(out).expect("serde_json writes UTF-8")
+    }
+}
+
+/// serde_json's compact layout with perf's separators: `" : "` between a
+/// key and its value, `", "` between members.
+struct PerfFormatter;
+
+impl serde_json::ser::Formatter for PerfFormatter {
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b", ")
+        }
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b" : ")
+    }
+}
+
 impl std::fmt::Display for JsonObject {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let text = serde_json::to_string(self).map_err(|_| std::fmt::Error)?;

@@ -4,6 +4,7 @@
 //! whole or per interval (`-I`); `<not supported>` for a CPU without a PMU,
 //! and the instructions per cycle where both were counted.
 
+use crate::output::JsonObject;
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -214,11 +215,6 @@ fn value_text(v: Option<f64>) -> String {
     v.map_or_else(|| NOT_SUPPORTED.to_string(), |v| format!("{v:.0}"))
 }
 
-/// A JSON string.
-fn json_str(s: &str) -> String {
-    serde_json::Value::from(s).to_string()
-}
-
 /// One row in `layout`'s style, `time` first with -I.
 fn row_text(layout: &Layout, r: &Row<'_>, time: Option<Duration>) -> String {
     match &layout.style {
@@ -260,29 +256,29 @@ fn row_text(layout: &Layout, r: &Row<'_>, time: Option<Duration>) -> String {
             f.join(sep)
         }
         Style::Json => {
-            let mut f: Vec<String> = Vec::new();
+            let mut o = JsonObject::default();
             if let Some(t) = time {
-                f.push(format!("\"interval\" : {:.9}", t.as_secs_f64()));
+                o.push_number("interval", &format!("{:.9}", t.as_secs_f64()));
             }
             if let Some(cpu) = r.cpu {
-                f.push(format!("\"cpu\" : \"{cpu}\""));
+                o.push("cpu", cpu.to_string());
             }
             let value = r
                 .value
                 .map_or_else(|| NOT_SUPPORTED.to_string(), |v| format!("{v:.6}"));
-            f.push(format!("\"counter-value\" : {}", json_str(&value)));
-            f.push("\"unit\" : \"\"".into());
-            f.push(format!("\"event\" : {}", json_str(r.event)));
+            o.push("counter-value", value);
+            o.push("unit", "");
+            o.push("event", r.event);
             if let Some(n) = r.noise {
-                f.push(format!("\"variance\" : {n:.2}"));
+                o.push_number("variance", &format!("{n:.2}"));
             }
-            f.push(format!("\"event-runtime\" : {}", r.runtime.as_nanos()));
-            f.push("\"pcnt-running\" : 100.00".into());
+            o.push_number("event-runtime", &r.runtime.as_nanos().to_string());
+            o.push_number("pcnt-running", "100.00");
             if let Some((m, unit)) = r.metric {
-                f.push(format!("\"metric-value\" : {m:.6}"));
-                f.push(format!("\"metric-unit\" : {}", json_str(unit)));
+                o.push_number("metric-value", &format!("{m:.6}"));
+                o.push("metric-unit", unit);
             }
-            format!("{{{}}}", f.join(", "))
+            o.perf_text()
         }
     }
 }
