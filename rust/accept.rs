@@ -100,45 +100,61 @@ impl Incoming {
     }
 
     /// Copies the ops into `dst` (as many as it holds: [`Incoming::len`]),
-    /// validates and plans them, and checks them against `caller`'s rules and
-    /// the write checks.
+    /// validates and plans them, checks them against `caller`'s rules and
+    /// the write checks, and hands the [`Accepted`] batch to `then`. (The
+    /// batch is lent, not returned: it is built once, where it stays.)
     #[inline(always)]
-    pub(crate) fn accept<'a>(
+    pub(crate) fn accept<R>(
         &self,
-        dst: &'a mut [MaybeUninit<Op>],
-        caller: Caller<'a>,
+        dst: &mut [MaybeUninit<Op>],
+        caller: Caller<'_>,
         purpose: Purpose,
-    ) -> Result<Accepted<'a>, Rejected> {
+        then: impl FnOnce(Accepted<'_>) -> Result<R, Rejected>,
+    ) -> Result<R, Rejected> {
         let ops = read_ops(self.ptr, dst)?;
-        // INVARIANT: `plan` is made from `ops`, which pass `caller`'s checks
-        // below before the batch is returned.
-        let batch = Accepted {
-            plan: batch::plan(ops, self.flags)?,
+        // The plan stays where `batch::plan` made it: moved out of the
+        // `Result`, it would be copied (`rep movs`) on the path of
+        // every batch.
+        let mut planned = batch::plan(ops, self.flags);
+        let plan = planned.as_mut().map_err(|r| *r)?;
+        check(ops, plan, caller, purpose)?;
+        // INVARIANT: `plan` was made from `ops`, which passed `caller`'s
+        // checks.
+        then(Accepted {
             ops,
+            plan,
             ptr: self.ptr,
             flags: self.flags,
             rules: caller.rules,
-        };
-        if let Some(r) = caller.rules {
-            r.check(batch.ops)?;
-            if let (Purpose::Keep, Some(index)) = (purpose, batch.plan.first_write()) {
-                return Err(Rejected { err: EPERM, index });
-            }
-        }
-        policy::check_writes(batch.ops, &batch.plan, caller.access)?;
-        Ok(batch)
+        })
     }
 
-    /// [`Incoming::accept`]s the ops, for [`Purpose::Keep`], into memory of
-    /// their own.
+    /// Copies the ops, for [`Purpose::Keep`], into memory of their own and
+    /// checks them as [`Incoming::accept`] does.
     pub(crate) fn keep(&self, caller: Caller<'_>) -> Result<Kept, Rejected> {
         let mut ops = KVVec::<Op>::with_capacity(self.len, GFP_KERNEL_ACCOUNT)?;
-        let plan = self.accept(&mut ops.spare_capacity_mut()[..self.len], caller, Purpose::Keep)?.plan;
-        // SAFETY: `accept` initialised the first `len` ops (`read_ops`).
+        let read = read_ops(self.ptr, &mut ops.spare_capacity_mut()[..self.len])?;
+        let plan = batch::plan(read, self.flags)?;
+        check(read, &plan, caller, Purpose::Keep)?;
+        // SAFETY: `read_ops` initialised the first `len` ops.
         unsafe { ops.inc_len(self.len) };
         // INVARIANT: `plan` was made from these ops, which passed the checks.
         Ok(Kept { ops, plan })
     }
+}
+
+/// Checks `ops`, planned as `plan`, against `caller`'s rules (for
+/// `purpose`) and the write checks.
+#[inline(always)]
+fn check(ops: &[Op], plan: &Plan, caller: Caller<'_>, purpose: Purpose) -> Result<(), Rejected> {
+    if let Some(r) = caller.rules {
+        r.check(ops)?;
+        if let (Purpose::Keep, Some(index)) = (purpose, plan.first_write()) {
+            return Err(Rejected { err: EPERM, index });
+        }
+    }
+    policy::check_writes(ops, plan, caller.access)?;
+    Ok(())
 }
 
 /// A batch accepted to run now, as `caller` of [`Incoming::accept`].
@@ -150,7 +166,7 @@ impl Incoming {
 /// the write checks.
 pub(crate) struct Accepted<'a> {
     ops: &'a mut [Op],
-    plan: Plan,
+    plan: &'a mut Plan,
     ptr: UserPtr,
     flags: u32,
     rules: Option<&'a Snapshot>,
@@ -186,7 +202,7 @@ impl Accepted<'_> {
     #[inline(always)]
     pub(crate) fn run(&mut self) -> Result<Ran, Rejected> {
         let (ptr, flags, rules) = (self.ptr, self.flags, self.rules);
-        let (ops, plan) = (&mut *self.ops, &mut self.plan);
+        let (ops, plan) = (&mut *self.ops, &mut *self.plan);
         // Masked writes become the RMWMSRs the rules mean; the plan is made
         // again from the ops that will run.
         let masked = match rules {

@@ -126,8 +126,8 @@ impl Credit {
 /// unrun, and how long it sleeps first each time: long enough to refill a
 /// credit that was empty (it holds `4B/5` and earns a fifth of the time that
 /// passes: `4B`, checked below).
-const RETRIES: usize = 10;
-const RETRY_SLEEP_MS: u32 = 100;
+pub(crate) const RETRIES: usize = 10;
+pub(crate) const RETRY_SLEEP_MS: u32 = 100;
 const _: () = assert!(RETRY_SLEEP_MS as u64 * 1_000_000 >= 4 * uapi::MAX_CPU_BUSY_NS);
 
 /// Runs the batch `ops`; those that got `-ETIME` (the CPU's credit ran out:

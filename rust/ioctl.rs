@@ -31,15 +31,16 @@ trait Answer: FromBytes + AsBytes {
     fn refused(&mut self, index: u32);
 }
 
-/// Writes `req`, read from `arg`, back over it, answered by `made`: carried
-/// out ([`Answer::done`]) or refused ([`Answer::refused`], returning its
-/// errno). `EFAULT` is not answered: like any `EFAULT`, it leaves the
-/// argument alone. When the answer cannot be written, a request that was
-/// carried out fails with what `lost` makes of what it made and the error.
+/// Answers `req`, read from `arg`, in place by `made` and writes it back
+/// over `arg`: carried out ([`Answer::done`]) or refused
+/// ([`Answer::refused`], returning its errno). `EFAULT` is not answered:
+/// like any `EFAULT`, it leaves the argument alone. When the answer cannot
+/// be written, a request that was carried out fails with what `lost` makes
+/// of what it made and the error.
 #[inline(always)]
 fn answer<T: Answer>(
     arg: usize,
-    mut req: T,
+    req: &mut T,
     made: Result<T::Done, Rejected>,
     lost: impl FnOnce(T::Done, Error) -> Error,
 ) -> Result<T::Done> {
@@ -54,7 +55,7 @@ fn answer<T: Answer>(
             Err(r.err)
         }
     };
-    match UserSlice::new(UserPtr::from_addr(arg), size_of::<T>()).writer().write(&req) {
+    match UserSlice::new(UserPtr::from_addr(arg), size_of::<T>()).writer().write(&*req) {
         Ok(()) => ret,
         Err(e) => match ret {
             Ok(done) => Err(lost(done, e)),
@@ -64,6 +65,7 @@ fn answer<T: Answer>(
 }
 
 /// Reads the ioctl argument at `arg`.
+#[inline(always)]
 fn read_arg<T: FromBytes>(arg: usize) -> Result<T> {
     UserSlice::new(UserPtr::from_addr(arg), size_of::<T>()).reader().read()
 }
@@ -134,11 +136,11 @@ impl MsrBatchFile {
     /// `MSRBATCH_IOC_BATCH`: validates, runs and copies back one batch;
     /// returns 0.
     pub(crate) fn batch(&self, arg: usize, access: Access) -> Result<isize> {
-        let hdr: Batch = read_arg(arg)?;
+        let mut hdr: Batch = read_arg(arg)?;
         let made = self.run_batch(&hdr, arg, access);
         // A batch that ran but whose header could not be copied back: never
         // EFAULT, which says that nothing ran.
-        let ran = answer(arg, hdr, made, |_, _| crate::compat::enotrecoverable())?;
+        let ran = answer(arg, &mut hdr, made, |_, _| crate::compat::enotrecoverable())?;
         if ran.copied {
             Ok(0)
         } else {
@@ -170,30 +172,31 @@ impl MsrBatchFile {
         access: Access,
         (hdr, hdr_addr): (&Batch, usize),
     ) -> Result<Ran, Rejected> {
-        let mut batch = incoming.accept(dst, self.caller(access), Purpose::Run)?;
-        // A file that restores on close logs what the writes will overwrite,
-        // and keeps the log locked until they have run.
-        let mut log = batch.has_writes().then(|| self.restore.lock());
-        if let Some(log) = log.as_mut().and_then(|l| Option::as_mut(&mut **l)) {
-            log.snapshot(batch.ops())?;
-        }
-        if batch.has_writes() {
-            // Make sure the results can be copied back before anything is
-            // written: a batch whose array or header is not writable fails
-            // with EFAULT and changes nothing. Writing back the bytes just
-            // read leaves both as they were. (A batch that only reads
-            // changes nothing either way.)
-            batch.write_back()?;
-            UserSlice::new(UserPtr::from_addr(hdr_addr), size_of::<Batch>())
-                .writer()
-                .write(hdr)?;
-        }
-        batch.run()
+        incoming.accept(dst, self.caller(access), Purpose::Run, |mut batch| {
+            // A file that restores on close logs what the writes will
+            // overwrite, and keeps the log locked until they have run.
+            let mut log = batch.has_writes().then(|| self.restore.lock());
+            if let Some(log) = log.as_mut().and_then(|l| Option::as_mut(&mut **l)) {
+                log.snapshot(batch.ops())?;
+            }
+            if batch.has_writes() {
+                // Make sure the results can be copied back before anything
+                // is written: a batch whose array or header is not writable
+                // fails with EFAULT and changes nothing. Writing back the
+                // bytes just read leaves both as they were. (A batch that
+                // only reads changes nothing either way.)
+                batch.write_back()?;
+                UserSlice::new(UserPtr::from_addr(hdr_addr), size_of::<Batch>())
+                    .writer()
+                    .write(hdr)?;
+            }
+            batch.run()
+        })
     }
 
     /// `MSRBATCH_IOC_PREPARE`: validates and keeps a batch; returns 0.
     pub(crate) fn prepare(&self, arg: usize, access: Access) -> Result<isize> {
-        let req: uapi::Prepare = read_arg(arg)?;
+        let mut req: uapi::Prepare = read_arg(arg)?;
         let hdr = Batch {
             version: req.version,
             flags: req.flags,
@@ -211,7 +214,7 @@ impl MsrBatchFile {
             let handle = self.prepared.lock().insert(p)?;
             Ok(Stored { handle, mmap_size })
         })();
-        answer(arg, req, made, |stored, e| {
+        answer(arg, &mut req, made, |stored, e| {
             // The caller cannot learn the handle: do not keep the batch.
             let _ = self.prepared.lock().remove(stored.handle as usize);
             e
@@ -222,7 +225,7 @@ impl MsrBatchFile {
     /// `MSRBATCH_IOC_SAMPLE`: starts a sampler on a prepared batch; returns
     /// its descriptor.
     pub(crate) fn sample(&self, arg: usize, access: Access) -> Result<isize> {
-        let req: uapi::SampleReq = read_arg(arg)?;
+        let mut req: uapi::SampleReq = read_arg(arg)?;
         let made = (|| -> Result<sampler::NewSampler, Rejected> {
             if req.version != uapi::ABI_VERSION || req.flags != 0 || req.reserved != 0 {
                 return Err(EINVAL.into());
@@ -243,7 +246,7 @@ impl MsrBatchFile {
             sampler::NewSampler::new(&req, &ops, self.rules.is_some())
         })();
         // The answer first: a caller that cannot read it gets no sampler.
-        answer(arg, req, made, |_, e| e)?.install()
+        answer(arg, &mut req, made, |_, e| e)?.install()
     }
 
     /// `MSRBATCH_IOC_RUN`: runs prepared batch `handle`; returns the number
