@@ -19,7 +19,7 @@
 /* Says which call failed and why; the exit status 1. */
 static int fail(const char *call, int err)
 {
-	fprintf(stderr, "%s: %s: %s\n", call, msrbatch_last_error(), strerror(-err));
+	fprintf(stderr, "%s: %s\n", call, strerror(-err));
 	return 1;
 }
 
@@ -36,7 +36,7 @@ int main(void)
 	/* Only reads: a node the caller may only read is enough. */
 	err = msrbatch_open_read_only(NULL, &dev);
 	if (err)
-		return fail("msrbatch_open_read_only", err);
+		return fail("msrbatch_open", err);
 	/* The online CPUs (not 0 to _SC_NPROCESSORS_ONLN: a CPU may be offline). */
 	ncpus = msrbatch_online_cpus(NULL, 0);
 	cpus = ncpus > 0 ? calloc(ncpus, sizeof(*cpus)) : NULL;

@@ -357,8 +357,15 @@ pub(crate) fn release_file(file: usize) {
 }
 
 /// The reaper: frees the grants of threads that have exited.
+///
+/// # Safety
+///
+/// Called by `helpers.c`'s reaper work item only (process context, the
+/// registry not locked by the caller). `unsafe`, as bindgen makes
+/// `helpers.h`'s prototype: an older rustc (Debian trixie's 1.85.1) does not
+/// unify a safe and an unsafe `extern "C" fn` in `assert_prototype!`.
 #[no_mangle]
-extern "C" fn msrbatch_reap_grants() {
+unsafe extern "C" fn msrbatch_reap_grants() {
     let mut any = false;
     for g in GRANTS.lock().iter() {
         if g.is_dead() {
