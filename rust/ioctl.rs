@@ -34,7 +34,10 @@ trait Answer: FromBytes + AsBytes {
 /// Answers `req`, read from `arg`, in place by `made` and writes it back
 /// over `arg`: carried out ([`Answer::done`]) or refused
 /// ([`Answer::refused`], returning its errno). `EFAULT` is not answered:
-/// like any `EFAULT`, it leaves the argument alone. When the answer cannot
+/// like any `EFAULT`, it leaves the argument alone. The rule is the same for
+/// every request; `MSRBATCH_IOC_SAMPLE` only never meets it here, as making
+/// a sampler reads no user memory (its `EFAULT`s are those of reading and
+/// writing the request itself). When the answer cannot
 /// be written, a request that was carried out fails with what `lost` makes
 /// of what it made and the error.
 #[inline(always)]
@@ -127,10 +130,7 @@ const INLINE_OPS: usize = 16;
 
 impl MsrBatchFile {
     fn caller(&self, access: Access) -> Caller<'_> {
-        Caller {
-            access,
-            rules: self.rules.as_ref(),
-        }
+        Caller::new(access, self.rules.as_ref())
     }
 
     /// `MSRBATCH_IOC_BATCH`: validates, runs and copies back one batch;
@@ -172,7 +172,7 @@ impl MsrBatchFile {
         access: Access,
         (hdr, hdr_addr): (&Batch, usize),
     ) -> Result<Ran, Rejected> {
-        incoming.accept(dst, self.caller(access), Purpose::Run, |mut batch| {
+        incoming.accept(dst, self.caller(access), Purpose::Run, |batch| {
             // A file that restores on close logs what the writes will
             // overwrite, and keeps the log locked until they have run.
             let mut log = batch.has_writes().then(|| self.restore.lock());
