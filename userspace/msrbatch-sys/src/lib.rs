@@ -18,7 +18,12 @@
 #![warn(missing_docs)]
 
 mod sys;
-#[allow(non_camel_case_types, missing_docs, clippy::all, unsafe_op_in_unsafe_fn)]
+#[allow(
+    non_camel_case_types,
+    missing_docs,
+    clippy::all,
+    unsafe_op_in_unsafe_fn
+)]
 pub mod uapi;
 
 /// Fails the build unless [`uapi`] has every value of the frozen ABI
