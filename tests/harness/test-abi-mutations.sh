@@ -16,9 +16,12 @@
 #
 # and the result must be the expected one:
 #
-#   fails PATTERN   the module build fails, and its log has PATTERN (an
+#   fails PATTERN [ABI_PATTERN]
+#                   the module build fails, and its log has PATTERN (an
 #                   extended regular expression): the specific error the
-#                   mutation must cause, not any error;
+#                   mutation must cause, not any error; with ABI_PATTERN,
+#                   scripts/check-abi.sh (what `make userspace` checks the
+#                   header with) fails too, and says ABI_PATTERN;
 #   follows NAME VALUE [IMMEDIATE]
 #                   the module can take the change: it builds and uses the new
 #                   value, which must be in the generated bindings, in the
@@ -46,7 +49,7 @@ cp "$top/rust/Kbuild" "$top"/rust/*.rs "$top"/rust/*.[ch] "$src/rust/"
 rm -f "$src/rust/generated.rs" "$src/rust/bindings_generated.rs"
 cp "$top/Cargo.toml" "$src/"
 cp "$top/$hdr" "$src/$hdr"
-cp "$top/scripts/gen-uapi.sh" "$src/scripts/"
+cp "$top/scripts/gen-uapi.sh" "$top/scripts/check-abi.sh" "$src/scripts/"
 cp "$top/$sysrc/uapi.rs" "$top/$sysrc/frozen_abi.rs" "$src/$sysrc/"
 echo 'obj-m += rust/' >"$src/Kbuild"
 
@@ -80,7 +83,12 @@ frozen() {
 	printf '%s in %s \\(.*\\) is not %s, as ABI v1 froze it' "$1" "$2" "$3"
 }
 
-# expect alone|bumped DESCRIPTION FILE SUBST fails PATTERN
+# check-abi.sh's message for a frozen value WHAT the header changed.
+abi() {
+	printf 'msrbatch: %s in the header \\(include/uapi/linux/msrbatch.h\\) is not as the frozen ABI' "$1"
+}
+
+# expect alone|bumped DESCRIPTION FILE SUBST fails PATTERN [ABI_PATTERN]
 # expect alone|bumped DESCRIPTION FILE SUBST follows NAME VALUE [IMMEDIATE]
 expect() {
 	local how=$1 what="$2 ($1)" file=$3 subst=$4 want=$5
@@ -100,13 +108,25 @@ expect() {
 			return
 		fi
 	fi
+	if [ "$want" = fails ] && [ -n "${2:-}" ]; then
+		if "$tmp/t/scripts/check-abi.sh" >"$tmp/abi.log" 2>&1; then
+			echo "not ok - $what: scripts/check-abi.sh passes"
+			fails=1
+			return
+		elif ! grep -qE -- "$2" "$tmp/abi.log"; then
+			echo "not ok - $what: scripts/check-abi.sh fails, but not with /$2/:"
+			head -n 5 "$tmp/abi.log"
+			fails=1
+			return
+		fi
+	fi
 	if ! build; then
 		if [ "$want" != fails ]; then
 			echo "not ok - $what: the module build fails:"
 			sed -n 1,20p "$tmp/build.log"
 			fails=1
 		elif grep -qE -- "$1" "$tmp/build.log"; then
-			echo "ok - $what: the module build fails: $(grep -m1 -oE -- "$1" "$tmp/build.log")"
+			echo "ok - $what: the module build fails: $(grep -m1 -oE -- "$1" "$tmp/build.log")${2:+; so does check-abi.sh}"
 		else
 			echo "not ok - $what: the module build fails, but not with /$1/:"
 			grep -m5 -E '^error|panicked' "$tmp/build.log"
@@ -143,10 +163,11 @@ if ! build; then
 	exit 1
 fi
 "$tmp/t/scripts/gen-uapi.sh" --check >/dev/null || { echo "not ok - gen-uapi.sh --check fails unmutated"; exit 1; }
+"$tmp/t/scripts/check-abi.sh" || { echo "not ok - check-abi.sh fails unmutated"; exit 1; }
 for v in 40000 30000000; do
 	has_imm "$v" && { echo "not ok - the unmutated module already has the immediate $v"; exit 1; }
 done
-echo "ok - unmutated: builds; userspace's bindings and the frozen ABI up to date"
+echo "ok - unmutated: builds; userspace's bindings and the frozen ABI up to date; check-abi.sh passes"
 
 # gen-uapi.sh will not change a frozen value while the version stays.
 scratch
@@ -164,7 +185,7 @@ fi
 
 swap='s/(F_SYNC_START\s+\(1U << )1\)/${1}@@)/; s/(F_TIMESTAMPS\s+\(1U << )2\)/${1}1)/; s/@@\)/2)/'
 expect alone "swap MSRBATCH_F_SYNC_START and MSRBATCH_F_TIMESTAMPS" "$hdr" "$swap" \
-	fails "$(frozen MSRBATCH_F_SYNC_START 'the header' 2)"
+	fails "$(frozen MSRBATCH_F_SYNC_START 'the header' 2)" "$(abi MSRBATCH_F_SYNC_START)"
 expect bumped "swap MSRBATCH_F_SYNC_START and MSRBATCH_F_TIMESTAMPS" "$hdr" "$swap" \
 	follows MSRBATCH_F_SYNC_START 4
 expect alone "swap them in userspace's view" "$sysrc/uapi.rs" \
@@ -176,7 +197,7 @@ expect bumped "MSRBATCH_F_TIMESTAMPS on MSRBATCH_F_SYNC_START's bit" "$hdr" \
 # limit DESCRIPTION SUBST NAME OLD NEW [IMMEDIATE]: a limit changed alone
 # fails as frozen; bumped, the module follows it.
 limit() {
-	expect alone "$1" "$hdr" "$2" fails "$(frozen "$3" 'the header' "$4")"
+	expect alone "$1" "$hdr" "$2" fails "$(frozen "$3" 'the header' "$4")" "$(abi "$3")"
 	expect bumped "$1" "$hdr" "$2" follows "$3" "$5" "${6:-}"
 }
 limit "MSRBATCH_MAX_OPS 65536 -> 40000" 's/(define MSRBATCH_MAX_OPS\s+)65536/${1}40000/' \
@@ -187,18 +208,19 @@ limit "MSRBATCH_PREPARED_STRIDE 2 MiB -> 4 MiB" 's/(define MSRBATCH_PREPARED_STR
 	MSRBATCH_PREPARED_STRIDE 2097152 4194304
 expect alone "a new op code (MSRBATCH_OP_MAX 10)" "$hdr" \
 	's/(define MSRBATCH_OP_MAX\s+)MSRBATCH_OP_RDCR4/${1}10/' \
-	fails "$(frozen MSRBATCH_OP_MAX 'the header' 9)"
+	fails "$(frozen MSRBATCH_OP_MAX 'the header' 9)" "$(abi MSRBATCH_OP_MAX)"
 expect bumped "a new op code (MSRBATCH_OP_MAX 10) without its implementation" "$hdr" \
 	's/(define MSRBATCH_OP_MAX\s+)MSRBATCH_OP_RDCR4/${1}10/' \
 	fails 'assertion failed: MAX == RDCR4'
 drop='s/(struct msrbatch_op \{.*?)\t__s32 status;\n/$1/s'
+# (struct msrbatch_op keeps its size: status's bytes become padding)
 expect alone "drop status from struct msrbatch_op" "$hdr" "$drop" \
-	fails "$(frozen 'the size of struct msrbatch_op' 'the header' 48)"
+	fails 'error\[E0609\]: no field `status` on type `[^`]*msrbatch_op`' 'has no member named .{1,3}status'
 expect bumped "drop status from struct msrbatch_op" "$hdr" "$drop" \
 	fails 'error\[E0609\]: no field `status` on type `[^`]*`'
 ioc='s/(_IOWR\(MSRBATCH_IOC_MAGIC, 0x01, struct )msrbatch_batch/${1}msrbatch_info/'
 expect alone "MSRBATCH_IOC_BATCH with struct msrbatch_info's size" "$hdr" "$ioc" \
-	fails "$(frozen MSRBATCH_IOC_BATCH 'the header' 0xc030b901)"
+	fails "$(frozen MSRBATCH_IOC_BATCH 'the header' 0xc030b901)" "$(abi MSRBATCH_IOC_BATCH)"
 expect bumped "MSRBATCH_IOC_BATCH with struct msrbatch_info's size" "$hdr" "$ioc" \
 	fails 'assertion failed: _IOC_SIZE\(IOC_BATCH\) == size_of::<Batch>\(\)'
 expect alone "a C helper's prototype (msrbatch_ns_to_tsc returns u32)" "$helpers" \
