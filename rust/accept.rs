@@ -235,7 +235,7 @@ impl Accepted<'_> {
             policy::taint_if_written(ops);
         }
         if let Some(m) = masked {
-            m.restore(ops, flags & uapi::F_TIMESTAMPS != 0);
+            m.unmask(ops, flags & uapi::F_TIMESTAMPS != 0);
         }
         let copied = write_ops(ptr, ops).is_ok();
         Ok(Ran { ran, copied })

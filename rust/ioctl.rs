@@ -177,7 +177,7 @@ impl MsrBatchFile {
             // overwrite, and keeps the log locked until they have run.
             let mut log = batch.has_writes().then(|| self.restore.lock());
             if let Some(log) = log.as_mut().and_then(|l| Option::as_mut(&mut **l)) {
-                log.snapshot(batch.ops())?;
+                log.save(batch.ops())?;
             }
             if batch.has_writes() {
                 // Make sure the results can be copied back before anything
@@ -256,7 +256,7 @@ impl MsrBatchFile {
         // The restore log matters only to batches that write.
         let mut log = p.has_writes().then(|| self.restore.lock());
         let nr_failed = p.run(access, |ops| match log.as_mut().and_then(|l| Option::as_mut(&mut **l)) {
-            Some(log) => log.snapshot(ops),
+            Some(log) => log.save(ops),
             None => Ok(()),
         })?;
         Ok(nr_failed as isize)
