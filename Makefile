@@ -81,7 +81,10 @@ provision:
 kernel: provision
 	@$(HARNESS)/build-kernel.sh
 
+# The header first: it must have the frozen ABI's values, as the userspace
+# view msrbatch-sys's build checks (scripts/check-abi.sh, design.md).
 userspace:
+	@scripts/check-abi.sh
 	cargo build --release --workspace
 	cargo rustc --quiet --profile release-staticlib -p msrbatch --lib --crate-type staticlib
 	strip --strip-debug $(STATICLIB)

@@ -57,8 +57,16 @@ fn write_ops(ptr: UserPtr, ops: &[Op]) -> Result {
 /// `CAP_SYS_RAWIO`, the allowlist in force at its open.
 #[derive(Clone, Copy)]
 pub(crate) struct Caller<'a> {
-    pub(crate) access: Access,
-    pub(crate) rules: Option<&'a Snapshot>,
+    access: Access,
+    rules: Option<&'a Snapshot>,
+}
+
+impl<'a> Caller<'a> {
+    /// A descriptor opened for `access`, confined by `rules` if given (one
+    /// opened without `CAP_SYS_RAWIO`).
+    pub(crate) fn new(access: Access, rules: Option<&'a Snapshot>) -> Self {
+        Caller { access, rules }
+    }
 }
 
 /// What a batch is accepted for.
@@ -198,11 +206,18 @@ impl Accepted<'_> {
 
     /// Runs the batch and copies the results back. On a descriptor the
     /// allowlist confines, writes are masked: each becomes the RMWMSR its
-    /// rules mean, and the caller's op fields are put back afterwards.
+    /// rules mean, and the caller's op fields are put back afterwards. The
+    /// batch is consumed: after the masking its plan describes the masked
+    /// ops, not the caller's, so it must not run again.
     #[inline(always)]
-    pub(crate) fn run(&mut self) -> Result<Ran, Rejected> {
-        let (ptr, flags, rules) = (self.ptr, self.flags, self.rules);
-        let (ops, plan) = (&mut *self.ops, &mut *self.plan);
+    pub(crate) fn run(self) -> Result<Ran, Rejected> {
+        let Accepted {
+            ops,
+            plan,
+            ptr,
+            flags,
+            rules,
+        } = self;
         // Masked writes become the RMWMSRs the rules mean; the plan is made
         // again from the ops that will run.
         let masked = match rules {
@@ -220,7 +235,7 @@ impl Accepted<'_> {
             policy::taint_if_written(ops);
         }
         if let Some(m) = masked {
-            m.restore(ops, flags & uapi::F_TIMESTAMPS != 0);
+            m.unmask(ops, flags & uapi::F_TIMESTAMPS != 0);
         }
         let copied = write_ops(ptr, ops).is_ok();
         Ok(Ran { ran, copied })

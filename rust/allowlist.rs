@@ -233,7 +233,7 @@ impl Masked {
     /// (`MSRBATCH_F_TIMESTAMPS`), its timestamp in `val[1]`, as an unmasked
     /// one does; an RMWMSR keeps the value read and the value written (the
     /// merged one).
-    pub(crate) fn restore(self, ops: &mut [Op], stamps: bool) {
+    pub(crate) fn unmask(self, ops: &mut [Op], stamps: bool) {
         for &(i, code, arg) in self.0.iter() {
             if let Some(op) = ops.get_mut(i) {
                 op.op = code;
@@ -394,13 +394,13 @@ mod tests {
         ops[1].val = [old, 0x0000_2003];
         let mut stamped = ops;
         let again = r.mask_writes(&mut orig.clone())?;
-        saved.restore(&mut ops, false);
+        saved.unmask(&mut ops, false);
         assert!((ops[0].op, ops[0].arg, ops[0].val) == (opcode::WRMSR, orig[0].arg, [0, 0]));
         assert!((ops[1].op, ops[1].arg, ops[1].val) == (opcode::RMWMSR, orig[1].arg, [old, 0x2003]));
         // With timestamps a WRMSR keeps its stamp in val[1] (the engine wrote
         // it over the value written).
         stamped[0].val = [old, 0x1234];
-        again.restore(&mut stamped, true);
+        again.unmask(&mut stamped, true);
         assert!((stamped[0].op, stamped[0].val) == (opcode::WRMSR, [0, 0x1234]));
         Ok(())
     }

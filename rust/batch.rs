@@ -223,8 +223,7 @@ impl Plan {
     ) -> Result<Plan, Rejected> {
         let stamps = flags & uapi::F_TIMESTAMPS != 0;
         let first_cpu = ops.first().map_or(0, |op| op.cpu);
-        let first_code = ops.first().map_or(0, |op| op.op);
-        let mut uniform = true;
+        let mut uniform = SameCode::of(ops);
         // While every op so far is on `first_cpu`: its delay sum. From the
         // first op elsewhere on: op counts and delay sums per CPU.
         let mut one_delay = 0u64;
@@ -278,7 +277,7 @@ impl Plan {
                 first_write = first_write.or(Some(i as u32));
                 nr_writes += 1;
             }
-            uniform &= op.op == first_code;
+            uniform.see(op);
         }
 
         let targets = match per_cpu {
@@ -291,7 +290,7 @@ impl Plan {
             targets,
             first_write,
             nr_writes,
-            uniform: uniform.then_some(first_code),
+            uniform: uniform.code(),
             flags,
         })
     }
@@ -582,11 +581,43 @@ pub(crate) unsafe fn run_reads_here(ops: &mut [Op], uniform: Option<u16>) -> u32
     unsafe { run_sequence(ops.iter_mut(), mode) }
 }
 
+/// Whether the ops seen so far all have the code of a batch's first op: the
+/// `uniform` of a [`Plan`] (whose single pass over the ops feeds it) and of
+/// a sampler's lane ([`uniform_code`]).
+struct SameCode {
+    code: u16,
+    same: bool,
+}
+
+impl SameCode {
+    /// For the ops of `ops`, none seen yet.
+    #[inline(always)]
+    fn of(ops: &[Op]) -> Self {
+        SameCode {
+            code: ops.first().map_or(0, |op| op.op),
+            same: true,
+        }
+    }
+
+    /// Sees `op`.
+    #[inline(always)]
+    fn see(&mut self, op: &Op) {
+        self.same &= op.op == self.code;
+    }
+
+    /// The code of every op seen, if they all have the same.
+    #[inline(always)]
+    fn code(&self) -> Option<u16> {
+        self.same.then_some(self.code)
+    }
+}
+
 /// The code of every op of `ops`, if they all have the same (what a
 /// [`Plan`] keeps as `uniform`).
 pub(crate) fn uniform_code(ops: &[Op]) -> Option<u16> {
-    let first = ops.first().map_or(0, |op| op.op);
-    ops.iter().all(|op| op.op == first).then_some(first)
+    let mut uniform = SameCode::of(ops);
+    ops.iter().for_each(|op| uniform.see(op));
+    uniform.code()
 }
 
 /// Runs `ops`, this CPU's share of a batch, under this CPU's

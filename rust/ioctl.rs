@@ -34,7 +34,10 @@ trait Answer: FromBytes + AsBytes {
 /// Answers `req`, read from `arg`, in place by `made` and writes it back
 /// over `arg`: carried out ([`Answer::done`]) or refused
 /// ([`Answer::refused`], returning its errno). `EFAULT` is not answered:
-/// like any `EFAULT`, it leaves the argument alone. When the answer cannot
+/// like any `EFAULT`, it leaves the argument alone. The rule is the same for
+/// every request; `MSRBATCH_IOC_SAMPLE` only never meets it here, as making
+/// a sampler reads no user memory (its `EFAULT`s are those of reading and
+/// writing the request itself). When the answer cannot
 /// be written, a request that was carried out fails with what `lost` makes
 /// of what it made and the error.
 #[inline(always)]
@@ -127,10 +130,7 @@ const INLINE_OPS: usize = 16;
 
 impl MsrBatchFile {
     fn caller(&self, access: Access) -> Caller<'_> {
-        Caller {
-            access,
-            rules: self.rules.as_ref(),
-        }
+        Caller::new(access, self.rules.as_ref())
     }
 
     /// `MSRBATCH_IOC_BATCH`: validates, runs and copies back one batch;
@@ -172,12 +172,12 @@ impl MsrBatchFile {
         access: Access,
         (hdr, hdr_addr): (&Batch, usize),
     ) -> Result<Ran, Rejected> {
-        incoming.accept(dst, self.caller(access), Purpose::Run, |mut batch| {
+        incoming.accept(dst, self.caller(access), Purpose::Run, |batch| {
             // A file that restores on close logs what the writes will
             // overwrite, and keeps the log locked until they have run.
             let mut log = batch.has_writes().then(|| self.restore.lock());
             if let Some(log) = log.as_mut().and_then(|l| Option::as_mut(&mut **l)) {
-                log.snapshot(batch.ops())?;
+                log.save(batch.ops())?;
             }
             if batch.has_writes() {
                 // Make sure the results can be copied back before anything
@@ -256,7 +256,7 @@ impl MsrBatchFile {
         // The restore log matters only to batches that write.
         let mut log = p.has_writes().then(|| self.restore.lock());
         let nr_failed = p.run(access, |ops| match log.as_mut().and_then(|l| Option::as_mut(&mut **l)) {
-            Some(log) => log.snapshot(ops),
+            Some(log) => log.save(ops),
             None => Ok(()),
         })?;
         Ok(nr_failed as isize)

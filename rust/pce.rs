@@ -106,14 +106,6 @@ pub(crate) struct Grant {
     reapable: AtomicBool,
 }
 
-// SAFETY: The notifier is only touched by the granted thread (registration,
-// unregistration, the scheduler's callbacks) or, once the grant is dead, by
-// nobody; the module pointer is our own module, valid while the grant holds
-// its reference; the rest is atomics and an `ARef`.
-unsafe impl Send for Grant {}
-// SAFETY: As above.
-unsafe impl Sync for Grant {}
-
 static OPS: bindings::preempt_ops = bindings::preempt_ops {
     sched_in: Some(sched_in),
     sched_out: Some(sched_out),
@@ -406,3 +398,12 @@ impl PinnedDrop for Grant {
         unsafe { bindings::module_put(self.module) };
     }
 }
+
+// SAFETY: The notifier is only touched by the granted thread (registration,
+// unregistration, the scheduler's callbacks) or, once the grant is dead, by
+// nobody; the module pointer is our own module, valid while the grant holds
+// the reference its drop (just above) puts; the rest is atomics and an
+// `ARef`.
+unsafe impl Send for Grant {}
+// SAFETY: As above.
+unsafe impl Sync for Grant {}

@@ -45,7 +45,7 @@ impl RestoreLog {
 
     /// Reads, before `ops` run, every MSR they write that is not logged yet.
     /// An MSR whose read faults is not logged (its write will fault too).
-    pub(crate) fn snapshot(&mut self, ops: &[Op]) -> Result<(), batch::Rejected> {
+    pub(crate) fn save(&mut self, ops: &[Op]) -> Result<(), batch::Rejected> {
         let mut reads = KVVec::new();
         for op in ops.iter().filter(|op| is_write(op) && self.find(op.cpu, op.reg).is_err()) {
             let read = Op {

@@ -638,17 +638,18 @@ impl Drop for Sampler {
     }
 }
 
-/// The sampler behind `owner`.
+/// Calls `f` with the sampler behind `owner`: the reference lives for the
+/// call only.
 ///
 /// # Safety
 ///
 /// `owner` is the owner pointer of a live C half: an installed `Sampler`
-/// that `msrbatch_sampler_release` has not freed, and does not free while the
-/// returned reference lives.
-unsafe fn sampler<'a>(owner: *mut c_void) -> &'a Sampler {
+/// that `msrbatch_sampler_release` has not freed, and does not free before
+/// `f` returns.
+unsafe fn sampler<R>(owner: *mut c_void, f: impl FnOnce(&Sampler) -> R) -> R {
     // SAFETY: By the function's requirements; once installed, the sampler is
     // reached by shared references only (its type invariants).
-    unsafe { &*owner.cast::<Sampler>() }
+    f(unsafe { &*owner.cast::<Sampler>() })
 }
 
 // The functions below are the C half's calls into the sampler
@@ -666,7 +667,7 @@ unsafe fn sampler<'a>(owner: *mut c_void) -> &'a Sampler {
 unsafe extern "C" fn msrbatch_sampler_samples(owner: *mut c_void, cpu: c_uint) -> bool {
     // SAFETY: By the function's requirements: the hotplug state calls this
     // while the instance exists, which is between install and stop.
-    unsafe { sampler(owner) }.lane(cpu).is_some()
+    unsafe { sampler(owner, |s| s.lane(cpu).is_some()) }
 }
 
 /// One period of the sampler's timer on `cpu` (hard interrupt context, on
@@ -679,7 +680,7 @@ unsafe extern "C" fn msrbatch_sampler_samples(owner: *mut c_void, cpu: c_uint) -
 unsafe extern "C" fn msrbatch_sampler_tick(owner: *mut c_void, cpu: c_uint, seq: u64) {
     // SAFETY: By the function's requirements: timers run between install and
     // stop, which cancels them before the sampler is freed.
-    unsafe { sampler(owner) }.tick(cpu, seq);
+    unsafe { sampler(owner, |s| s.tick(cpu, seq)) };
 }
 
 /// `cpu` starts (`online`) or stops sampling at period `seq`.
@@ -690,7 +691,7 @@ unsafe extern "C" fn msrbatch_sampler_tick(owner: *mut c_void, cpu: c_uint, seq:
 #[no_mangle]
 unsafe extern "C" fn msrbatch_sampler_cpu_event(owner: *mut c_void, cpu: c_uint, online: bool, seq: u64) {
     // SAFETY: By the function's requirements, as `msrbatch_sampler_samples`.
-    unsafe { sampler(owner) }.cpu_event(cpu, online, seq);
+    unsafe { sampler(owner, |s| s.cpu_event(cpu, online, seq)) };
 }
 
 /// The timers are stopped: the ring says so.
@@ -702,7 +703,7 @@ unsafe extern "C" fn msrbatch_sampler_cpu_event(owner: *mut c_void, cpu: c_uint,
 unsafe extern "C" fn msrbatch_sampler_mark_stopped(owner: *mut c_void) {
     // SAFETY: By the function's requirements: `msrbatch_sampler_stop` calls
     // this, and its caller holds the sampler.
-    unsafe { sampler(owner) }.mark_stopped();
+    unsafe { sampler(owner, Sampler::mark_stopped) };
 }
 
 /// What `poll()` of the sampler's file reports.
@@ -714,7 +715,7 @@ unsafe extern "C" fn msrbatch_sampler_mark_stopped(owner: *mut c_void) {
 unsafe extern "C" fn msrbatch_sampler_ready(owner: *mut c_void) -> c_uint {
     // SAFETY: By the function's requirements: the file's poll() calls this,
     // and the file holds the sampler.
-    unsafe { sampler(owner) }.ready()
+    unsafe { sampler(owner, Sampler::ready) }
 }
 
 /// `mmap()` of the sampler's file: maps the ring into `vma`.
@@ -725,19 +726,21 @@ unsafe extern "C" fn msrbatch_sampler_ready(owner: *mut c_void) -> c_uint {
 /// bytes long.
 #[no_mangle]
 unsafe extern "C" fn msrbatch_sampler_mmap(owner: *mut c_void, vma: *mut sys::vm_area_struct, len: c_ulong) -> c_int {
+    let map = |s: &Sampler| {
+        if len > s.ring.bytes {
+            return EINVAL.to_errno();
+        }
+        // SAFETY: `vma` is being set up by mmap(), no larger than the ring,
+        // which by its type invariants is an area from `mappable_alloc` of
+        // `bytes` bytes, alive while the sampler is.
+        match unsafe { crate::helpers::mappable_mmap(vma.cast(), s.ring.base.cast(), s.ring.bytes) } {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    };
     // SAFETY: By the function's requirements: the file's mmap() calls this,
     // and the file holds the sampler.
-    let s = unsafe { sampler(owner) };
-    if len > s.ring.bytes {
-        return EINVAL.to_errno();
-    }
-    // SAFETY: `vma` is being set up by mmap(), no larger than the ring, which
-    // by its type invariants is an area from `mappable_alloc` of `bytes`
-    // bytes, alive while the sampler is.
-    match unsafe { crate::helpers::mappable_mmap(vma.cast(), s.ring.base.cast(), s.ring.bytes) } {
-        Ok(()) => 0,
-        Err(e) => e.to_errno(),
-    }
+    unsafe { sampler(owner, map) }
 }
 
 /// `ioctl()` of the sampler's file.
@@ -747,12 +750,11 @@ unsafe extern "C" fn msrbatch_sampler_mmap(owner: *mut c_void, vma: *mut sys::vm
 /// As [`sampler`] for `owner`.
 #[no_mangle]
 unsafe extern "C" fn msrbatch_sampler_ioctl(owner: *mut c_void, cmd: c_uint, arg: c_ulong) -> c_long {
-    // SAFETY: By the function's requirements: the file's ioctl() calls this,
-    // and the file holds the sampler.
-    let s = unsafe { sampler(owner) };
     match cmd {
         uapi::SAMPLER_IOC_STOP if arg == 0 => {
-            s.stop();
+            // SAFETY: By the function's requirements: the file's ioctl()
+            // calls this, and the file holds the sampler.
+            unsafe { sampler(owner, Sampler::stop) };
             0
         }
         uapi::SAMPLER_IOC_STOP => EINVAL.to_errno() as c_long,
@@ -775,7 +777,7 @@ unsafe extern "C" fn msrbatch_sampler_release(owner: *mut c_void) {
     // SAFETY: By the function's requirements, a live sampler: the C half
     // calls this once, from the file's release or a failed install, with the
     // owner it was installed with.
-    unsafe { sampler(owner) }.stop();
+    unsafe { sampler(owner, Sampler::stop) };
     // Then free: no timer, hotplug callback or wake-up is left, and no file
     // operation runs (the file is being released, or never existed).
     // SAFETY: `owner` is the box `NewSampler::install` leaked; nothing uses

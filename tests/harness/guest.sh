@@ -47,11 +47,13 @@ guest_module() {
 	fi
 	rm -f "$GUEST_DIR/module.stamp"
 	rm -rf "$mod"
-	mkdir -p "$mod/rust" "$mod/include/uapi/linux"
+	mkdir -p "$mod/rust" "$mod/include/uapi/linux" "$mod/userspace/msrbatch-sys/src"
 	cp "$MSRB_TOP/rust/Kbuild" "$MSRB_TOP"/rust/*.rs "$MSRB_TOP"/rust/*.[ch] "$mod/rust/"
 	rm -f "$mod/rust/generated.rs" "$mod/rust/bindings_generated.rs"
 	cp "$MSRB_TOP/Cargo.toml" "$mod/"	# the version's one source
 	cp "$MSRB_TOP/include/uapi/linux/msrbatch.h" "$mod/include/uapi/linux/"	# the ABI's
+	# userspace's view of the ABI and the frozen ABI, which the build checks
+	cp "$MSRB_TOP"/userspace/msrbatch-sys/src/{uapi,frozen_abi}.rs "$mod/userspace/msrbatch-sys/src/"
 	echo 'obj-m += rust/' >"$mod/Kbuild"
 	make -s -C "$KBUILD" M="$mod" LLVM="$LLVM" RUSTC="$RUSTC" BINDGEN="$BINDGEN" modules >&2 || return
 	"$MSRB_TOP/scripts/check-modinfo.sh" "$mod/rust/msrbatch.ko" "$(cat "$KBUILD/include/config/kernel.release")" >&2 || return
@@ -74,13 +76,15 @@ guest_module() {
 }
 
 # What the guest's modules are built from: the sources' contents (the uapi
-# header too, which the module's build reads), the kernel
+# header, userspace's view of it and the frozen ABI too, which the module's
+# build reads), the kernel
 # build (its directory is named by its cache key; its signing key and
 # release), and the toolchain.
 guest_module_key() {
 	(
 		cd "$MSRB_TOP" &&
-			sha256sum rust/Kbuild rust/*.rs rust/*.[ch] include/uapi/linux/msrbatch.h Cargo.toml tests/guest/test-pmu/Kbuild \
+			sha256sum rust/Kbuild rust/*.rs rust/*.[ch] include/uapi/linux/msrbatch.h \
+				userspace/msrbatch-sys/src/uapi.rs userspace/msrbatch-sys/src/frozen_abi.rs Cargo.toml tests/guest/test-pmu/Kbuild \
 				tests/guest/test-pmu/*.c tests/harness/guest.sh "$KBUILD/include/config/kernel.release" \
 				"$KBUILD/certs/signing_key.x509" &&
 			echo "$KBUILD $LLVM $RUSTC $BINDGEN"

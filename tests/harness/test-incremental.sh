@@ -14,7 +14,7 @@ set -uo pipefail
 rel="$MSRB_TOP/target/guest-cargo/$GUEST_TARGET/release"
 # Every output, with its modification time (not cargo's dep-info .d files,
 # which cargo rewrites on every build and the guest never gets).
-snapshot() {
+mtimes() {
 	find "$GUEST_DIR"/*.ko "$GUEST_DIR/rootfs.cpio" "$GUEST_OUT/cbin" "$rel" "$rel/examples" \
 		-maxdepth 1 -type f ! -name '*.d' -printf '%p %T@\n' | sort
 }
@@ -24,11 +24,11 @@ changed() { # BEFORE AFTER: the outputs whose time stamp changed or that appeare
 
 fails=0
 guest_prepare || exit 1
-before=$(snapshot)
+before=$(mtimes)
 start=$(date +%s.%N)
 guest_prepare || exit 1
 printf 'test-incremental: a second guest_prepare took %.1f s\n' "$(echo "$(date +%s.%N) - $start" | bc)"
-rebuilt=$(changed "$before" "$(snapshot)")
+rebuilt=$(changed "$before" "$(mtimes)")
 if [ -z "$rebuilt" ]; then
 	echo "test-incremental: nothing changed, nothing rebuilt: ok"
 else
@@ -42,11 +42,11 @@ name=$(basename "$src" .c)
 ref=$(mktemp)
 touch -r "$src" "$ref"
 trap 'touch -r "$ref" "$src"; rm -f "$ref"' EXIT
-before=$(snapshot)
+before=$(mtimes)
 sleep 1
 touch "$src"
 guest_prepare || exit 1
-rebuilt=$(changed "$before" "$(snapshot)" | sort | tr '\n' ' ')
+rebuilt=$(changed "$before" "$(mtimes)" | sort | tr '\n' ' ')
 want=$(printf '%s\n' "target/guest/$GUEST_FLAVOUR/rootfs.cpio" "target/guest/cbin/$name" "target/guest/cbin/$name-32" | sort | tr '\n' ' ')
 if [ "$rebuilt" = "$want" ]; then
 	echo "test-incremental: a newer tests/guest/$name.c relinked $name, $name-32 and the initramfs only: ok"

@@ -18,7 +18,24 @@
 #![warn(missing_docs)]
 
 mod sys;
-#[allow(missing_docs)]
+#[allow(
+    non_camel_case_types,
+    missing_docs,
+    clippy::all,
+    unsafe_op_in_unsafe_fn
+)]
 pub mod uapi;
+
+/// Fails the build unless [`uapi`] has every value of the frozen ABI
+/// (`frozen_abi.rs`, made with it by `scripts/gen-uapi.sh`).
+mod frozen_abi {
+    use crate::uapi as view;
+    macro_rules! view_name {
+        () => {
+            "userspace's view (userspace/msrbatch-sys/src/uapi.rs)"
+        };
+    }
+    include!("frozen_abi.rs");
+}
 
 pub use sys::*;
