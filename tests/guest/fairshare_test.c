@@ -12,6 +12,16 @@
  *   prepared  a confined descriptor holds at most 16 prepared batches
  *             (ENOSPC) and 1 MiB of them (EDQUOT); all confined descriptors
  *             together 64 MiB (ENOSPC); root still prepares meanwhile
+ *   starve    group members flood CPU 1 with DELAY batches and collide
+ *             synchronised batches on CPUs 0,1; meanwhile every op of root's
+ *             batches on CPU 1 runs, root's synchronised batches start, and
+ *             root's logged writes through a restoring descriptor run (the
+ *             reserve of each CPU's busy credit that confined callers cannot
+ *             draw, abi.md "Interrupts-off time")
+ *   rendezvous a member's synchronised batch whose rendezvous waits for a
+ *             CPU root keeps busy is charged for the wait: it ends within
+ *             the member's share, and the member's next batch on the waiting
+ *             CPU has only what the wait left of its credit (needs 4 CPUs)
  *
  * Each part's confined side runs in a child as uid 1000, gid 4242, with no
  * capabilities; root (the parent) loads the allowlist and opens the node to
@@ -22,7 +32,10 @@
 #include <grp.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -305,11 +318,278 @@ static void test_prepared(void)
 	ksft_test_result(WIFEXITED(st) && WEXITSTATUS(st) == 0, "after the confined descriptors closed, their room is back\n");
 }
 
+/* ---- starve --------------------------------------------------------------- */
+
+#define NR_DELAYERS 3
+#define NR_SYNCERS 2
+
+/* What the members did, counted in memory shared with root. */
+struct attack {
+	long delays_ran, delay_batches, syncs_ran, syncs_timedout;
+};
+
+static struct attack *attack;
+
+/* A member: opens the node confined and sends batches until killed. */
+static pid_t start_member(int sync)
+{
+	pid_t pid = fork();
+	struct msrbatch_op ops[10];
+	int fd, i, r;
+
+	if (pid)
+		return pid;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (drop_to_user())
+		_exit(2);
+	fd = dev_open(O_RDONLY);
+	if (fd < 0)
+		_exit(3);
+	for (;;) {
+		if (sync) {
+			/* 2 ms of DELAYs on each of CPUs 0 and 1, started together. */
+			for (i = 0; i < 4; i++)
+				ops[i] = mkop(MSRBATCH_OP_DELAY, i / 2, 0, 1000000, 0);
+			r = batch(fd, ops, 4, MSRBATCH_F_SYNC_START, NULL);
+			__atomic_add_fetch(r == -ETIMEDOUT ? &attack->syncs_timedout : &attack->syncs_ran, 1,
+					   __ATOMIC_RELAXED);
+		} else {
+			/* Ten 1 ms DELAYs on CPU 1, again and again. */
+			for (i = 0; i < 10; i++)
+				ops[i] = mkop(MSRBATCH_OP_DELAY, 1, 0, 1000000, 0);
+			batch(fd, ops, 10, 0, NULL);
+			for (i = 0; i < 10; i++)
+				if (ops[i].status == 0)
+					__atomic_add_fetch(&attack->delays_ran, 1, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&attack->delay_batches, 1, __ATOMIC_RELAXED);
+		}
+	}
+}
+
+static void test_starve(void)
+{
+	pid_t members[NR_DELAYERS + NR_SYNCERS];
+	struct msrbatch_op ops[8];
+	int root, rfd, i, k, r;
+	int ran_nothing = 0, some_etime = 0, etime_ops = 0, errors = 0;
+	int timedout = 0, sync_etime = 0, sync_errors = 0;
+	int eagain = 0, write_errors = 0, not_restored = 0;
+	__u64 orig = 0, now = 0;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+		ksft_test_result_skip("starve: needs 2 CPUs\n");
+		return;
+	}
+	attack = mmap(NULL, sizeof(*attack), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (attack == MAP_FAILED) {
+		ksft_test_result_fail("starve: mmap: %s\n", strerror(errno));
+		return;
+	}
+	memset(attack, 0, sizeof(*attack));
+	root = dev_open(O_RDONLY);
+	load_list("# empty\n");
+	open_node();
+	for (i = 0; i < NR_DELAYERS + NR_SYNCERS; i++)
+		members[i] = start_member(i >= NR_DELAYERS);
+	/* Let the attack drain what it can. */
+	sleep_ms(300);
+
+	/* Root's monitoring: 8 MSR reads on CPU 1, a hundred times. */
+	for (k = 0; k < 100; k++) {
+		int n = 0;
+
+		for (i = 0; i < 8; i++)
+			ops[i] = mkop(MSRBATCH_OP_RDMSR, 1, TSC_AUX, 0, 0);
+		r = batch(root, ops, 8, 0, NULL);
+		if (r) {
+			errors++;
+			continue;
+		}
+		for (i = 0; i < 8; i++)
+			n += ops[i].status == -ETIME;
+		etime_ops += n;
+		some_etime += n > 0;
+		ran_nothing += n == 8;
+		sleep_ms(1);
+	}
+	/* Root's synchronised reads on CPUs 0 and 1, fifty times. */
+	for (k = 0; k < 50; k++) {
+		ops[0] = mkop(MSRBATCH_OP_RDMSR, 0, TSC_AUX, 0, 0);
+		ops[1] = mkop(MSRBATCH_OP_RDMSR, 1, TSC_AUX, 0, 0);
+		r = batch(root, ops, 2, MSRBATCH_F_SYNC_START, NULL);
+		if (r == -ETIMEDOUT)
+			timedout++;
+		else if (r)
+			sync_errors++;
+		else
+			sync_etime += (ops[0].status == -ETIME) + (ops[1].status == -ETIME);
+		sleep_ms(1);
+	}
+	/* Root's logged writes: each reads TSC_AUX of CPU 1 first (the log). */
+	rfd = open_restoring();
+	for (k = 0; k < 5; k++) {
+		if (one_op(root, MSRBATCH_OP_RDMSR, 1, TSC_AUX, 0, &orig))
+			write_errors++;
+		r = one_op(rfd, MSRBATCH_OP_WRMSR, 1, TSC_AUX, orig ^ 5, NULL);
+		if (r == -EAGAIN)
+			eagain++;
+		else if (r)
+			write_errors++;
+		if (restore_now(rfd) != 0 || one_op(root, MSRBATCH_OP_RDMSR, 1, TSC_AUX, 0, &now) || now != orig)
+			not_restored++;
+	}
+	close(rfd);
+
+	for (i = 0; i < NR_DELAYERS + NR_SYNCERS; i++)
+		kill(members[i], SIGKILL);
+	for (i = 0; i < NR_DELAYERS + NR_SYNCERS; i++)
+		waitpid(members[i], NULL, 0);
+	close_node();
+	close(root);
+
+	ksft_test_result(attack->delays_ran > 0 && attack->syncs_ran + attack->syncs_timedout > 0,
+			 "%d members flood CPU 1 with 10 ms DELAY batches, %d collide synchronised batches on CPUs 0,1 "
+			 "(%ld of %ld DELAYs ran; %ld synchronised batches ran, %ld ETIMEDOUT)\n",
+			 NR_DELAYERS, NR_SYNCERS, attack->delays_ran, attack->delay_batches * 10, attack->syncs_ran,
+			 attack->syncs_timedout);
+	ksft_test_result(errors == 0 && etime_ops == 0,
+			 "meanwhile root's 100 batches of 8 RDMSR on CPU 1 run every op (%d ran nothing, %d some ops "
+			 "-ETIME, %d ops -ETIME, %d errors)\n",
+			 ran_nothing, some_etime, etime_ops, errors);
+	ksft_test_result(timedout == 0 && sync_errors == 0 && sync_etime == 0,
+			 "meanwhile root's 50 synchronised batches on CPUs 0,1 start and run (%d ETIMEDOUT, %d ops -ETIME, "
+			 "%d other errors)\n",
+			 timedout, sync_etime, sync_errors);
+	ksft_test_result(eagain == 0 && write_errors == 0 && not_restored == 0,
+			 "meanwhile root's 5 logged writes to CPU 1 through a restoring descriptor run and are restored "
+			 "(%d EAGAIN, %d other errors, %d not restored)\n",
+			 eagain, write_errors, not_restored);
+	munmap(attack, sizeof(*attack));
+}
+
+/* ---- rendezvous ------------------------------------------------------------- */
+
+#define TRIALS 10
+#define HOLD_MS 10	/* root keeps CPU 1 busy this long (10 DELAYs) */
+#define AFTER 8		/* the member's 1 ms DELAYs on CPU 0 after the rendezvous */
+
+struct rv_result {
+	int sync_r;	/* the synchronised batch: 0 or -errno */
+	int after_etime;	/* -ETIME ops of the next batch on CPU 0 */
+	__u64 issued;	/* the TSC just before the synchronised batch */
+};
+
+static void rendezvous_member(int rfd, int wfd)
+{
+	struct msrbatch_op ops[AFTER];
+	struct rv_result res;
+	char go;
+	int fd, i;
+
+	fd = dev_open(O_RDONLY);
+	if (fd < 0)
+		_exit(3);
+	while (read(rfd, &go, 1) == 1) {
+		memset(&res, 0, sizeof(res));
+		/* Root starts its share on CPU 1 now: arrive while it runs. */
+		sleep_ms(1);
+		ops[0] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
+		ops[1] = mkop(MSRBATCH_OP_RDTSC, 1, 0, 0, 0);
+		res.issued = __builtin_ia32_rdtsc();
+		res.sync_r = batch(fd, ops, 2, MSRBATCH_F_SYNC_START, NULL);
+		for (i = 0; i < AFTER; i++)
+			ops[i] = mkop(MSRBATCH_OP_DELAY, 0, 0, 1000000, 0);
+		batch(fd, ops, AFTER, 0, NULL);
+		for (i = 0; i < AFTER; i++)
+			res.after_etime += ops[i].status == -ETIME;
+		if (write(wfd, &res, sizeof(res)) != sizeof(res))
+			_exit(1);
+	}
+	_exit(0);
+}
+
+static void test_rendezvous(void)
+{
+	struct msrbatch_op ops[HOLD_MS];
+	struct rv_result res;
+	int root, go[2], back[2], i, k, r;
+	int collided = 0, charged = 0, ran = 0, timedout = 0;
+	pid_t pid;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 4) {
+		ksft_test_result_skip("rendezvous: needs 4 CPUs\n");
+		return;
+	}
+	root = dev_open(O_RDONLY);
+	load_list("# empty\n");
+	open_node();
+	if (pipe(go) || pipe(back))
+		return;
+	pid = fork();
+	if (pid == 0) {
+		close(go[1]);
+		close(back[0]);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		pin(3);
+		if (drop_to_user())
+			_exit(2);
+		rendezvous_member(go[0], back[1]);
+	}
+	close(go[0]);
+	close(back[1]);
+	pin(2);
+	for (k = 0; k < TRIALS; k++) {
+		__u64 held_from, held_until;
+
+		/* Every credit full again (80 ms refill it from empty). */
+		sleep_ms(150);
+		for (i = 0; i < HOLD_MS; i++)
+			ops[i] = mkop(MSRBATCH_OP_DELAY, 1, 0, 1000000, 0);
+		if (write(go[1], "g", 1) != 1)
+			break;
+		held_from = __builtin_ia32_rdtsc();
+		r = batch(root, ops, HOLD_MS, MSRBATCH_F_TIMESTAMPS, NULL);
+		held_until = ops[HOLD_MS - 1].val[1];
+		if (read(back[0], &res, sizeof(res)) != sizeof(res))
+			break;
+		/* A collision: the member's batch was issued while root's
+		 * share ran, at least 2 ms before its end (ticks: DELAY
+		 * reports them per ns of its argument). */
+		if (r || ops[0].status || res.issued < held_from ||
+		    held_until < res.issued + 2 * ops[0].val[0])
+			continue;
+		collided++;
+		timedout += res.sync_r == -ETIMEDOUT;
+		ran += res.sync_r == 0;
+		charged += res.sync_r == -ETIMEDOUT || res.after_etime > 0;
+		ksft_print_msg("trial %d: member's synchronised batch %d, %.1f ms before root's share ended; "
+			       "its next %d ms of DELAYs on CPU 0: %d -ETIME\n",
+			       k, res.sync_r, (double)(held_until - res.issued) / ops[0].val[0], AFTER,
+			       res.after_etime);
+	}
+	close(go[1]);
+	close(back[0]);
+	waitpid(pid, NULL, 0);
+	unpin(sysconf(_SC_NPROCESSORS_ONLN));
+	close_node();
+	close(root);
+	ksft_test_result(collided >= TRIALS / 2,
+			 "a member's synchronised batch on CPUs 0,1 waits for CPU 1, busy with root's %d ms share, in %d of "
+			 "%d trials\n",
+			 HOLD_MS, collided, TRIALS);
+	ksft_test_result(collided > 0 && charged == collided,
+			 "... and its wait is charged to CPU 0: it was called off within the member's share, or the "
+			 "member's next batch there had less credit (%d of %d; %d ran, %d ETIMEDOUT)\n",
+			 charged, collided, ran, timedout);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct test_part parts[] = {
 		{ "stamps", test_stamps },
 		{ "prepared", test_prepared },
+		{ "starve", test_starve },
+		{ "rendezvous", test_rendezvous },
 	};
 
 	ksft_print_header();
