@@ -373,7 +373,7 @@ static void test_starve(void)
 	int root, rfd, i, k, r;
 	int ran_nothing = 0, some_etime = 0, etime_ops = 0, errors = 0;
 	int timedout = 0, sync_etime = 0, sync_errors = 0;
-	int eagain = 0, write_errors = 0, not_restored = 0;
+	int eagain = 0, write_errors = 0, read_errors = 0, not_restored = 0;
 	__u64 orig = 0, now = 0;
 
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
@@ -428,14 +428,20 @@ static void test_starve(void)
 	/* Root's logged writes: each reads TSC_AUX of CPU 1 first (the log). */
 	rfd = open_restoring();
 	for (k = 0; k < 5; k++) {
-		if (one_op(root, MSRBATCH_OP_RDMSR, 1, TSC_AUX, 0, &orig))
-			write_errors++;
+		if (one_op(root, MSRBATCH_OP_RDMSR, 1, TSC_AUX, 0, &orig)) {
+			read_errors++;
+			continue;
+		}
 		r = one_op(rfd, MSRBATCH_OP_WRMSR, 1, TSC_AUX, orig ^ 5, NULL);
 		if (r == -EAGAIN)
 			eagain++;
 		else if (r)
 			write_errors++;
-		if (restore_now(rfd) != 0 || one_op(root, MSRBATCH_OP_RDMSR, 1, TSC_AUX, 0, &now) || now != orig)
+		if (restore_now(rfd) != 0)
+			not_restored++;
+		else if (one_op(root, MSRBATCH_OP_RDMSR, 1, TSC_AUX, 0, &now))
+			read_errors++;
+		else if (now != orig)
 			not_restored++;
 	}
 	close(rfd);
@@ -460,10 +466,10 @@ static void test_starve(void)
 			 "meanwhile root's 50 synchronised batches on CPUs 0,1 start and run (%d ETIMEDOUT, %d ops -ETIME, "
 			 "%d other errors)\n",
 			 timedout, sync_etime, sync_errors);
-	ksft_test_result(eagain == 0 && write_errors == 0 && not_restored == 0,
+	ksft_test_result(eagain == 0 && write_errors == 0 && read_errors == 0 && not_restored == 0,
 			 "meanwhile root's 5 logged writes to CPU 1 through a restoring descriptor run and are restored "
-			 "(%d EAGAIN, %d other errors, %d not restored)\n",
-			 eagain, write_errors, not_restored);
+			 "(%d EAGAIN, %d other errors, %d not restored, %d of root's reads around them failed)\n",
+			 eagain, write_errors, not_restored, read_errors);
 	munmap(attack, sizeof(*attack));
 }
 
@@ -479,20 +485,31 @@ struct rv_result {
 	__u64 issued;	/* the TSC just before the synchronised batch */
 };
 
-static void rendezvous_member(int rfd, int wfd)
+/* Root's trial number, which the member polls (a pipe's wakeup is too slow). */
+static int *rv_trial;
+
+static void rendezvous_member(int wfd)
 {
 	struct msrbatch_op ops[AFTER];
 	struct rv_result res;
-	char go;
-	int fd, i;
+	struct timespec t0, t;
+	int fd, i, seen = 0;
 
 	fd = dev_open(O_RDONLY);
 	if (fd < 0)
 		_exit(3);
-	while (read(rfd, &go, 1) == 1) {
+	for (;;) {
+		while (__atomic_load_n(rv_trial, __ATOMIC_ACQUIRE) == seen)
+			;
+		seen = __atomic_load_n(rv_trial, __ATOMIC_ACQUIRE);
+		if (seen < 0)
+			_exit(0);
+		/* Root starts its share on CPU 1 now: arrive 2 ms into it. */
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do
+			clock_gettime(CLOCK_MONOTONIC, &t);
+		while ((t.tv_sec - t0.tv_sec) * 1000000000L + t.tv_nsec - t0.tv_nsec < 2000000);
 		memset(&res, 0, sizeof(res));
-		/* Root starts its share on CPU 1 now: arrive while it runs. */
-		sleep_ms(1);
 		ops[0] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
 		ops[1] = mkop(MSRBATCH_OP_RDTSC, 1, 0, 0, 0);
 		res.issued = __builtin_ia32_rdtsc();
@@ -505,14 +522,13 @@ static void rendezvous_member(int rfd, int wfd)
 		if (write(wfd, &res, sizeof(res)) != sizeof(res))
 			_exit(1);
 	}
-	_exit(0);
 }
 
 static void test_rendezvous(void)
 {
 	struct msrbatch_op ops[HOLD_MS];
 	struct rv_result res;
-	int root, go[2], back[2], i, k, r;
+	int root, back[2], i, k, r;
 	int collided = 0, charged = 0, ran = 0, timedout = 0;
 	pid_t pid;
 
@@ -523,19 +539,21 @@ static void test_rendezvous(void)
 	root = dev_open(O_RDONLY);
 	load_list("# empty\n");
 	open_node();
-	if (pipe(go) || pipe(back))
+	rv_trial = mmap(NULL, sizeof(*rv_trial), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (rv_trial == MAP_FAILED || pipe(back)) {
+		ksft_test_result_fail("rendezvous: mmap or pipe: %s\n", strerror(errno));
 		return;
+	}
+	*rv_trial = 0;
 	pid = fork();
 	if (pid == 0) {
-		close(go[1]);
 		close(back[0]);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		pin(3);
 		if (drop_to_user())
 			_exit(2);
-		rendezvous_member(go[0], back[1]);
+		rendezvous_member(back[1]);
 	}
-	close(go[0]);
 	close(back[1]);
 	pin(2);
 	for (k = 0; k < TRIALS; k++) {
@@ -545,8 +563,7 @@ static void test_rendezvous(void)
 		sleep_ms(150);
 		for (i = 0; i < HOLD_MS; i++)
 			ops[i] = mkop(MSRBATCH_OP_DELAY, 1, 0, 1000000, 0);
-		if (write(go[1], "g", 1) != 1)
-			break;
+		__atomic_store_n(rv_trial, k + 1, __ATOMIC_RELEASE);
 		held_from = __builtin_ia32_rdtsc();
 		r = batch(root, ops, HOLD_MS, MSRBATCH_F_TIMESTAMPS, NULL);
 		held_until = ops[HOLD_MS - 1].val[1];
@@ -556,8 +573,13 @@ static void test_rendezvous(void)
 		 * share ran, at least 2 ms before its end (ticks: DELAY
 		 * reports them per ns of its argument). */
 		if (r || ops[0].status || res.issued < held_from ||
-		    held_until < res.issued + 2 * ops[0].val[0])
+		    held_until < res.issued + 2 * ops[0].val[0]) {
+			ksft_print_msg("trial %d: no collision (root's share: %d, %d; member issued %.1f ms after "
+				       "root, root's share ended %.1f ms after root issued)\n",
+				       k, r, ops[0].status, (double)(res.issued - held_from) / ops[0].val[0],
+				       (double)(held_until - held_from) / ops[0].val[0]);
 			continue;
+		}
 		collided++;
 		timedout += res.sync_r == -ETIMEDOUT;
 		ran += res.sync_r == 0;
@@ -567,9 +589,10 @@ static void test_rendezvous(void)
 			       k, res.sync_r, (double)(held_until - res.issued) / ops[0].val[0], AFTER,
 			       res.after_etime);
 	}
-	close(go[1]);
+	__atomic_store_n(rv_trial, -1, __ATOMIC_RELEASE);
 	close(back[0]);
 	waitpid(pid, NULL, 0);
+	munmap(rv_trial, sizeof(*rv_trial));
 	unpin(sysconf(_SC_NPROCESSORS_ONLN));
 	close_node();
 	close(root);
