@@ -67,25 +67,39 @@ impl IrqsOff {
 /// A CPU's busy credit, the rule of `MSRBATCH_MAX_CPU_BUSY_NS`. With `B` the
 /// budget in TSC ticks, the credit holds at most `4B/5`, grows by a fifth of
 /// the time that passes and shrinks by the time the CPU spends on shares
-/// (not counting a synchronised start's wait); a share starting with credit
-/// `c` may start ops for `5c/4` (it earns a fifth of its own time back
+/// (a synchronised start's wait included); a share starting with credit `c`
+/// may start ops for `5c/4` (it earns a fifth of its own time back
 /// meanwhile). So a CPU with full credit runs one share for `B`; shares that
 /// follow each other without a pause split one `B` between them; over any
 /// span `T` a CPU spends at most `4B/5 + T/5` on shares, plus what the last
 /// op of each share overran (which is charged).
 ///
+/// The credit below `B/2` is the reserve of descriptors opened with
+/// `CAP_SYS_RAWIO`: a confined share may start ops for `5(c - B/2)/4` only
+/// (`3B/8` with full credit), so however confined callers keep a CPU busy,
+/// the credit they leave is `B/2` less one overrun, and a privileged share
+/// may start ops for `5B/8` less that overrun.
+///
 /// Kept as one TSC value, when the credit is full again (`full_at`): a
 /// deficit of `d` ticks of time is a credit of `4B/5 - d/5`, so a share may
-/// start ops for `B - d/4`, and a share of `t` ticks (`4t/5` of credit, `4t`
-/// of refill time, after `t` passed) puts it `5t` after the share's start.
-/// The deficit is capped at `8B`: a TSC that went backwards, or a share that
-/// overran by more than a budget, costs at most that.
+/// start ops for `B - d/4` (confined: `3B/8 - d/4`), and a share of `t` ticks
+/// (`4t/5` of credit, `4t` of refill time, after `t` passed) puts it `5t`
+/// after the share's start. The deficit is capped at `8B`: a TSC that went
+/// backwards, or a share that overran by more than a budget, costs at most
+/// that.
 ///
 /// One per CPU, used only by that CPU with interrupts off
 /// ([`Credit::this_cpu`]). Starts at zero: full; unloading the module resets
 /// every credit.
 #[repr(transparent)]
 pub(crate) struct Credit(sys::msrbatch_credit);
+
+/// What of a budget `B` only privileged shares may start ops for: `5B/8`,
+/// the reserve of `B/2` of credit (see [`Credit`]).
+#[inline(always)]
+const fn reserve(budget: u64) -> u64 {
+    budget / 8 * 5
+}
 
 impl Credit {
     /// The running CPU's credit, for as long as `irqs`, the token of the
@@ -101,17 +115,23 @@ impl Credit {
         unsafe { &mut *sys::msrbatch_this_cpu_credit().cast::<Credit>() }
     }
 
-    /// A share starts at `now` with busy budget `budget`: returns how many
-    /// ticks from `now` it may start ops for (0: none).
+    /// A share starts at `now` with busy budget `budget`, for a descriptor
+    /// opened without `CAP_SYS_RAWIO` if `confined`: returns how many ticks
+    /// from `now` it may start ops for (0: none).
     #[inline(always)]
-    pub(crate) fn refill(&mut self, now: u64, budget: u64) -> u64 {
+    pub(crate) fn refill(&mut self, now: u64, budget: u64, confined: bool) -> u64 {
         let most = budget.saturating_mul(8);
         let mut deficit = self.0.full_at.saturating_sub(now);
         if deficit > most {
             deficit = most;
             self.0.full_at = now.saturating_add(most);
         }
-        budget.saturating_sub(deficit / 4)
+        let left = budget.saturating_sub(deficit / 4);
+        if confined {
+            left.saturating_sub(reserve(budget))
+        } else {
+            left
+        }
     }
 
     /// Charges a share that ran from `start` to `now`.
@@ -176,33 +196,66 @@ mod tests {
         let mut c = Credit(sys::msrbatch_credit { full_at: 0 });
         // Full at first: one share may run the whole budget.
         let t = 1_000_000_000;
-        assert_eq!(c.refill(t, B), B);
+        assert_eq!(c.refill(t, B, false), B);
         c.charge(t, t + B);
         // A share queued right behind it gets nothing, and one after a
         // pause gets what the pause earned: a fifth of it, a quarter more
         // for what it earns while it runs.
         let t = t + B;
-        assert_eq!(c.refill(t, B), 0);
+        assert_eq!(c.refill(t, B, false), 0);
         c.charge(t, t);
-        assert_eq!(c.refill(t + 40_000_000, B), 10_000_000);
+        assert_eq!(c.refill(t + 40_000_000, B, false), 10_000_000);
         // Two shares with no pause between them split one budget.
         let t = t + 40_000_000;
         c.charge(t, t + 6_000_000);
-        assert_eq!(c.refill(t + 6_000_000, B), 4_000_000);
+        assert_eq!(c.refill(t + 6_000_000, B, false), 4_000_000);
         // An overrun is charged: the credit goes below zero (-0.8 ms) and
         // needs 4 ms to be back at zero.
         c.charge(t + 6_000_000, t + 11_000_000);
-        assert_eq!(c.refill(t + 15_000_000, B), 0);
-        assert_eq!(c.refill(t + 16_000_000, B), 250_000);
+        assert_eq!(c.refill(t + 15_000_000, B, false), 0);
+        assert_eq!(c.refill(t + 16_000_000, B, false), 250_000);
         // Full again once the deficit (95 ms from the first share here) is
         // past, and never more than full.
-        assert_eq!(c.refill(t + 94_000_000, B), B - 250_000);
-        assert_eq!(c.refill(t + 95_000_000, B), B);
-        assert_eq!(c.refill(t + 10 * B, B), B);
+        assert_eq!(c.refill(t + 94_000_000, B, false), B - 250_000);
+        assert_eq!(c.refill(t + 95_000_000, B, false), B);
+        assert_eq!(c.refill(t + 10 * B, B, false), B);
         // A TSC that went backwards costs at most 8 budgets of time.
-        assert_eq!(c.refill(1, B), 0);
-        assert_eq!(c.refill(1 + 4 * B, B), 0);
-        assert_eq!(c.refill(1 + 8 * B, B), B);
+        assert_eq!(c.refill(1, B, false), 0);
+        assert_eq!(c.refill(1 + 4 * B, B, false), 0);
+        assert_eq!(c.refill(1 + 8 * B, B, false), B);
+        Ok(())
+    }
+
+    #[test]
+    fn confined_shares_leave_the_reserve() -> Result {
+        const B: u64 = 20_000_000;
+        let mut c = Credit(sys::msrbatch_credit { full_at: 0 });
+        // Full: a confined share may start ops for 3B/8, root's for B.
+        let t = 1_000_000_000;
+        assert_eq!(c.refill(t, B, true), 7_500_000);
+        assert_eq!(c.refill(t, B, false), B);
+        // Confined shares back to back draw the credit down to B/2 (a
+        // deficit of 30 ms): then none of them may start ops, root's still
+        // may for 5B/8.
+        c.charge(t, t + 7_500_000);
+        let t = t + 7_500_000;
+        assert_eq!(c.refill(t, B, true), 0);
+        assert_eq!(c.refill(t, B, false), 12_500_000);
+        // A confined share's overrun (1 ms) takes from the reserve (0.8 ms
+        // of credit, 1 ms of root's share); the confined shares after it
+        // get nothing until the deficit is back below 30 ms (4 ms later).
+        c.charge(t, t + 1_000_000);
+        let t = t + 1_000_000;
+        assert_eq!(c.refill(t, B, false), 11_500_000);
+        assert_eq!(c.refill(t + 3_999_000, B, true), 0);
+        assert_eq!(c.refill(t + 4_000_000, B, true), 0);
+        assert_eq!(c.refill(t + 4_004_000, B, true), 1_000);
+        // A confined share never resets a privileged deficit: the cap is
+        // that of the whole budget.
+        c.charge(t, t + 10 * B);
+        assert_eq!(c.refill(t + 10 * B, B, true), 0);
+        assert_eq!(c.refill(t + 10 * B + 4 * B, B, false), 0);
+        assert_eq!(c.refill(t + 10 * B + 8 * B, B, false), B);
         Ok(())
     }
 }
