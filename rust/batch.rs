@@ -1081,6 +1081,30 @@ mod tests {
     }
 
     #[test]
+    fn a_rendezvous_wait_is_charged() -> Result {
+        // A confined share whose partner never arrives waits no longer than
+        // its credit allows (3/8 of the budget when full, not the 20 ms
+        // timeout), and the wait is charged: the next confined share on
+        // this CPU gets (almost) nothing.
+        let b = crate::busy::budget_tsc();
+        let mode = Mode { stop_on_error: false, stamps: false, busy_tsc: b, confined: true, start: 0, uniform: None };
+        let rv = Rendezvous::new(2);
+        let _irq = local_interrupt_disable();
+        // SAFETY: Interrupts are off until `_irq` is dropped, after `irqs`;
+        // this is the section's one token.
+        let mut irqs = unsafe { IrqsOff::new() };
+        let t0 = insn::rdtsc().unwrap_or(0);
+        // SAFETY: No ops.
+        let share = unsafe { run_share(&mut irqs, [].iter_mut(), mode, Some(&rv)) };
+        let now = insn::rdtsc().unwrap_or(0);
+        assert!(matches!(share, Share::CalledOff));
+        // (Room for a host that stops the vCPU meanwhile: the TSC runs on.)
+        assert!(now.wrapping_sub(t0) < rv.timeout_tsc / 4 * 3);
+        assert!(Credit::this_cpu(&mut irqs).refill(now, b, true) < b / 100);
+        Ok(())
+    }
+
+    #[test]
     fn timestamps_need_a_free_val1() -> Result {
         let ok = op(opcode::RDMSR, 0, 0x10, [0, 0]);
         for (code, reg) in [(opcode::RDTSCP, 0), (opcode::CPUID, 7), (opcode::RMWMSR, 0x10)] {
