@@ -101,6 +101,22 @@ const fn reserve(budget: u64) -> u64 {
     budget / 8 * 5
 }
 
+/// The most a share that [`Credit::refill`] let start ops for `left` ticks
+/// of a budget `budget` is charged: all of its time for a privileged share;
+/// for a confined one, `left` and one op's overrun, `B/16` (the longest op,
+/// a DELAY of `MSRBATCH_MAX_DELAY_NS`, is shorter). Time beyond that is time
+/// the CPU was taken from the share (a hypervisor that stopped the vCPU,
+/// firmware), not the caller's doing: charged, it would take the reserve.
+#[inline(always)]
+pub(crate) fn most_charged(left: u64, budget: u64, confined: bool) -> u64 {
+    if confined {
+        left.saturating_add(budget / 16)
+    } else {
+        u64::MAX
+    }
+}
+const _: () = assert!(uapi::MAX_DELAY_NS * 16 <= uapi::MAX_CPU_BUSY_NS);
+
 impl Credit {
     /// The running CPU's credit, for as long as `irqs`, the token of the
     /// interrupts-off section the caller runs in, is borrowed.
@@ -134,10 +150,11 @@ impl Credit {
         }
     }
 
-    /// Charges a share that ran from `start` to `now`.
+    /// Charges a share that ran from `start` to `now`, at most `most`
+    /// ticks of it ([`most_charged`]).
     #[inline(always)]
-    pub(crate) fn charge(&mut self, start: u64, now: u64) {
-        let ran = now.saturating_sub(start);
+    pub(crate) fn charge(&mut self, start: u64, now: u64, most: u64) {
+        let ran = now.saturating_sub(start).min(most);
         self.0.full_at = self.0.full_at.max(start).saturating_add(ran.saturating_mul(5));
     }
 }
@@ -197,21 +214,21 @@ mod tests {
         // Full at first: one share may run the whole budget.
         let t = 1_000_000_000;
         assert_eq!(c.refill(t, B, false), B);
-        c.charge(t, t + B);
+        c.charge(t, t + B, u64::MAX);
         // A share queued right behind it gets nothing, and one after a
         // pause gets what the pause earned: a fifth of it, a quarter more
         // for what it earns while it runs.
         let t = t + B;
         assert_eq!(c.refill(t, B, false), 0);
-        c.charge(t, t);
+        c.charge(t, t, u64::MAX);
         assert_eq!(c.refill(t + 40_000_000, B, false), 10_000_000);
         // Two shares with no pause between them split one budget.
         let t = t + 40_000_000;
-        c.charge(t, t + 6_000_000);
+        c.charge(t, t + 6_000_000, u64::MAX);
         assert_eq!(c.refill(t + 6_000_000, B, false), 4_000_000);
         // An overrun is charged: the credit goes below zero (-0.8 ms) and
         // needs 4 ms to be back at zero.
-        c.charge(t + 6_000_000, t + 11_000_000);
+        c.charge(t + 6_000_000, t + 11_000_000, u64::MAX);
         assert_eq!(c.refill(t + 15_000_000, B, false), 0);
         assert_eq!(c.refill(t + 16_000_000, B, false), 250_000);
         // Full again once the deficit (95 ms from the first share here) is
@@ -232,27 +249,31 @@ mod tests {
         let mut c = Credit(sys::msrbatch_credit { full_at: 0 });
         // Full: a confined share may start ops for 3B/8, root's for B.
         let t = 1_000_000_000;
-        assert_eq!(c.refill(t, B, true), 7_500_000);
+        let left = c.refill(t, B, true);
+        assert_eq!(left, 7_500_000);
         assert_eq!(c.refill(t, B, false), B);
         // Confined shares back to back draw the credit down to B/2 (a
-        // deficit of 30 ms): then none of them may start ops, root's still
-        // may for 5B/8.
-        c.charge(t, t + 7_500_000);
-        let t = t + 7_500_000;
+        // deficit of 30 ms), here with a last op that overran by 1 ms (0.8 ms
+        // of credit, 1 ms of root's next share): then none of them may start
+        // ops, root's still may for 5B/8 less the overrun.
+        c.charge(t, t + 8_500_000, most_charged(left, B, true));
+        let t = t + 8_500_000;
         assert_eq!(c.refill(t, B, true), 0);
-        assert_eq!(c.refill(t, B, false), 12_500_000);
-        // A confined share's overrun (1 ms) takes from the reserve (0.8 ms
-        // of credit, 1 ms of root's share); the confined shares after it
-        // get nothing until the deficit is back below 30 ms (4 ms later).
-        c.charge(t, t + 1_000_000);
-        let t = t + 1_000_000;
         assert_eq!(c.refill(t, B, false), 11_500_000);
-        assert_eq!(c.refill(t + 3_999_000, B, true), 0);
+        // Confined shares start again once the deficit is below 30 ms.
         assert_eq!(c.refill(t + 4_000_000, B, true), 0);
-        assert_eq!(c.refill(t + 4_004_000, B, true), 1_000);
+        let t = t + 4_004_000;
+        let left = c.refill(t, B, true);
+        assert_eq!(left, 1_000);
+        // One the host stopped for 50 ms is charged as if it had run its
+        // time and one op's overrun (1.25 ms): right after that, root's
+        // share would still start ops for 5B/8 less the overrun.
+        c.charge(t, t + 50_000_000, most_charged(left, B, true));
+        assert_eq!(c.refill(t + 1_251_000, B, false), 12_500_000 - 1_250_000);
+        let t = t + 50_000_000;
         // A confined share never resets a privileged deficit: the cap is
         // that of the whole budget.
-        c.charge(t, t + 10 * B);
+        c.charge(t, t + 10 * B, most_charged(B, B, false));
         assert_eq!(c.refill(t + 10 * B, B, true), 0);
         assert_eq!(c.refill(t + 10 * B + 4 * B, B, false), 0);
         assert_eq!(c.refill(t + 10 * B + 8 * B, B, false), B);
