@@ -74,15 +74,17 @@ impl IrqsOff {
 /// span `T` a CPU spends at most `4B/5 + T/5` on shares, plus what the last
 /// op of each share overran (which is charged).
 ///
-/// The credit below `B/2` is the reserve of descriptors opened with
-/// `CAP_SYS_RAWIO`: a confined share may start ops for `5(c - B/2)/4` only
-/// (`3B/8` with full credit), so however confined callers keep a CPU busy,
-/// the credit they leave is `B/2` less one overrun, and a privileged share
-/// may start ops for `5B/8` less that overrun.
+/// The credit below `3B/5` is the reserve of descriptors opened with
+/// `CAP_SYS_RAWIO`: a confined share may start ops for `5(c - 3B/5)/4` only
+/// (`B/4` with full credit), so however confined callers keep a CPU busy,
+/// the credit they leave is `3B/5` less one overrun ([`most_charged`]), and
+/// a privileged share may start ops for `3B/4` less that overrun: longer
+/// than a confined share keeps the CPU, so a privileged synchronised start
+/// that waits for one still starts.
 ///
 /// Kept as one TSC value, when the credit is full again (`full_at`): a
 /// deficit of `d` ticks of time is a credit of `4B/5 - d/5`, so a share may
-/// start ops for `B - d/4` (confined: `3B/8 - d/4`), and a share of `t` ticks
+/// start ops for `B - d/4` (confined: `B/4 - d/4`), and a share of `t` ticks
 /// (`4t/5` of credit, `4t` of refill time, after `t` passed) puts it `5t`
 /// after the share's start. The deficit is capped at `8B`: a TSC that went
 /// backwards, or a share that overran by more than a budget, costs at most
@@ -94,11 +96,11 @@ impl IrqsOff {
 #[repr(transparent)]
 pub(crate) struct Credit(sys::msrbatch_credit);
 
-/// What of a budget `B` only privileged shares may start ops for: `5B/8`,
-/// the reserve of `B/2` of credit (see [`Credit`]).
+/// What of a budget `B` only privileged shares may start ops for: `3B/4`,
+/// the reserve of `3B/5` of credit (see [`Credit`]).
 #[inline(always)]
 const fn reserve(budget: u64) -> u64 {
-    budget / 8 * 5
+    budget / 4 * 3
 }
 
 /// The most a share that [`Credit::refill`] let start ops for `left` ticks
@@ -247,29 +249,29 @@ mod tests {
     fn confined_shares_leave_the_reserve() -> Result {
         const B: u64 = 20_000_000;
         let mut c = Credit(sys::msrbatch_credit { full_at: 0 });
-        // Full: a confined share may start ops for 3B/8, root's for B.
+        // Full: a confined share may start ops for B/4, root's for B.
         let t = 1_000_000_000;
         let left = c.refill(t, B, true);
-        assert_eq!(left, 7_500_000);
+        assert_eq!(left, 5_000_000);
         assert_eq!(c.refill(t, B, false), B);
-        // Confined shares back to back draw the credit down to B/2 (a
-        // deficit of 30 ms), here with a last op that overran by 1 ms (0.8 ms
+        // Confined shares back to back draw the credit down to 3B/5 (a
+        // deficit of 20 ms), here with a last op that overran by 1 ms (0.8 ms
         // of credit, 1 ms of root's next share): then none of them may start
-        // ops, root's still may for 5B/8 less the overrun.
-        c.charge(t, t + 8_500_000, most_charged(left, B, true));
-        let t = t + 8_500_000;
+        // ops, root's still may for 3B/4 less the overrun.
+        c.charge(t, t + 6_000_000, most_charged(left, B, true));
+        let t = t + 6_000_000;
         assert_eq!(c.refill(t, B, true), 0);
-        assert_eq!(c.refill(t, B, false), 11_500_000);
-        // Confined shares start again once the deficit is below 30 ms.
+        assert_eq!(c.refill(t, B, false), 14_000_000);
+        // Confined shares start again once the deficit is below 20 ms.
         assert_eq!(c.refill(t + 4_000_000, B, true), 0);
         let t = t + 4_004_000;
         let left = c.refill(t, B, true);
         assert_eq!(left, 1_000);
         // One the host stopped for 50 ms is charged as if it had run its
         // time and one op's overrun (1.25 ms): right after that, root's
-        // share would still start ops for 5B/8 less the overrun.
+        // share would still start ops for 3B/4 less the overrun.
         c.charge(t, t + 50_000_000, most_charged(left, B, true));
-        assert_eq!(c.refill(t + 1_251_000, B, false), 12_500_000 - 1_250_000);
+        assert_eq!(c.refill(t + 1_251_000, B, false), 15_000_000 - 1_250_000);
         let t = t + 50_000_000;
         // A confined share never resets a privileged deficit: the cap is
         // that of the whole budget.

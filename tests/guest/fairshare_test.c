@@ -478,7 +478,8 @@ static void test_starve(void)
 
 #define TRIALS 20
 #define HOLD_MS 10	/* root keeps CPU 1 busy this long (10 DELAYs) */
-#define AFTER 8		/* the member's 1 ms DELAYs on CPU 0 after the rendezvous */
+#define AFTER 4		/* the member's 1 ms DELAYs on CPU 0 after the rendezvous
+			 * (a confined share with full credit: 5 ms) */
 
 struct rv_result {
 	int sync_r;	/* the synchronised batch: 0 or -errno */
@@ -595,9 +596,10 @@ static void test_rendezvous(void)
 	unpin(sysconf(_SC_NPROCESSORS_ONLN));
 	close_node();
 	close(root);
-	/* Not charged, the wait would leave CPU 0's credit full: 8 ms of
-	 * DELAYs run whole in the 20 ms a full credit gives. */
-	ksft_test_result(charged > 0,
+	/* Not charged, the wait would leave CPU 0's credit full: 4 ms of
+	 * DELAYs run whole in the 5 ms (20 ms before #30) a full credit
+	 * gives. A host that stops a vCPU can cost a trial some DELAYs. */
+	ksft_test_result(charged >= TRIALS / 2,
 			 "a member's synchronised batch on CPUs 0,1 that waits for CPU 1 (root's %d ms share) is charged "
 			 "for the wait: its next %d ms of DELAYs on CPU 0 lose half or more to -ETIME (%d of %d trials; "
 			 "the synchronised batches: %d ran, %d ETIMEDOUT)\n",

@@ -33,10 +33,10 @@
  * MSRBATCH_MAX_CPU_BUSY_NS, shares run back to back (several callers'
  * batches queued on one CPU) split it between them, and over any span of
  * time T a CPU spends at most 4/5 of it plus T/5 on shares, plus the op each
- * share was running when its time ran out. The credit below half of
+ * share was running when its time ran out. The credit below 3/5 of
  * MSRBATCH_MAX_CPU_BUSY_NS is kept for descriptors opened with
- * CAP_SYS_RAWIO: one opened without it may start ops for 5(c - B/2)/4 only
- * (B: MSRBATCH_MAX_CPU_BUSY_NS; 3B/8 with full credit).
+ * CAP_SYS_RAWIO: one opened without it may start ops for 5(c - 3B/5)/4 only
+ * (B: MSRBATCH_MAX_CPU_BUSY_NS; B/4 with full credit).
  */
 #define MSRBATCH_MAX_CPU_BUSY_NS	20000000
 
