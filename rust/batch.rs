@@ -621,9 +621,10 @@ enum Share {
 /// Runs `ops`, this CPU's share of a batch, under this CPU's
 /// [`Credit`](crate::busy::Credit), in the interrupts-off section `irqs`:
 /// after `sync`'s rendezvous if given, the ops start while the credit lasts;
-/// the rest get `-ETIME`. The share's time runs from its arrival: the
-/// rendezvous wait is charged as the ops are, and lasts at most what the
-/// credit allows (the timeout being the other bound); a CPU with no credit
+/// the rest get `-ETIME`. A confined share's time runs from its arrival:
+/// its rendezvous wait is charged as the ops are, and lasts at most what the
+/// credit allows (the timeout being the other bound); a privileged share's
+/// wait is bounded by the timeout and not charged. A CPU with no credit
 /// refuses the share, and calls a synchronised start off. A confined share
 /// is charged at most [`most_charged`](crate::busy::most_charged).
 ///
@@ -637,7 +638,7 @@ unsafe fn run_share<'a>(
     sync: Option<&Rendezvous>,
 ) -> Share {
     let credit = Credit::this_cpu(irqs);
-    let start = insn::rdtsc().unwrap_or(0);
+    let mut start = insn::rdtsc().unwrap_or(0);
     let budget = credit.refill(start, mode.busy_tsc, mode.confined);
     if budget == 0 {
         if let Some(rv) = sync {
@@ -647,9 +648,19 @@ unsafe fn run_share<'a>(
     }
     let most = crate::busy::most_charged(budget, mode.busy_tsc, mode.confined);
     if let Some(rv) = sync {
-        if !rv.wait(start, budget) {
-            credit.charge(start, insn::rdtsc().unwrap_or(start), most);
+        // A confined share's wait is its time: no longer than its budget,
+        // and charged. A privileged one's is bounded by the timeout alone
+        // and not charged (charged, one long wait would leave root's next
+        // synchronised starts, its retries, no credit to arrive with).
+        let limit = if mode.confined { budget } else { u64::MAX };
+        if !rv.wait(start, limit) {
+            if mode.confined {
+                credit.charge(start, insn::rdtsc().unwrap_or(start), most);
+            }
             return Share::CalledOff;
+        }
+        if !mode.confined {
+            start = insn::rdtsc().unwrap_or(start);
         }
     }
     // SAFETY: By our own requirements.
