@@ -27,7 +27,7 @@
  * ops with interrupts off, for all batches together: every CPU has a credit
  * of at most 4/5 of it, which grows by 1/5 of the time that passes and
  * shrinks by the time the CPU spends on a share of a batch (a synchronised
- * start's wait included). A share that starts with credit c may start ops
+ * start's wait included, for descriptors opened without CAP_SYS_RAWIO). A share that starts with credit c may start ops
  * for 5c/4 (it earns 1/5 back while it runs); ops not started by then get
  * -ETIME. So a CPU with full credit runs one share for
  * MSRBATCH_MAX_CPU_BUSY_NS, shares run back to back (several callers'
@@ -67,9 +67,10 @@
 /*
  * MSRBATCH_F_SYNC_START: every target CPU waits, interrupts off, until all
  * have arrived, then all start together; ETIMEDOUT (nothing ran) if one does
- * not arrive within MSRBATCH_SYNC_TIMEOUT_NS, has no busy credit left, or
- * waits longer than its credit allows (the wait is part of the CPU's share:
- * charged, and what is left of it after the wait is the ops').
+ * not arrive within MSRBATCH_SYNC_TIMEOUT_NS, has no busy credit left, or,
+ * on a descriptor opened without CAP_SYS_RAWIO, waits longer than its credit
+ * allows (there the wait is part of the CPU's share: charged, and what is
+ * left of it after the wait is the ops'; with CAP_SYS_RAWIO it is not).
  * MSRBATCH_F_TIMESTAMPS: val[1] of every op is the TSC right after it ran;
  * not with RDTSCP, CPUID, RMWMSR (EINVAL).
  */
