@@ -69,6 +69,19 @@ impl<'a> Caller<'a> {
     }
 }
 
+impl Caller<'_> {
+    /// The batch flags `flags` as this caller's batches are planned with:
+    /// [`batch::F_CONFINED`] added for a descriptor opened without
+    /// `CAP_SYS_RAWIO` (its shares leave each CPU's busy credit its reserve).
+    fn plan_flags(&self, flags: u32) -> u32 {
+        if self.rules.is_some() {
+            flags | batch::F_CONFINED
+        } else {
+            flags
+        }
+    }
+}
+
 /// What a batch is accepted for.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Purpose {
@@ -123,7 +136,8 @@ impl Incoming {
         // The plan stays where `batch::plan` made it: moved out of the
         // `Result`, it would be copied (`rep movs`) on the path of
         // every batch.
-        let mut planned = batch::plan(ops, self.flags);
+        let flags = caller.plan_flags(self.flags);
+        let mut planned = batch::plan(ops, flags);
         let plan = planned.as_mut().map_err(|r| *r)?;
         check(ops, plan, caller, purpose)?;
         // INVARIANT: `plan` was made from `ops`, which passed `caller`'s
@@ -132,7 +146,7 @@ impl Incoming {
             ops,
             plan,
             ptr: self.ptr,
-            flags: self.flags,
+            flags,
             rules: caller.rules,
         })
     }
@@ -142,7 +156,7 @@ impl Incoming {
     pub(crate) fn keep(&self, caller: Caller<'_>) -> Result<Kept, Rejected> {
         let mut ops = KVVec::<Op>::with_capacity(self.len, GFP_KERNEL_ACCOUNT)?;
         let read = read_ops(self.ptr, &mut ops.spare_capacity_mut()[..self.len])?;
-        let plan = batch::plan(read, self.flags)?;
+        let plan = batch::plan(read, caller.plan_flags(self.flags))?;
         check(read, &plan, caller, Purpose::Keep)?;
         // SAFETY: `read_ops` initialised the first `len` ops.
         unsafe { ops.inc_len(self.len) };

@@ -81,7 +81,8 @@ pub(crate) mod status {
     /// Not run: the target CPU never ran its share (it cannot go offline while
     /// the batch holds the hotplug lock, so this would be a bug).
     pub(crate) const ENXIO: i32 = -(bindings::ENXIO as i32);
-    /// Not run: the CPU's share had used up `MSRBATCH_MAX_CPU_BUSY_NS`.
+    /// Not run: the CPU's busy credit had nothing left for it
+    /// (`MSRBATCH_MAX_CPU_BUSY_NS`, see `busy::Credit`).
     pub(crate) const ETIME: i32 = -(bindings::ETIME as i32);
 }
 
@@ -91,6 +92,12 @@ pub(crate) mod status {
 /// timestamps, so `MSRBATCH_F_TIMESTAMPS` may take their `val[1]`.
 pub(crate) const F_MASKED_WRITES: u32 = 1 << 31;
 const _: () = assert!(uapi::F_ALL & F_MASKED_WRITES == 0);
+
+/// Not a flag of the ABI either: set by the module on the batches of a
+/// descriptor opened without `CAP_SYS_RAWIO` (`accept.rs`), whose shares
+/// leave each CPU's busy credit its reserve (`busy::Credit`).
+pub(crate) const F_CONFINED: u32 = 1 << 30;
+const _: () = assert!(uapi::F_ALL & F_CONFINED == 0);
 
 /// Checks the batch header.
 pub(crate) fn check_header(b: &Batch) -> Result<(), Rejected> {
@@ -338,6 +345,8 @@ struct Mode {
     /// `MSRBATCH_MAX_CPU_BUSY_NS` in [`Mode::of`], from which each CPU's
     /// share gets what its [`Credit`](crate::busy::Credit) allows.
     busy_tsc: u64,
+    /// [`F_CONFINED`]: the shares may not draw the credit's reserve.
+    confined: bool,
     /// The TSC the share's time counts from (read once, by [`run_share`]).
     start: u64,
     /// The code of every op, if they share one. Only read codes get a loop
@@ -351,6 +360,7 @@ impl Mode {
             stop_on_error: plan.flags & uapi::F_STOP_ON_ERROR != 0,
             stamps: plan.flags & uapi::F_TIMESTAMPS != 0,
             busy_tsc: crate::busy::budget_tsc(),
+            confined: plan.flags & F_CONFINED != 0,
             start: 0,
             uniform: plan.uniform,
         }
@@ -387,9 +397,11 @@ impl Rendezvous {
         let _ = self.state.compare_exchange(WAITING, ABORT, Ordering::AcqRel, Ordering::Acquire);
     }
 
-    /// Arrives and waits (interrupts off); whether to run.
-    fn wait(&self) -> bool {
-        let t0 = insn::rdtsc().unwrap_or(0);
+    /// Arrives and waits (interrupts off), calling the start off once the
+    /// timeout or `budget`, what this CPU's share may take, has passed since
+    /// `t0`; whether to run.
+    fn wait(&self, t0: u64, budget: u64) -> bool {
+        let limit = self.timeout_tsc.min(budget);
         if self.arrived.fetch_add(1, Ordering::AcqRel).wrapping_add(1) == self.expected {
             let _ = self.state.compare_exchange(WAITING, GO, Ordering::AcqRel, Ordering::Acquire);
         }
@@ -399,7 +411,7 @@ impl Rendezvous {
                 ABORT => return false,
                 _ => {}
             }
-            if insn::rdtsc().unwrap_or(t0).wrapping_sub(t0) > self.timeout_tsc {
+            if insn::rdtsc().unwrap_or(t0).wrapping_sub(t0) >= limit {
                 let _ = self.state.compare_exchange(WAITING, ABORT, Ordering::AcqRel, Ordering::Acquire);
             }
             core::hint::spin_loop();
@@ -415,10 +427,13 @@ struct Shared<'a> {
     order: &'a [u32],
     runs: &'a [CpuRun],
     mode: Mode,
-    /// Each run's start TSC, by run index.
+    /// Each run's start TSC, by run index, or [`REFUSED`].
     starts: &'a [AtomicU64],
     sync: Option<&'a Rendezvous>,
 }
+
+/// A run's start in [`Shared::starts`] when the CPU's credit refused it.
+const REFUSED: u64 = u64::MAX;
 
 /// Runs one op on the current CPU as op `code` (its own code, or the same
 /// value as a constant, for a loop specialised to one code); returns its
@@ -574,6 +589,7 @@ pub(crate) unsafe fn run_reads_here(ops: &mut [Op], uniform: Option<u16>) -> u32
         stop_on_error: false,
         stamps: false,
         busy_tsc: u64::MAX,
+        confined: false,
         start: 0,
         uniform,
     };
@@ -620,14 +636,28 @@ pub(crate) fn uniform_code(ops: &[Op]) -> Option<u16> {
     uniform.code()
 }
 
+/// How a CPU's share of a batch went ([`run_share`]).
+enum Share {
+    /// The ops started at this TSC; this many failed.
+    Ran(u64, u32),
+    /// The CPU's credit had nothing for it: no op ran, and none was looked
+    /// at (the caller marks them `-ETIME` after the cross-call). Not charged:
+    /// it cost one look at the clock, as the cross-call's own entry, never
+    /// the time of marking up to `MSRBATCH_MAX_OPS` ops with interrupts off.
+    Refused,
+    /// The synchronised start was called off: nothing ran on any CPU.
+    CalledOff,
+}
+
 /// Runs `ops`, this CPU's share of a batch, under this CPU's
 /// [`Credit`](crate::busy::Credit), in the interrupts-off section `irqs`:
 /// after `sync`'s rendezvous if given, the ops start while the credit lasts;
-/// the rest get `-ETIME`. Charges the time the ops took (not the rendezvous
-/// wait, which its own timeout bounds). A CPU with no credit calls a
-/// synchronised start off rather than start and run nothing. Returns the TSC
-/// at which the ops started and the number that failed, or `None` if the
-/// rendezvous was called off (nothing ran).
+/// the rest get `-ETIME`. A confined share's time runs from its arrival:
+/// its rendezvous wait is charged as the ops are, and lasts at most what the
+/// credit allows (the timeout being the other bound); a privileged share's
+/// wait is bounded by the timeout and not charged. A CPU with no credit
+/// refuses the share, and calls a synchronised start off. A confined share
+/// is charged at most [`most_charged`](crate::busy::most_charged).
 ///
 /// # Safety
 ///
@@ -637,24 +667,44 @@ unsafe fn run_share<'a>(
     ops: impl Iterator<Item = &'a mut Op>,
     mode: Mode,
     sync: Option<&Rendezvous>,
-) -> Option<(u64, u32)> {
+) -> Share {
     let credit = Credit::this_cpu(irqs);
     let mut start = insn::rdtsc().unwrap_or(0);
-    let budget = credit.refill(start, mode.busy_tsc);
-    if let Some(rv) = sync {
-        if budget == 0 {
+    let budget = credit.refill(start, mode.busy_tsc, mode.confined);
+    if budget == 0 {
+        if let Some(rv) = sync {
             rv.call_off();
         }
-        if !rv.wait() {
-            return None;
+        return Share::Refused;
+    }
+    let most = crate::busy::most_charged(budget, mode.busy_tsc, mode.confined);
+    if let Some(rv) = sync {
+        // A confined share's wait is its time: no longer than its budget,
+        // and charged. A privileged one's is bounded by the timeout alone
+        // and not charged (charged, one long wait would leave root's next
+        // synchronised starts, its retries, no credit to arrive with).
+        let limit = if mode.confined { budget } else { u64::MAX };
+        if !rv.wait(start, limit) {
+            if mode.confined {
+                credit.charge(start, insn::rdtsc().unwrap_or(start), most);
+            }
+            return Share::CalledOff;
         }
-        // The wait is not charged: the share's time starts now.
-        start = insn::rdtsc().unwrap_or(start);
+        if !mode.confined {
+            start = insn::rdtsc().unwrap_or(start);
+        }
     }
     // SAFETY: By our own requirements.
     let nr_failed = unsafe { run_sequence(ops, Mode { busy_tsc: budget, start, ..mode }) };
-    credit.charge(start, insn::rdtsc().unwrap_or(start));
-    Some((start, nr_failed))
+    credit.charge(start, insn::rdtsc().unwrap_or(start), most);
+    Share::Ran(start, nr_failed)
+}
+
+/// Marks `op`, of a share the CPU's credit refused, `-ETIME` (in process
+/// context, after the cross-call).
+fn refuse(op: &mut Op) {
+    op.status = status::ETIME;
+    op.val = [0, 0];
 }
 
 /// The one-CPU cross-call's argument.
@@ -664,6 +714,8 @@ struct OneCpu {
     mode: Mode,
     /// Out: failed ops.
     nr_failed: u32,
+    /// Out: the CPU's credit refused the share (no op ran or got a status).
+    refused: bool,
 }
 
 /// The cross-call of a batch on one CPU: runs all of its ops.
@@ -683,8 +735,10 @@ unsafe extern "C" fn run_one_cpu(info: *mut c_void) {
     // `execute_one` turns them off) until it returns; this is its one token.
     let mut irqs = unsafe { IrqsOff::new() };
     // SAFETY: By the function's requirements, the writes are allowed.
-    if let Some((_, nr_failed)) = unsafe { run_share(&mut irqs, ops.iter_mut(), job.mode, None) } {
-        job.nr_failed = nr_failed;
+    match unsafe { run_share(&mut irqs, ops.iter_mut(), job.mode, None) } {
+        Share::Ran(_, nr_failed) => job.nr_failed = nr_failed,
+        Share::Refused => job.refused = true,
+        Share::CalledOff => {}
     }
 }
 
@@ -720,11 +774,14 @@ unsafe extern "C" fn run_on_this_cpu(info: *mut c_void) {
     // its one token.
     let mut irqs = unsafe { IrqsOff::new() };
     // SAFETY: By the function's requirements, the writes are allowed. Called
-    // off (`None`): nothing runs here, nor on any other CPU.
-    if let Some((start, _)) = unsafe { run_share(&mut irqs, ops, shared.mode, shared.sync) } {
-        if let Some(s) = shared.starts.get(pos) {
-            s.store(start, Ordering::Relaxed);
-        }
+    // off: nothing runs here, nor on any other CPU.
+    let start = match unsafe { run_share(&mut irqs, ops, shared.mode, shared.sync) } {
+        Share::Ran(start, _) => start,
+        Share::Refused => REFUSED,
+        Share::CalledOff => return,
+    };
+    if let Some(s) = shared.starts.get(pos) {
+        s.store(start, Ordering::Relaxed);
     }
 }
 
@@ -807,29 +864,38 @@ unsafe fn execute_one(ops: &mut [Op], cpu: u32, mode: Mode) -> Result<Executed, 
         nr_ops: ops.len(),
         mode,
         nr_failed: 0,
+        refused: false,
     };
     let info = (&raw mut job).cast::<c_void>();
-    let done = |nr_failed| Executed { nr_failed, start_spread: 0 };
-    {
+    let here = {
         // With interrupts off we stay on this CPU, as a cross-call would run.
         let _irq = local_interrupt_disable();
-        if CpuId::current().as_u32() == cpu {
+        let here = CpuId::current().as_u32() == cpu;
+        if here {
             // SAFETY: `info` is our `OneCpu`, describing `ops`, which we do not
             // touch meanwhile; we run on `cpu` with interrupts off; the writes
             // are allowed by our own requirements.
             unsafe { run_one_cpu(info) };
-            return Ok(done(job.nr_failed));
+        }
+        here
+    };
+    if !here {
+        let cpu = i32::try_from(cpu).map_err(|_| ENODEV)?;
+        // SAFETY: `run_one_cpu` gets a `OneCpu` that lives until this call
+        // returns (`wait`), describing `ops`, which we do not touch
+        // meanwhile; the writes are allowed by our own requirements. Process
+        // context, interrupts on.
+        let r = unsafe { crate::compat::smp_call_function_single(cpu, run_one_cpu, info) };
+        if r != 0 {
+            return Err(Rejected { err: ENXIO, index: 0 });
         }
     }
-    let cpu = i32::try_from(cpu).map_err(|_| ENODEV)?;
-    // SAFETY: `run_one_cpu` gets a `OneCpu` that lives until this call returns
-    // (`wait`), describing `ops`, which we do not touch meanwhile; the writes
-    // are allowed by our own requirements. Process context, interrupts on.
-    let r = unsafe { crate::compat::smp_call_function_single(cpu, run_one_cpu, info) };
-    if r != 0 {
-        return Err(Rejected { err: ENXIO, index: 0 });
+    // Interrupts are on again: a refused share's ops are marked here.
+    if job.refused {
+        ops.iter_mut().for_each(refuse);
+        job.nr_failed = ops.len() as u32;
     }
-    Ok(done(job.nr_failed))
+    Ok(Executed { nr_failed: job.nr_failed, start_spread: 0 })
 }
 
 /// Runs a batch on several CPUs: one cross-call to all of them at once, with
@@ -899,7 +965,15 @@ unsafe fn execute_many(
         return Err(ETIMEDOUT.into());
     }
     let (mut first, mut last) = (u64::MAX, 0u64);
-    for t in starts.iter().map(|t| t.load(Ordering::Relaxed)) {
+    for (run, t) in runs.iter().zip(starts.iter().map(|t| t.load(Ordering::Relaxed))) {
+        if t == REFUSED {
+            for &i in order.iter().skip(run.start as usize).take(run.len as usize) {
+                if let Some(op) = ops.get_mut(i as usize) {
+                    refuse(op);
+                }
+            }
+            continue;
+        }
         first = first.min(t);
         last = last.max(t);
     }
@@ -1024,19 +1098,67 @@ mod tests {
     #[test]
     fn rendezvous_all_or_none() -> Result {
         // The last of the expected CPUs to arrive says go.
+        let now = || insn::rdtsc().unwrap_or(0);
         let rv = Rendezvous::new(1);
-        assert!(rv.wait());
+        assert!(rv.wait(now(), u64::MAX));
         // One of two never arrives: the other times out and calls it off,
         // and a latecomer does not run either.
         let mut rv = Rendezvous::new(2);
         rv.timeout_tsc = 1000;
-        assert!(!rv.wait());
+        assert!(!rv.wait(now(), u64::MAX));
         assert_eq!(rv.state.load(Ordering::Relaxed), ABORT);
-        assert!(!rv.wait());
+        assert!(!rv.wait(now(), u64::MAX));
+        // The wait is the share's time: it ends with the CPU's credit, also
+        // before the timeout (and with none left at arrival, at once).
+        let rv = Rendezvous::new(2);
+        let t0 = now();
+        assert!(!rv.wait(t0, 1000));
+        assert_eq!(rv.state.load(Ordering::Relaxed), ABORT);
+        assert!(now().wrapping_sub(t0) < rv.timeout_tsc);
+        let rv = Rendezvous::new(2);
+        assert!(!rv.wait(now(), 0));
         // A CPU without credit calls it off, even as the last to arrive.
         let rv = Rendezvous::new(1);
         rv.call_off();
-        assert!(!rv.wait());
+        assert!(!rv.wait(now(), u64::MAX));
+        Ok(())
+    }
+
+    #[test]
+    fn a_rendezvous_wait_is_charged() -> Result {
+        // A confined share whose partner never arrives waits no longer than
+        // its credit allows (a quarter of the budget when full, not the
+        // 20 ms timeout), and the wait is charged: the next confined share
+        // on this CPU gets (almost) nothing. A host that stops the vCPU
+        // meanwhile stretches the wait in TSC time: tried up to 5 times,
+        // 100 ms apart (the credit full again).
+        let b = crate::busy::budget_tsc();
+        let mode = Mode { stop_on_error: false, stamps: false, busy_tsc: b, confined: true, start: 0, uniform: None };
+        use kernel::time::{delay::fsleep, Delta};
+        let mut within = false;
+        for _ in 0..5 {
+            fsleep(Delta::from_millis(100));
+            let rv = Rendezvous::new(2);
+            let (called_off, waited, left) = {
+                let _irq = local_interrupt_disable();
+                // SAFETY: Interrupts are off until `_irq` is dropped, after
+                // `irqs`; this is the section's one token.
+                let mut irqs = unsafe { IrqsOff::new() };
+                let t0 = insn::rdtsc().unwrap_or(0);
+                // SAFETY: No ops.
+                let share = unsafe { run_share(&mut irqs, [].iter_mut(), mode, Some(&rv)) };
+                let now = insn::rdtsc().unwrap_or(0);
+                let left = Credit::this_cpu(&mut irqs).refill(now, b, true);
+                (matches!(share, Share::CalledOff), now.wrapping_sub(t0), left)
+            };
+            assert!(called_off);
+            if waited < rv.timeout_tsc / 2 {
+                assert!(left < b / 100);
+                within = true;
+                break;
+            }
+        }
+        assert!(within);
         Ok(())
     }
 
@@ -1139,7 +1261,7 @@ mod tests {
     #[test]
     fn busy_budget_stops_the_sequence() -> Result {
         let mut ops = [op(opcode::RDTSC, 0, 0, [0, 0]); 40];
-        let mode = |busy_tsc, uniform| Mode { stop_on_error: false, stamps: false, busy_tsc, start: 0, uniform };
+        let mode = |busy_tsc, uniform| Mode { stop_on_error: false, stamps: false, busy_tsc, confined: false, start: 0, uniform };
         // SAFETY: No op writes.
         let failed = unsafe { run_sequence(ops.iter_mut(), mode(0, None)) };
         assert!(failed == 40 && ops.iter().all(|o| o.status == status::ETIME && o.val == [0, 0]));
@@ -1159,7 +1281,7 @@ mod tests {
         // preempts with interrupts off spends too (in a clean-clone CI run
         // beside make fuzz, this test's second batch, run through `execute`,
         // came back with another failure count, most likely ETIME).
-        let mode = |stop_on_error| Mode { stop_on_error, stamps: false, busy_tsc: u64::MAX, start: 0, uniform: None };
+        let mode = |stop_on_error| Mode { stop_on_error, stamps: false, busy_tsc: u64::MAX, confined: false, start: 0, uniform: None };
         let mut ops = [tsc, bad, tsc];
         // SAFETY: No op writes.
         assert_eq!(unsafe { run_sequence(ops.iter_mut(), mode(false)) }, 1);

@@ -67,25 +67,57 @@ impl IrqsOff {
 /// A CPU's busy credit, the rule of `MSRBATCH_MAX_CPU_BUSY_NS`. With `B` the
 /// budget in TSC ticks, the credit holds at most `4B/5`, grows by a fifth of
 /// the time that passes and shrinks by the time the CPU spends on shares
-/// (not counting a synchronised start's wait); a share starting with credit
-/// `c` may start ops for `5c/4` (it earns a fifth of its own time back
+/// (a synchronised start's wait included); a share starting with credit `c`
+/// may start ops for `5c/4` (it earns a fifth of its own time back
 /// meanwhile). So a CPU with full credit runs one share for `B`; shares that
 /// follow each other without a pause split one `B` between them; over any
 /// span `T` a CPU spends at most `4B/5 + T/5` on shares, plus what the last
 /// op of each share overran (which is charged).
 ///
+/// The credit below `3B/5` is the reserve of descriptors opened with
+/// `CAP_SYS_RAWIO`: a confined share may start ops for `5(c - 3B/5)/4` only
+/// (`B/4` with full credit), so however confined callers keep a CPU busy,
+/// the credit they leave is `3B/5` less one overrun ([`most_charged`]), and
+/// a privileged share may start ops for `3B/4` less that overrun: longer
+/// than a confined share keeps the CPU, so a privileged synchronised start
+/// that waits for one still starts.
+///
 /// Kept as one TSC value, when the credit is full again (`full_at`): a
 /// deficit of `d` ticks of time is a credit of `4B/5 - d/5`, so a share may
-/// start ops for `B - d/4`, and a share of `t` ticks (`4t/5` of credit, `4t`
-/// of refill time, after `t` passed) puts it `5t` after the share's start.
-/// The deficit is capped at `8B`: a TSC that went backwards, or a share that
-/// overran by more than a budget, costs at most that.
+/// start ops for `B - d/4` (confined: `B/4 - d/4`), and a share of `t` ticks
+/// (`4t/5` of credit, `4t` of refill time, after `t` passed) puts it `5t`
+/// after the share's start. The deficit is capped at `8B`: a TSC that went
+/// backwards, or a share that overran by more than a budget, costs at most
+/// that.
 ///
 /// One per CPU, used only by that CPU with interrupts off
 /// ([`Credit::this_cpu`]). Starts at zero: full; unloading the module resets
 /// every credit.
 #[repr(transparent)]
 pub(crate) struct Credit(sys::msrbatch_credit);
+
+/// What of a budget `B` only privileged shares may start ops for: `3B/4`,
+/// the reserve of `3B/5` of credit (see [`Credit`]).
+#[inline(always)]
+const fn reserve(budget: u64) -> u64 {
+    budget / 4 * 3
+}
+
+/// The most a share that [`Credit::refill`] let start ops for `left` ticks
+/// of a budget `budget` is charged: all of its time for a privileged share;
+/// for a confined one, `left` and one op's overrun, `B/16` (the longest op,
+/// a DELAY of `MSRBATCH_MAX_DELAY_NS`, is shorter). Time beyond that is time
+/// the CPU was taken from the share (a hypervisor that stopped the vCPU,
+/// firmware), not the caller's doing: charged, it would take the reserve.
+#[inline(always)]
+pub(crate) fn most_charged(left: u64, budget: u64, confined: bool) -> u64 {
+    if confined {
+        left.saturating_add(budget / 16)
+    } else {
+        u64::MAX
+    }
+}
+const _: () = assert!(uapi::MAX_DELAY_NS * 16 <= uapi::MAX_CPU_BUSY_NS);
 
 impl Credit {
     /// The running CPU's credit, for as long as `irqs`, the token of the
@@ -101,23 +133,30 @@ impl Credit {
         unsafe { &mut *sys::msrbatch_this_cpu_credit().cast::<Credit>() }
     }
 
-    /// A share starts at `now` with busy budget `budget`: returns how many
-    /// ticks from `now` it may start ops for (0: none).
+    /// A share starts at `now` with busy budget `budget`, for a descriptor
+    /// opened without `CAP_SYS_RAWIO` if `confined`: returns how many ticks
+    /// from `now` it may start ops for (0: none).
     #[inline(always)]
-    pub(crate) fn refill(&mut self, now: u64, budget: u64) -> u64 {
+    pub(crate) fn refill(&mut self, now: u64, budget: u64, confined: bool) -> u64 {
         let most = budget.saturating_mul(8);
         let mut deficit = self.0.full_at.saturating_sub(now);
         if deficit > most {
             deficit = most;
             self.0.full_at = now.saturating_add(most);
         }
-        budget.saturating_sub(deficit / 4)
+        let left = budget.saturating_sub(deficit / 4);
+        if confined {
+            left.saturating_sub(reserve(budget))
+        } else {
+            left
+        }
     }
 
-    /// Charges a share that ran from `start` to `now`.
+    /// Charges a share that ran from `start` to `now`, at most `most`
+    /// ticks of it ([`most_charged`]).
     #[inline(always)]
-    pub(crate) fn charge(&mut self, start: u64, now: u64) {
-        let ran = now.saturating_sub(start);
+    pub(crate) fn charge(&mut self, start: u64, now: u64, most: u64) {
+        let ran = now.saturating_sub(start).min(most);
         self.0.full_at = self.0.full_at.max(start).saturating_add(ran.saturating_mul(5));
     }
 }
@@ -176,33 +215,70 @@ mod tests {
         let mut c = Credit(sys::msrbatch_credit { full_at: 0 });
         // Full at first: one share may run the whole budget.
         let t = 1_000_000_000;
-        assert_eq!(c.refill(t, B), B);
-        c.charge(t, t + B);
+        assert_eq!(c.refill(t, B, false), B);
+        c.charge(t, t + B, u64::MAX);
         // A share queued right behind it gets nothing, and one after a
         // pause gets what the pause earned: a fifth of it, a quarter more
         // for what it earns while it runs.
         let t = t + B;
-        assert_eq!(c.refill(t, B), 0);
-        c.charge(t, t);
-        assert_eq!(c.refill(t + 40_000_000, B), 10_000_000);
+        assert_eq!(c.refill(t, B, false), 0);
+        c.charge(t, t, u64::MAX);
+        assert_eq!(c.refill(t + 40_000_000, B, false), 10_000_000);
         // Two shares with no pause between them split one budget.
         let t = t + 40_000_000;
-        c.charge(t, t + 6_000_000);
-        assert_eq!(c.refill(t + 6_000_000, B), 4_000_000);
+        c.charge(t, t + 6_000_000, u64::MAX);
+        assert_eq!(c.refill(t + 6_000_000, B, false), 4_000_000);
         // An overrun is charged: the credit goes below zero (-0.8 ms) and
         // needs 4 ms to be back at zero.
-        c.charge(t + 6_000_000, t + 11_000_000);
-        assert_eq!(c.refill(t + 15_000_000, B), 0);
-        assert_eq!(c.refill(t + 16_000_000, B), 250_000);
+        c.charge(t + 6_000_000, t + 11_000_000, u64::MAX);
+        assert_eq!(c.refill(t + 15_000_000, B, false), 0);
+        assert_eq!(c.refill(t + 16_000_000, B, false), 250_000);
         // Full again once the deficit (95 ms from the first share here) is
         // past, and never more than full.
-        assert_eq!(c.refill(t + 94_000_000, B), B - 250_000);
-        assert_eq!(c.refill(t + 95_000_000, B), B);
-        assert_eq!(c.refill(t + 10 * B, B), B);
+        assert_eq!(c.refill(t + 94_000_000, B, false), B - 250_000);
+        assert_eq!(c.refill(t + 95_000_000, B, false), B);
+        assert_eq!(c.refill(t + 10 * B, B, false), B);
         // A TSC that went backwards costs at most 8 budgets of time.
-        assert_eq!(c.refill(1, B), 0);
-        assert_eq!(c.refill(1 + 4 * B, B), 0);
-        assert_eq!(c.refill(1 + 8 * B, B), B);
+        assert_eq!(c.refill(1, B, false), 0);
+        assert_eq!(c.refill(1 + 4 * B, B, false), 0);
+        assert_eq!(c.refill(1 + 8 * B, B, false), B);
+        Ok(())
+    }
+
+    #[test]
+    fn confined_shares_leave_the_reserve() -> Result {
+        const B: u64 = 20_000_000;
+        let mut c = Credit(sys::msrbatch_credit { full_at: 0 });
+        // Full: a confined share may start ops for B/4, root's for B.
+        let t = 1_000_000_000;
+        let left = c.refill(t, B, true);
+        assert_eq!(left, 5_000_000);
+        assert_eq!(c.refill(t, B, false), B);
+        // Confined shares back to back draw the credit down to 3B/5 (a
+        // deficit of 20 ms), here with a last op that overran by 1 ms (0.8 ms
+        // of credit, 1 ms of root's next share): then none of them may start
+        // ops, root's still may for 3B/4 less the overrun.
+        c.charge(t, t + 6_000_000, most_charged(left, B, true));
+        let t = t + 6_000_000;
+        assert_eq!(c.refill(t, B, true), 0);
+        assert_eq!(c.refill(t, B, false), 14_000_000);
+        // Confined shares start again once the deficit is below 20 ms.
+        assert_eq!(c.refill(t + 4_000_000, B, true), 0);
+        let t = t + 4_004_000;
+        let left = c.refill(t, B, true);
+        assert_eq!(left, 1_000);
+        // One the host stopped for 50 ms is charged as if it had run its
+        // time and one op's overrun (1.25 ms): right after that, root's
+        // share would still start ops for 3B/4 less the overrun.
+        c.charge(t, t + 50_000_000, most_charged(left, B, true));
+        assert_eq!(c.refill(t + 1_251_000, B, false), 15_000_000 - 1_250_000);
+        let t = t + 50_000_000;
+        // A confined share never resets a privileged deficit: the cap is
+        // that of the whole budget.
+        c.charge(t, t + 10 * B, most_charged(B, B, false));
+        assert_eq!(c.refill(t + 10 * B, B, true), 0);
+        assert_eq!(c.refill(t + 10 * B + 4 * B, B, false), 0);
+        assert_eq!(c.refill(t + 10 * B + 8 * B, B, false), B);
         Ok(())
     }
 }

@@ -12,6 +12,17 @@
  *   prepared  a confined descriptor holds at most 16 prepared batches
  *             (ENOSPC) and 1 MiB of them (EDQUOT); all confined descriptors
  *             together 64 MiB (ENOSPC); root still prepares meanwhile
+ *   starve    group members flood CPU 1 with DELAY batches and collide
+ *             synchronised batches on CPUs 0,1; meanwhile every op of root's
+ *             batches on CPU 1 runs, root's synchronised batches start, and
+ *             root's logged writes through a restoring descriptor run (the
+ *             reserve of each CPU's busy credit that confined callers cannot
+ *             draw, abi.md "Interrupts-off time")
+ *   rendezvous a member's synchronised batch whose rendezvous waits for a
+ *             CPU root keeps busy is charged for the wait: the member's next
+ *             batch on the waiting CPU has only what the wait left of its
+ *             credit (needs 4 CPUs; the bound of the wait: KUnit
+ *             a_rendezvous_wait_is_charged)
  *
  * Each part's confined side runs in a child as uid 1000, gid 4242, with no
  * capabilities; root (the parent) loads the allowlist and opens the node to
@@ -22,7 +33,10 @@
 #include <grp.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -305,11 +319,300 @@ static void test_prepared(void)
 	ksft_test_result(WIFEXITED(st) && WEXITSTATUS(st) == 0, "after the confined descriptors closed, their room is back\n");
 }
 
+/* ---- starve --------------------------------------------------------------- */
+
+#define NR_DELAYERS 3
+#define NR_SYNCERS 2
+
+/* What the members did, counted in memory shared with root. */
+struct attack {
+	long delays_ran, delay_batches, syncs_ran, syncs_timedout;
+};
+
+static struct attack *attack;
+
+/* A member: opens the node confined and sends batches until killed. */
+static pid_t start_member(int sync)
+{
+	pid_t pid = fork();
+	struct msrbatch_op ops[10];
+	int fd, i, r;
+
+	if (pid)
+		return pid;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (drop_to_user())
+		_exit(2);
+	fd = dev_open(O_RDONLY);
+	if (fd < 0)
+		_exit(3);
+	for (;;) {
+		if (sync) {
+			/* 2 ms of DELAYs on each of CPUs 0 and 1, started together. */
+			for (i = 0; i < 4; i++)
+				ops[i] = mkop(MSRBATCH_OP_DELAY, i / 2, 0, 1000000, 0);
+			r = batch(fd, ops, 4, MSRBATCH_F_SYNC_START, NULL);
+			__atomic_add_fetch(r == -ETIMEDOUT ? &attack->syncs_timedout : &attack->syncs_ran, 1,
+					   __ATOMIC_RELAXED);
+		} else {
+			/* Ten 1 ms DELAYs on CPU 1, again and again. */
+			for (i = 0; i < 10; i++)
+				ops[i] = mkop(MSRBATCH_OP_DELAY, 1, 0, 1000000, 0);
+			batch(fd, ops, 10, 0, NULL);
+			for (i = 0; i < 10; i++)
+				if (ops[i].status == 0)
+					__atomic_add_fetch(&attack->delays_ran, 1, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&attack->delay_batches, 1, __ATOMIC_RELAXED);
+		}
+	}
+}
+
+static void test_starve(void)
+{
+	pid_t members[NR_DELAYERS + NR_SYNCERS];
+	struct msrbatch_op ops[8];
+	int root, rfd, i, k, r;
+	int ran_nothing = 0, some_etime = 0, etime_ops = 0, errors = 0;
+	int timedout = 0, sync_etime = 0, sync_errors = 0;
+	int eagain = 0, write_errors = 0, read_errors = 0, not_restored = 0;
+	__u64 orig = 0, now = 0;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+		ksft_test_result_skip("starve: needs 2 CPUs\n");
+		return;
+	}
+	attack = mmap(NULL, sizeof(*attack), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (attack == MAP_FAILED) {
+		ksft_test_result_fail("starve: mmap: %s\n", strerror(errno));
+		return;
+	}
+	memset(attack, 0, sizeof(*attack));
+	root = dev_open(O_RDONLY);
+	load_list("# empty\n");
+	open_node();
+	for (i = 0; i < NR_DELAYERS + NR_SYNCERS; i++)
+		members[i] = start_member(i >= NR_DELAYERS);
+	/* Let the attack drain what it can. */
+	sleep_ms(300);
+
+	/* Root's monitoring: 8 MSR reads on CPU 1, a hundred times. */
+	for (k = 0; k < 100; k++) {
+		int n = 0;
+
+		for (i = 0; i < 8; i++)
+			ops[i] = mkop(MSRBATCH_OP_RDMSR, 1, TSC_AUX, 0, 0);
+		r = batch(root, ops, 8, 0, NULL);
+		if (r) {
+			errors++;
+			continue;
+		}
+		for (i = 0; i < 8; i++)
+			n += ops[i].status == -ETIME;
+		etime_ops += n;
+		some_etime += n > 0;
+		ran_nothing += n == 8;
+		sleep_ms(1);
+	}
+	/* Root's synchronised reads on CPUs 0 and 1, fifty times. */
+	for (k = 0; k < 50; k++) {
+		ops[0] = mkop(MSRBATCH_OP_RDMSR, 0, TSC_AUX, 0, 0);
+		ops[1] = mkop(MSRBATCH_OP_RDMSR, 1, TSC_AUX, 0, 0);
+		r = batch(root, ops, 2, MSRBATCH_F_SYNC_START, NULL);
+		if (r == -ETIMEDOUT)
+			timedout++;
+		else if (r)
+			sync_errors++;
+		else
+			sync_etime += (ops[0].status == -ETIME) + (ops[1].status == -ETIME);
+		sleep_ms(1);
+	}
+	/* Root's logged writes: each reads TSC_AUX of CPU 1 first (the log). */
+	rfd = open_restoring();
+	for (k = 0; k < 5; k++) {
+		if (one_op(root, MSRBATCH_OP_RDMSR, 1, TSC_AUX, 0, &orig)) {
+			read_errors++;
+			continue;
+		}
+		r = one_op(rfd, MSRBATCH_OP_WRMSR, 1, TSC_AUX, orig ^ 5, NULL);
+		if (r == -EAGAIN)
+			eagain++;
+		else if (r)
+			write_errors++;
+		if (restore_now(rfd) != 0)
+			not_restored++;
+		else if (one_op(root, MSRBATCH_OP_RDMSR, 1, TSC_AUX, 0, &now))
+			read_errors++;
+		else if (now != orig)
+			not_restored++;
+	}
+	close(rfd);
+
+	for (i = 0; i < NR_DELAYERS + NR_SYNCERS; i++)
+		kill(members[i], SIGKILL);
+	for (i = 0; i < NR_DELAYERS + NR_SYNCERS; i++)
+		waitpid(members[i], NULL, 0);
+	close_node();
+	close(root);
+
+	ksft_test_result(attack->delays_ran > 0 && attack->syncs_ran + attack->syncs_timedout > 0,
+			 "%d members flood CPU 1 with 10 ms DELAY batches, %d collide synchronised batches on CPUs 0,1 "
+			 "(%ld of %ld DELAYs ran; %ld synchronised batches ran, %ld ETIMEDOUT)\n",
+			 NR_DELAYERS, NR_SYNCERS, attack->delays_ran, attack->delay_batches * 10, attack->syncs_ran,
+			 attack->syncs_timedout);
+	ksft_test_result(errors == 0 && etime_ops == 0,
+			 "meanwhile root's 100 batches of 8 RDMSR on CPU 1 run every op (%d ran nothing, %d some ops "
+			 "-ETIME, %d ops -ETIME, %d errors)\n",
+			 ran_nothing, some_etime, etime_ops, errors);
+	ksft_test_result(timedout == 0 && sync_errors == 0 && sync_etime == 0,
+			 "meanwhile root's 50 synchronised batches on CPUs 0,1 start and run (%d ETIMEDOUT, %d ops -ETIME, "
+			 "%d other errors)\n",
+			 timedout, sync_etime, sync_errors);
+	ksft_test_result(eagain == 0 && write_errors == 0 && read_errors == 0 && not_restored == 0,
+			 "meanwhile root's 5 logged writes to CPU 1 through a restoring descriptor run and are restored "
+			 "(%d EAGAIN, %d other errors, %d not restored, %d of root's reads around them failed)\n",
+			 eagain, write_errors, not_restored, read_errors);
+	munmap(attack, sizeof(*attack));
+}
+
+/* ---- rendezvous ------------------------------------------------------------- */
+
+#define TRIALS 20
+#define HOLD_MS 10	/* root keeps CPU 1 busy this long (10 DELAYs) */
+#define AFTER 4		/* the member's 1 ms DELAYs on CPU 0 after the rendezvous
+			 * (a confined share with full credit: 5 ms) */
+
+struct rv_result {
+	int sync_r;	/* the synchronised batch: 0 or -errno */
+	int after_etime;	/* -ETIME ops of the next batch on CPU 0 */
+	long issued;	/* CLOCK_MONOTONIC (µs) just before the synchronised batch */
+};
+
+/* CLOCK_MONOTONIC in µs: the one clock all CPUs agree on (the TSCs of a
+ * TCG guest's vCPUs differ). */
+static long mono_us(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000L + t.tv_nsec / 1000;
+}
+
+/* Root's trial number, which the member polls (a pipe's wakeup is too slow). */
+static int *rv_trial;
+static long *rv_issued;	/* when root issued its share (CLOCK_MONOTONIC, µs) */
+
+static void rendezvous_member(int wfd)
+{
+	struct msrbatch_op ops[AFTER];
+	struct rv_result res;
+	int fd, i, seen = 0;
+	long t0;
+
+	fd = dev_open(O_RDONLY);
+	if (fd < 0)
+		_exit(3);
+	for (;;) {
+		while (__atomic_load_n(rv_trial, __ATOMIC_ACQUIRE) == seen)
+			;
+		seen = __atomic_load_n(rv_trial, __ATOMIC_ACQUIRE);
+		if (seen < 0)
+			_exit(0);
+		/* Root starts its share on CPU 1 now: arrive 2 ms into it. */
+		t0 = mono_us();
+		while (mono_us() - t0 < 2000)
+			;
+		memset(&res, 0, sizeof(res));
+		ops[0] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
+		ops[1] = mkop(MSRBATCH_OP_RDTSC, 1, 0, 0, 0);
+		res.issued = mono_us();
+		res.sync_r = batch(fd, ops, 2, MSRBATCH_F_SYNC_START, NULL);
+		for (i = 0; i < AFTER; i++)
+			ops[i] = mkop(MSRBATCH_OP_DELAY, 0, 0, 1000000, 0);
+		batch(fd, ops, AFTER, 0, NULL);
+		for (i = 0; i < AFTER; i++)
+			res.after_etime += ops[i].status == -ETIME;
+		if (write(wfd, &res, sizeof(res)) != sizeof(res))
+			_exit(1);
+	}
+}
+
+static void test_rendezvous(void)
+{
+	struct msrbatch_op ops[HOLD_MS];
+	struct rv_result res;
+	int root, back[2], i, k, r;
+	int charged = 0, ran = 0, timedout = 0;
+	pid_t pid;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 4) {
+		ksft_test_result_skip("rendezvous: needs 4 CPUs\n");
+		return;
+	}
+	root = dev_open(O_RDONLY);
+	load_list("# empty\n");
+	open_node();
+	rv_trial = mmap(NULL, 2 * sizeof(long), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (rv_trial == MAP_FAILED || pipe(back)) {
+		ksft_test_result_fail("rendezvous: mmap or pipe: %s\n", strerror(errno));
+		return;
+	}
+	*rv_trial = 0;
+	rv_issued = (long *)rv_trial + 1;
+	pid = fork();
+	if (pid == 0) {
+		close(back[0]);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		pin(3);
+		if (drop_to_user())
+			_exit(2);
+		rendezvous_member(back[1]);
+	}
+	close(back[1]);
+	pin(2);
+	for (k = 0; k < TRIALS; k++) {
+		/* Every credit full again (80 ms refill it from empty). */
+		sleep_ms(150);
+		for (i = 0; i < HOLD_MS; i++)
+			ops[i] = mkop(MSRBATCH_OP_DELAY, 1, 0, 1000000, 0);
+		*rv_issued = mono_us();
+		__atomic_store_n(rv_trial, k + 1, __ATOMIC_RELEASE);
+		r = batch(root, ops, HOLD_MS, 0, NULL);
+		if (read(back[0], &res, sizeof(res)) != sizeof(res))
+			break;
+		/* Whether the member's rendezvous waited while root's share ran
+		 * depends on when each vCPU ran: the kernel's answer is in the
+		 * member's next batch on CPU 0. */
+		timedout += res.sync_r == -ETIMEDOUT;
+		ran += res.sync_r == 0;
+		charged += res.after_etime >= AFTER / 2;
+		ksft_print_msg("trial %d: root's share %d; member's synchronised batch %d, issued %ld us after root's; "
+			       "its next %d ms of DELAYs on CPU 0: %d -ETIME\n",
+			       k, r, res.sync_r, res.issued - *rv_issued, AFTER, res.after_etime);
+	}
+	__atomic_store_n(rv_trial, -1, __ATOMIC_RELEASE);
+	close(back[0]);
+	waitpid(pid, NULL, 0);
+	munmap(rv_trial, 2 * sizeof(long));
+	unpin(sysconf(_SC_NPROCESSORS_ONLN));
+	close_node();
+	close(root);
+	/* Not charged, the wait would leave CPU 0's credit full: 4 ms of
+	 * DELAYs run whole in the 5 ms (20 ms before #30) a full credit
+	 * gives. A host that stops a vCPU can cost a trial some DELAYs. */
+	ksft_test_result(charged >= TRIALS / 2,
+			 "a member's synchronised batch on CPUs 0,1 that waits for CPU 1 (root's %d ms share) is charged "
+			 "for the wait: its next %d ms of DELAYs on CPU 0 lose half or more to -ETIME (%d of %d trials; "
+			 "the synchronised batches: %d ran, %d ETIMEDOUT)\n",
+			 HOLD_MS, AFTER, charged, TRIALS, ran, timedout);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct test_part parts[] = {
 		{ "stamps", test_stamps },
 		{ "prepared", test_prepared },
+		{ "starve", test_starve },
+		{ "rendezvous", test_rendezvous },
 	};
 
 	ksft_print_header();

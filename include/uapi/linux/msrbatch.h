@@ -26,13 +26,17 @@
  * MSRBATCH_MAX_CPU_BUSY_NS bounds the time each CPU spends running msrbatch
  * ops with interrupts off, for all batches together: every CPU has a credit
  * of at most 4/5 of it, which grows by 1/5 of the time that passes and
- * shrinks by the time the CPU spends on a share of a batch. A share that
- * starts with credit c may start ops for 5c/4 (it earns 1/5 back while it
- * runs); ops not started by then get -ETIME. So a CPU with full credit runs
- * one share for MSRBATCH_MAX_CPU_BUSY_NS, shares run back to back (several
- * callers' batches queued on one CPU) split it between them, and over any
- * span of time T a CPU spends at most 4/5 of it plus T/5 on shares, plus the
- * op each share was running when its time ran out.
+ * shrinks by the time the CPU spends on a share of a batch (a synchronised
+ * start's wait included, for descriptors opened without CAP_SYS_RAWIO). A share that starts with credit c may start ops
+ * for 5c/4 (it earns 1/5 back while it runs); ops not started by then get
+ * -ETIME. So a CPU with full credit runs one share for
+ * MSRBATCH_MAX_CPU_BUSY_NS, shares run back to back (several callers'
+ * batches queued on one CPU) split it between them, and over any span of
+ * time T a CPU spends at most 4/5 of it plus T/5 on shares, plus the op each
+ * share was running when its time ran out. The credit below 3/5 of
+ * MSRBATCH_MAX_CPU_BUSY_NS is kept for descriptors opened with
+ * CAP_SYS_RAWIO: one opened without it may start ops for 5(c - 3B/5)/4 only
+ * (B: MSRBATCH_MAX_CPU_BUSY_NS; B/4 with full credit).
  */
 #define MSRBATCH_MAX_CPU_BUSY_NS	20000000
 
@@ -63,8 +67,10 @@
 /*
  * MSRBATCH_F_SYNC_START: every target CPU waits, interrupts off, until all
  * have arrived, then all start together; ETIMEDOUT (nothing ran) if one does
- * not arrive within MSRBATCH_SYNC_TIMEOUT_NS or has no busy credit left (the
- * wait itself is not charged to the credit).
+ * not arrive within MSRBATCH_SYNC_TIMEOUT_NS, has no busy credit left, or,
+ * on a descriptor opened without CAP_SYS_RAWIO, waits longer than its credit
+ * allows (there the wait is part of the CPU's share: charged, and what is
+ * left of it after the wait is the ops'; with CAP_SYS_RAWIO it is not).
  * MSRBATCH_F_TIMESTAMPS: val[1] of every op is the TSC right after it ran;
  * not with RDTSCP, CPUID, RMWMSR (EINVAL).
  */
