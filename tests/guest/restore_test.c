@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -178,58 +178,27 @@ static int write_aux(int fd, __u64 value)
 	return all_aux(fd, 1, value, NULL) < 0 ? -errno : 0;
 }
 
-/* Sends @fd over the socket @sock (SCM_RIGHTS). */
-static int send_fd(int sock, int fd)
-{
-	char byte = 'f', cbuf[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	return sendmsg(sock, &m, 0) == 1 ? 0 : -1;
-}
-
-static int recv_fd(int sock)
-{
-	char byte, cbuf[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *c;
-	int fd = -1;
-
-	if (recvmsg(sock, &m, 0) != 1)
-		return -1;
-	c = CMSG_FIRSTHDR(&m);
-	if (c && c->cmsg_type == SCM_RIGHTS)
-		memcpy(&fd, CMSG_DATA(c), sizeof(int));
-	return fd;
-}
-
 /* What a later holder of a restoring file saw, reported to the test. */
 struct holder_report {
 	int got_fd, write_after, restore_now, ask_again;
 };
 
 /*
- * A later holder of the restoring file @fd (received or inherited): tells the
- * test it has it, waits until the test says the owner is gone, tries what it
- * may still do, reports, and waits to be told to close.
+ * A later holder of the restoring file @fd (inherited or taken): tells the
+ * test it has it (on @rep), waits until the test says the owner is gone (on
+ * @go), tries what it may still do, reports, and waits to be told to close.
  */
-static void holder(int fd, int sock)
+static void holder(int fd, int rep_fd, int go_fd)
 {
 	struct holder_report rep = { .got_fd = fd >= 0 };
 	char c;
 
-	if (write(sock, &rep, sizeof(rep)) != sizeof(rep) || read(sock, &c, 1) != 1)
+	if (write(rep_fd, &rep, sizeof(rep)) != sizeof(rep) || read(go_fd, &c, 1) != 1)
 		_exit(1);
 	rep.write_after = write_aux(fd, 0xd00);
 	rep.restore_now = restore_now(fd);
 	rep.ask_again = ioctl(fd, MSRBATCH_IOC_RESTORE_ON_CLOSE, 0) < 0 ? -errno : 0;
-	if (write(sock, &rep, sizeof(rep)) != sizeof(rep) || read(sock, &c, 1) != 1)
+	if (write(rep_fd, &rep, sizeof(rep)) != sizeof(rep) || read(go_fd, &c, 1) != 1)
 		_exit(1);
 	close(fd);
 	_exit(0);
@@ -237,62 +206,65 @@ static void holder(int fd, int sock)
 
 /*
  * The owner (the process that asked for restore) writes TSC_AUX and shares
- * the file with a holder, by fork() (@how 0) or SCM_RIGHTS (1); a second
- * holder closes its copy (not the owner: nothing restored). The owner is
- * SIGKILLed: restored at once, while the holder still has the file; the
- * holder's writes through it are refused (EPIPE).
+ * the file with a holder: a fork() child (@how 0), or a process that takes
+ * it with pidfd_getfd() (1; SCM_RIGHTS would do the same, but the test
+ * kernels have no sockets); a second process closes a copy (not the owner:
+ * nothing restored). The owner is SIGKILLed: restored at once, while the
+ * holder still has the file; the holder's writes through it are refused
+ * (EPIPE).
  */
 static void shared_case(int how)
 {
-	static const char *const hows[] = { "a fork() child", "a process it sent the descriptor (SCM_RIGHTS)" };
-	int sv[2], own[2], early = 0, later, st;
-	struct holder_report rep, after;
-	pid_t owner, h = -1;
-	char c;
+	static const char *const hows[] = { "a fork() child", "a process that took it with pidfd_getfd()" };
+	int rep[2], go[2], own[2], early, later, said[2] = { -1, -1 };
+	struct holder_report got, after;
+	pid_t owner, h;
+	char c = 'g';
 
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) || pipe(own))
+	if (pipe(rep) || pipe(go) || pipe(own))
 		return;
-	if (how == 1) {
-		h = fork();
-		if (h == 0) {
-			close(sv[0]);
-			holder(recv_fd(sv[1]), sv[1]);
-		}
-	}
 	owner = fork();
 	if (owner == 0) {
-		int fd = open_restoring(), e = write_aux(fd, 0xc00), copy;
+		int fd = open_restoring(), copy;
 
+		said[0] = fd;
+		said[1] = write_aux(fd, 0xc00);
 		if (how == 0 && fork() == 0)
-			holder(fd, sv[1]);
-		if (how == 1)
-			send_fd(sv[0], fd);
-		/* A second holder that closes its copy: not the owner. */
+			holder(fd, rep[1], go[0]);
+		/* A copy that another process closes: not the owner. */
 		copy = fork();
 		if (copy == 0) {
 			close(fd);
 			_exit(0);
 		}
 		waitpid(copy, NULL, 0);
-		if (write(own[1], &e, sizeof(e)) != sizeof(e))
+		if (write(own[1], said, sizeof(said)) != sizeof(said))
 			_exit(1);
 		pause();
 		_exit(0);
 	}
-	close(sv[1]);
-	if (read(own[0], &st, sizeof(st)) != sizeof(st) || read(sv[0], &rep, sizeof(rep)) != sizeof(rep))
-		rep.got_fd = 0;
+	if (read(own[0], said, sizeof(said)) != sizeof(said))
+		said[1] = -1;
+	if (how == 1) {
+		h = fork();
+		if (h == 0) {
+			int pidfd = syscall(SYS_pidfd_open, owner, 0);
+
+			holder(pidfd < 0 ? -1 : syscall(SYS_pidfd_getfd, pidfd, said[0], 0), rep[1], go[0]);
+		}
+	}
+	if (read(rep[0], &got, sizeof(got)) != sizeof(got))
+		got.got_fd = 0;
 	early = !restored();
-	ksft_test_result(st == 0 && rep.got_fd && early,
+	ksft_test_result(said[1] == 0 && got.got_fd && early,
 			 "%s holds the restoring file; the owner wrote and a copy closed by another process restored "
-			 "nothing (write %d, still written %d)\n", hows[how], st, early);
+			 "nothing (write %d, still written %d)\n", hows[how], said[1], early);
 	kill(owner, SIGKILL);
 	waitpid(owner, NULL, 0);
 	later = restored();
 	ksft_test_result(later, "owner SIGKILLed while %s still holds the file: TSC_AUX restored on every CPU\n",
 			 hows[how]);
-	c = 'g';
-	if (write(sv[0], &c, 1) != 1 || read(sv[0], &after, sizeof(after)) != sizeof(after))
+	if (write(go[1], &c, 1) != 1 || read(rep[0], &after, sizeof(after)) != sizeof(after))
 		after.got_fd = 0;
 	ksft_test_result(after.got_fd && after.write_after == -EPIPE && restored(),
 			 "then the holder's write through it is refused with EPIPE, nothing written (%d)\n",
@@ -300,11 +272,17 @@ static void shared_case(int how)
 	ksft_test_result(after.restore_now == 0 && after.ask_again == -EPIPE,
 			 "the holder's RESTORE_NOW restores nothing (%d), RESTORE_ON_CLOSE again: EPIPE (%d)\n",
 			 after.restore_now, after.ask_again);
-	if (write(sv[0], &c, 1) != 1)
+	if (write(go[1], &c, 1) != 1)
 		ksft_print_msg("holder gone early\n");
+	/* The fork() holder is the dead owner's child: its exit closes the last copy. */
+	close(rep[1]);
+	while (read(rep[0], &c, 1) > 0)
+		;
 	while (wait(NULL) > 0)
 		;
-	close(sv[0]);
+	close(rep[0]);
+	close(go[0]);
+	close(go[1]);
 	close(own[0]);
 	close(own[1]);
 	put_back();
