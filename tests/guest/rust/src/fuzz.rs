@@ -363,8 +363,11 @@ fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, confine: bool, stop: &AtomicB
                 fuzz_sampler(&mut r, fd, ncpus, rules, &mut samplers, st);
                 continue;
             }
-            5 => {
-                fuzz_prepare(&mut r, fd, ncpus, rules.is_some(), &mut kept, st);
+            5 | 6 => {
+                // A burst, so that the limits are reached between reopens.
+                for _ in 0..1 + r.below(24) {
+                    fuzz_prepare(&mut r, fd, ncpus, rules.is_some(), &mut kept, st);
+                }
                 continue;
             }
             _ => {}
@@ -749,7 +752,7 @@ fn fuzz_prepare(
     kept: &mut Vec<(u32, usize)>,
     st: &Stats,
 ) {
-    if !kept.is_empty() && r.chance(40) {
+    if !kept.is_empty() && r.chance(15) {
         let (h, _) = kept.swap_remove(r.below(kept.len() as u64) as usize);
         if let Err(e) = sys::unprepare(fd, h) {
             st.problem(format!("UNPREPARE of kept handle {h}: {e}"));
