@@ -257,7 +257,7 @@ impl MiscDevice for AllowlistFile {
     type Ptr = Pin<KBox<Self>>;
 
     fn open(file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
-        crate::compat::file_holds_module(file)?;
+        crate::helpers::file_has_own_fops(file)?;
         let access = crate::policy::Access::of(file);
         // Loading a list grants MSR access: it takes what raw access takes.
         if access.write && !crate::policy::has_rawio() {

@@ -17,14 +17,6 @@
 //!   which 7.3.4's objtool does not know never returns: built by Debian's
 //!   rustc 1.85 they made it warn "falls through to next function". The
 //!   module sorts with `heapsort.rs` instead.
-//! - [`own_misc_fops`]: 7.3's `MiscDeviceRegistration` names the module as
-//!   its file operations' owner, so an open file keeps the module loaded;
-//!   7.2's leaves the owner empty, and the module could be unloaded under an
-//!   open `/dev/msrbatch` (seen: an oops in `filp_flush` of the file's
-//!   close, in freed module memory). On 7.2 the registration's operations are
-//!   swapped for a copy of them that names the module (`helpers.c`), and a
-//!   file opened before the swap (during the module's init) is refused with
-//!   `EAGAIN` ([`file_holds_module`]).
 //! - [`enotuniq`], [`eprotonosupport`], [`eopnotsupp`], [`enotrecoverable`],
 //!   [`edquot`]:
 //!   7.2's `kernel::error::code` lacks them (7.3 added about a hundred codes),
@@ -78,38 +70,6 @@ impl Drop for LocalInterruptDisabled {
         // that this one's restore would cut short.
         unsafe { crate::helpers::irq_restore(self.flags) };
     }
-}
-
-/// Makes this module the owner of the file operations of `misc`, a misc
-/// device it registered (`slot`: one of `helpers.c`'s two copies). A no-op on
-/// 7.3, whose registration does it.
-pub(crate) fn own_misc_fops(misc: *mut bindings::miscdevice, slot: u32) -> Result {
-    #[cfg(kernel_7_2)]
-    {
-        // SAFETY: `misc` is a misc device this module registered and keeps
-        // registered until it unloads.
-        kernel::error::to_result(unsafe { crate::sys::msrbatch_misc_own_fops(misc.cast(), slot) })
-    }
-    #[cfg(not(kernel_7_2))]
-    {
-        let _ = (misc, slot);
-        Ok(())
-    }
-}
-
-/// `EAGAIN` for a file opened through a misc device's operations before
-/// [`own_misc_fops`] gave them an owner (while the module initialises, on
-/// 7.2): such a file would hold no module reference. Always `Ok` on 7.3.
-pub(crate) fn file_holds_module(file: &kernel::fs::File) -> Result {
-    #[cfg(kernel_7_2)]
-    {
-        // SAFETY: `file` is a valid file, being opened.
-        if !unsafe { crate::sys::msrbatch_file_has_owner(file.as_ptr().cast()) } {
-            return Err(EAGAIN);
-        }
-    }
-    let _ = file;
-    Ok(())
 }
 
 /// This module's `struct module`, for references that keep it loaded.

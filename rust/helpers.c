@@ -13,6 +13,7 @@
  */
 
 #include <linux/device.h>
+#include <linux/fs.h>
 #include <linux/irq_work.h>
 #include <linux/math64.h>
 #include <linux/miscdevice.h>
@@ -21,6 +22,7 @@
 #include <linux/lockdep.h>
 #include <linux/mm.h>
 #include <linux/percpu.h>
+#include <linux/pid.h>
 #include <linux/perf_event.h>
 #include <linux/preempt.h>
 #include <linux/sched.h>
@@ -364,30 +366,61 @@ void msrbatch_irq_restore(unsigned long flags)
 	local_irq_restore(flags);
 }
 
-/* ---- misc devices' owner on 7.2 (compat.rs) ------------------------------ */
+/* ---- the misc devices' file operations (helpers.rs) ---------------------- */
 
-/* The copies of the two devices' file operations, with the owner set. */
+/*
+ * The copies of the two devices' file operations: the owner set (7.2's
+ * registration leaves it empty, and the module could be unloaded under an
+ * open file), and for /dev/msrbatch a flush, which the Rust misc device
+ * abstraction has no method for: every close of a descriptor of the file,
+ * also at exit, calls it (restore.rs: the process that asked for restore
+ * closed it).
+ */
 static struct file_operations msrbatch_owned_fops[2];
+
+static int msrbatch_flush(struct file *file, fl_owner_t id)
+{
+	msrbatch_dev_flush(file);
+	return 0;
+}
 
 int msrbatch_misc_own_fops(struct miscdevice *misc, unsigned int slot)
 {
 	if (slot >= ARRAY_SIZE(msrbatch_owned_fops))
 		return -EINVAL;
-	if (misc->fops->owner)
-		return 0;
 	msrbatch_owned_fops[slot] = *misc->fops;
 	msrbatch_owned_fops[slot].owner = THIS_MODULE;
+	if (slot == 0)
+		msrbatch_owned_fops[slot].flush = msrbatch_flush;
 	/*
 	 * misc_open() reads the pointer at each open (under misc_mtx, which this
 	 * does not hold): publish the copy's contents before the pointer. A
-	 * file opened before this holds no module reference and is refused by
-	 * msrbatch_file_has_owner().
+	 * file opened before this has neither the owner nor the flush and is
+	 * refused by msrbatch_file_has_own_fops().
 	 */
 	smp_store_release(&misc->fops, &msrbatch_owned_fops[slot]);
 	return 0;
 }
 
-bool msrbatch_file_has_owner(struct file *file)
+bool msrbatch_file_has_own_fops(struct file *file)
 {
-	return file->f_op->owner == THIS_MODULE;
+	return file->f_op == &msrbatch_owned_fops[0] || file->f_op == &msrbatch_owned_fops[1];
+}
+
+/* ---- thread groups (restore.rs) ----------------------------------------- */
+
+/* The caller's thread group, referenced (its struct pid survives exec by any thread). */
+struct pid *msrbatch_tgid_get(void)
+{
+	return get_pid(task_tgid(current));
+}
+
+void msrbatch_tgid_put(struct pid *pid)
+{
+	put_pid(pid);
+}
+
+bool msrbatch_current_in_tgid(struct pid *pid)
+{
+	return task_tgid(current) == pid;
 }

@@ -37,7 +37,11 @@ void msrbatch_reaper_sync(void);
 struct miscdevice;
 int msrbatch_misc_own_fops(struct miscdevice *misc, unsigned int slot);
 struct file;
-bool msrbatch_file_has_owner(struct file *file);
+bool msrbatch_file_has_own_fops(struct file *file);
+struct pid;
+struct pid *msrbatch_tgid_get(void);
+void msrbatch_tgid_put(struct pid *pid);
+bool msrbatch_current_in_tgid(struct pid *pid);
 unsigned long msrbatch_irq_save(void);
 void msrbatch_irq_restore(unsigned long flags);
 
@@ -53,6 +57,8 @@ struct msrbatch_credit *msrbatch_this_cpu_credit(void);
 
 /* Implemented in Rust (pce.rs; its definition is checked against this). */
 void msrbatch_reap_grants(void);
+/* Implemented in Rust (msrbatch_main.rs): a descriptor of /dev/msrbatch closes. */
+void msrbatch_dev_flush(struct file *file);
 
 /* Samplers (sampler_file.c; the Rust half is sampler.rs). */
 struct msrbatch_sampler;

@@ -140,6 +140,69 @@ pub(crate) fn reaper_sync() {
     unsafe { sys::msrbatch_reaper_sync() }
 }
 
+/// Gives misc device `misc`, registered by this module, a copy of its file
+/// operations (`slot`: one of `helpers.c`'s two copies) that names this
+/// module as their owner (7.2's registration leaves it empty, and the module
+/// could be unloaded under an open file: seen, an oops in `filp_flush` of the
+/// file's close, in freed module memory), and for slot 0, `/dev/msrbatch`, a
+/// `flush` that calls [`crate::MsrBatchFile::flush`] at every close of a
+/// descriptor (the Rust misc device abstraction has no `flush`).
+pub(crate) fn own_misc_fops(misc: *mut bindings::miscdevice, slot: u32) -> Result {
+    // SAFETY: `misc` is a misc device this module registered and keeps
+    // registered until it unloads.
+    kernel::error::to_result(unsafe { sys::msrbatch_misc_own_fops(misc.cast(), slot) })
+}
+
+/// `EAGAIN` for a file opened through a misc device's operations before
+/// [`own_misc_fops`] replaced them (while the module initialises): such a
+/// file would hold no module reference on 7.2, and a descriptor of
+/// `/dev/msrbatch` would not be flushed.
+pub(crate) fn file_has_own_fops(file: &kernel::fs::File) -> Result {
+    // SAFETY: `file` is a valid file, being opened.
+    if unsafe { sys::msrbatch_file_has_own_fops(file.as_ptr().cast()) } {
+        Ok(())
+    } else {
+        Err(EAGAIN)
+    }
+}
+
+/// The thread group (process) of the caller, as its `struct pid`, which
+/// stays the group's also when another thread of it calls `exec()`, and is
+/// never another group's while referenced.
+///
+/// # Invariants
+///
+/// `0` is a `struct pid` this value holds a reference to.
+pub(crate) struct ThreadGroup(core::ptr::NonNull<sys::pid>);
+
+// SAFETY: A reference to a `struct pid` may be dropped on any thread.
+unsafe impl Send for ThreadGroup {}
+// SAFETY: `ThreadGroup` only compares the pointer.
+unsafe impl Sync for ThreadGroup {}
+
+impl ThreadGroup {
+    /// The caller's (`ESRCH` if it has none: a task being reaped).
+    pub(crate) fn current() -> Result<Self> {
+        // SAFETY: No preconditions; a reference to the caller's own, or NULL.
+        let p = unsafe { sys::msrbatch_tgid_get() };
+        // INVARIANT: the reference `msrbatch_tgid_get` took.
+        core::ptr::NonNull::new(p).map(ThreadGroup).ok_or(ESRCH)
+    }
+
+    /// Whether the caller belongs to it.
+    pub(crate) fn is_current(&self) -> bool {
+        // SAFETY: `self.0` is referenced (type invariants).
+        unsafe { sys::msrbatch_current_in_tgid(self.0.as_ptr()) }
+    }
+}
+
+impl Drop for ThreadGroup {
+    fn drop(&mut self) {
+        // SAFETY: The reference this value holds (type invariants).
+        unsafe { sys::msrbatch_tgid_put(self.0.as_ptr()) }
+    }
+}
+
 #[kunit_tests(msrbatch_helpers)]
 mod tests {
     use super::*;

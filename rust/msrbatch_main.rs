@@ -87,10 +87,11 @@ impl kernel::InPlaceModule for MsrBatchModule {
                 name: c"msrbatch_allowlist",
             }),
         })
-        // An open file must keep the module loaded (7.2 does not see to it).
+        // An open file must keep the module loaded (7.2 does not see to
+        // it), and /dev/msrbatch's descriptors need a flush.
         .pin_chain(|this| {
-            crate::compat::own_misc_fops(this._miscdev.as_raw(), 0)?;
-            crate::compat::own_misc_fops(this._allowlist_dev.as_raw(), 1)
+            helpers::own_misc_fops(this._miscdev.as_raw(), 0)?;
+            helpers::own_misc_fops(this._allowlist_dev.as_raw(), 1)
         })
     }
 }
@@ -144,6 +145,35 @@ struct MsrBatchFile {
     restore: Mutex<Option<restore::RestoreLog>>,
 }
 
+impl MsrBatchFile {
+    /// A descriptor of the file is being closed, also at exit (the `flush`
+    /// `helpers.c` adds): the restore log's owner closing restores.
+    fn flush(&self) {
+        if let Some(log) = Option::as_mut(&mut *self.restore.lock()) {
+            log.owner_closes();
+        }
+    }
+}
+
+/// `flush` of `/dev/msrbatch`'s files (`helpers.c`).
+///
+/// # Safety
+///
+/// `file` is a file of `/dev/msrbatch` that [`MsrBatchFile::open`] opened,
+/// being closed by a descriptor (so not yet released).
+#[no_mangle]
+unsafe extern "C" fn msrbatch_dev_flush(file: *mut sys::file) {
+    // SAFETY: By the function's requirements the file is open and its private
+    // data is the `Pin<KBox<MsrBatchFile>>` the misc device's open stored,
+    // which the release takes back only after every descriptor is closed.
+    let this = unsafe {
+        <Pin<KBox<MsrBatchFile>> as kernel::types::ForeignOwnable>::borrow((*file.cast::<kernel::bindings::file>()).private_data)
+    };
+    this.flush();
+}
+
+crate::sys::assert_prototype!(msrbatch_dev_flush);
+
 /// An open file's identity while it is open, as file-bound grants record it.
 fn file_id(file: &File) -> usize {
     file.as_ptr() as usize
@@ -154,7 +184,7 @@ impl MiscDevice for MsrBatchFile {
     type Ptr = Pin<KBox<Self>>;
 
     fn open(file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
-        crate::compat::file_holds_module(file)?;
+        helpers::file_has_own_fops(file)?;
         let rules = (!policy::has_rawio()).then(allowlist::snapshot);
         let confined = rules.is_some();
         KBox::try_pin_init(
@@ -168,6 +198,8 @@ impl MiscDevice for MsrBatchFile {
     }
 
     fn release(this: Pin<KBox<Self>>, file: &File) {
+        // What is left: the log was never closed (its owner's flush restored
+        // and closed it otherwise).
         #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
         pce::release_file(file_id(file));
         if let Some(log) = Option::as_mut(&mut *this.restore.lock()) {
@@ -194,7 +226,11 @@ impl MiscDevice for MsrBatchFile {
             // too: not for a descriptor that the allowlist confines.
             IOC_RESTORE_ON_CLOSE if rules.is_some() => Err(EPERM),
             IOC_RESTORE_ON_CLOSE => {
-                this.restore.lock().get_or_insert_with(restore::RestoreLog::new);
+                let mut log = this.restore.lock();
+                match &*log {
+                    Some(l) => l.ask_again()?,
+                    None => *log = Some(restore::RestoreLog::new()?),
+                }
                 Ok(0)
             }
             IOC_RESTORE_NOW => match Option::as_mut(&mut *this.restore.lock()) {

@@ -1,8 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Restore on close: a file that asks for it (`MSRBATCH_IOC_RESTORE_ON_CLOSE`)
-//! has every MSR it writes put back, per CPU, when it is closed (including
-//! when its process is killed) or on `MSRBATCH_IOC_RESTORE_NOW`.
+//! has every MSR it writes put back, per CPU, when the process that asked
+//! (the log's *owner*, a thread group) closes a descriptor of it or exits,
+//! also when it is killed, or on `MSRBATCH_IOC_RESTORE_NOW`.
+//!
+//! A file outlives its descriptors: a `fork()` child inherits it, another
+//! process gets it by `SCM_RIGHTS` or `pidfd_getfd()`, and only the last
+//! close releases it. So the restore does not wait for the release: the
+//! file's `flush`, which every close of a descriptor runs (also the closes at
+//! exit), restores when the closing task is of the owner's thread group
+//! ([`RestoreLog::owner_closes`]). From then on the log is *closed*: batches
+//! that write through the file, whoever holds it, are refused (`EPIPE`), so
+//! nothing the restore promised to undo can be written after it. The
+//! release restores whatever is left (a log that was never closed).
 //!
 //! Before a batch that writes runs, the log reads, on the CPUs concerned and
 //! in one batch, every (CPU, MSR) pair the batch writes that it has not seen
@@ -18,6 +29,7 @@
 //! kernel (`TAINT_CPU_OUT_OF_SPEC`).
 
 use crate::batch::{self, is_write};
+use crate::helpers::ThreadGroup;
 use crate::uapi::{opcode, Op};
 use kernel::prelude::*;
 
@@ -32,11 +44,46 @@ struct Saved {
 /// A file's restore log: sorted by (CPU, MSR), one entry per pair.
 pub(crate) struct RestoreLog {
     saved: KVec<Saved>,
+    /// The process that asked for it.
+    owner: ThreadGroup,
+    /// The owner closed a descriptor of the file, or exited: restored, and
+    /// no more writes.
+    closed: bool,
 }
 
 impl RestoreLog {
-    pub(crate) const fn new() -> Self {
-        RestoreLog { saved: KVec::new() }
+    /// A log owned by the caller's process.
+    pub(crate) fn new() -> Result<Self> {
+        Ok(RestoreLog {
+            saved: KVec::new(),
+            owner: ThreadGroup::current()?,
+            closed: false,
+        })
+    }
+
+    /// `MSRBATCH_IOC_RESTORE_ON_CLOSE` on a file that has a log: nothing to
+    /// do for its owner; `EBUSY` for another process (the log restores when
+    /// the owner closes, not when the caller does), `EPIPE` once closed.
+    pub(crate) fn ask_again(&self) -> Result {
+        if self.closed {
+            Err(EPIPE)
+        } else if !self.owner.is_current() {
+            Err(EBUSY)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A descriptor of the file is being closed (its `flush`): if the
+    /// closing task is of the owner's process, restores and closes the log.
+    pub(crate) fn owner_closes(&mut self) {
+        if self.closed || !self.owner.is_current() {
+            return;
+        }
+        self.closed = true;
+        if self.restore() == Err(EPERM) {
+            pr_warn!("restore on close: kernel locked down, MSRs not restored\n");
+        }
     }
 
     fn find(&self, cpu: u32, msr: u32) -> core::result::Result<usize, usize> {
@@ -45,7 +92,11 @@ impl RestoreLog {
 
     /// Reads, before `ops` run, every MSR they write that is not logged yet.
     /// An MSR whose read faults is not logged (its write will fault too).
+    /// `EPIPE` once the log is closed: the batch must not run.
     pub(crate) fn save(&mut self, ops: &[Op]) -> Result<(), batch::Rejected> {
+        if self.closed {
+            return Err(EPIPE.into());
+        }
         let mut reads = KVVec::new();
         for op in ops.iter().filter(|op| is_write(op) && self.find(op.cpu, op.reg).is_err()) {
             let read = Op {

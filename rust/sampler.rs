@@ -59,22 +59,79 @@ pub(crate) fn exit() {
 
 /// What all samplers together ask of the machine (the limits of
 /// `Documentation/sampling.md`): how many exist, how many of them descriptors
-/// confined by the allowlist made, and each CPU's ops per second.
+/// confined by the allowlist made, and what each CPU runs for them.
 struct Load {
     samplers: u32,
     confined: u32,
-    /// By CPU number (grown on demand): ops per second of all samplers.
-    rate: KVec<u64>,
+    /// By CPU number (grown on demand).
+    cpus: KVec<CpuLoad>,
 }
 
 kernel::sync::global_lock! {
     // SAFETY: Initialised in module init (`init`), before any sampler.
-    unsafe(uninit) static LOAD: Mutex<Load> = Load { samplers: 0, confined: 0, rate: KVec::new() };
+    unsafe(uninit) static LOAD: Mutex<Load> = Load { samplers: 0, confined: 0, cpus: KVec::new() };
 }
 
-/// A lane's ops per second: `nr` ops every `period_ns`, rounded up.
-fn ops_per_sec(nr: usize, period_ns: u64) -> u64 {
-    (nr as u64 * 1_000_000_000).div_ceil(period_ns.max(1))
+/// What samplers ask of one CPU a second: ops run, and timer expiries (each
+/// costs an interrupt's entry and exit, the hrtimer's bookkeeping and
+/// re-arming and a record, whatever it runs).
+#[derive(Clone, Copy, Default)]
+struct Rate {
+    ops: u64,
+    expiries: u64,
+}
+
+impl Rate {
+    /// A lane of `nr` ops every `period_ns`, rounded up.
+    fn of_lane(nr: usize, period_ns: u64) -> Self {
+        let per_sec = |n: u64| (n * 1_000_000_000).div_ceil(period_ns.max(1));
+        Rate {
+            ops: per_sec(nr as u64),
+            expiries: per_sec(1),
+        }
+    }
+
+    fn plus(self, o: Rate) -> Rate {
+        Rate {
+            ops: self.ops + o.ops,
+            expiries: self.expiries + o.expiries,
+        }
+    }
+
+    fn minus(self, o: Rate) -> Rate {
+        Rate {
+            ops: self.ops.saturating_sub(o.ops),
+            expiries: self.expiries.saturating_sub(o.expiries),
+        }
+    }
+
+    fn within(self, cap: Rate) -> bool {
+        self.ops <= cap.ops && self.expiries <= cap.expiries
+    }
+}
+
+/// What all samplers together may ask of a CPU.
+const CAP_ALL: Rate = Rate {
+    ops: uapi::SAMPLE_MAX_OPS_PER_SEC,
+    expiries: uapi::SAMPLE_MAX_EXPIRIES_PER_SEC,
+};
+
+/// What the samplers of confined descriptors together may ask of a CPU: the
+/// rest of [`CAP_ALL`] stays for descriptors with `CAP_SYS_RAWIO`.
+const CAP_CONFINED: Rate = Rate {
+    ops: uapi::SAMPLE_MAX_OPS_PER_SEC_CONFINED,
+    expiries: uapi::SAMPLE_MAX_EXPIRIES_PER_SEC_CONFINED,
+};
+
+const _: () = assert!(CAP_CONFINED.ops < CAP_ALL.ops && CAP_CONFINED.expiries < CAP_ALL.expiries);
+// One sampler at the minimum period fits in a confined descriptor's share.
+const _: () = assert!(1_000_000_000 / uapi::SAMPLE_MIN_PERIOD_NS <= CAP_CONFINED.expiries);
+
+/// One CPU's load: all samplers', and the confined ones' among them.
+#[derive(Clone, Copy, Default)]
+struct CpuLoad {
+    all: Rate,
+    confined: Rate,
 }
 
 /// One CPU's share of a sampler.
@@ -334,31 +391,34 @@ fn lanes_of(ops: &[Op]) -> Result<KVec<Lane>, batch::Rejected> {
 
 /// A sampler's share of the [`Load`], held for its life: one of the
 /// `MAX_SAMPLERS` (of the `MAX_SAMPLERS_CONFINED`, for a confined
-/// descriptor's), and its lanes' ops per second on their CPUs.
+/// descriptor's), and its lanes' rates on their CPUs.
 struct Reservation {
     confined: bool,
-    /// (CPU, ops per second), one per lane.
-    rates: KVec<(u32, u64)>,
+    /// (CPU, rate), one per lane.
+    rates: KVec<(u32, Rate)>,
 }
 
 impl Reservation {
     /// Reserves `lanes` at `period_ns`: `ERANGE` when a lane alone runs more
-    /// than `SAMPLE_MAX_OPS_PER_SEC` (naming its first op, `first_op`),
-    /// `EBUSY` when the other samplers leave a CPU too little, `ENOSPC` when
-    /// all samplers (or all a confined descriptor may have) exist.
+    /// ops than all samplers (`confined`: all confined ones) may run on a CPU
+    /// (naming its first op, `first_op`), `ENOSPC` when all samplers (or all
+    /// a confined descriptor may have) exist, `EBUSY` when the other samplers
+    /// leave a CPU too few ops or timer expiries: all samplers share
+    /// [`CAP_ALL`], confined ones [`CAP_CONFINED`] of it.
     fn new(
         lanes: &[Lane],
         first_op: impl Fn(u32) -> u32,
         period_ns: u64,
         confined: bool,
     ) -> Result<Self, batch::Rejected> {
+        let cap = if confined { CAP_CONFINED } else { CAP_ALL };
         let mut rates = KVec::with_capacity(lanes.len(), GFP_KERNEL_ACCOUNT)?;
         for l in lanes {
             // SAFETY: The lane's sampler is not installed yet: nothing else
             // touches its ops (the `Sampler` invariants).
             let nr = unsafe { &*l.ops.get() }.len();
-            let rate = ops_per_sec(nr, period_ns);
-            if rate > uapi::SAMPLE_MAX_OPS_PER_SEC {
+            let rate = Rate::of_lane(nr, period_ns);
+            if rate.ops > cap.ops {
                 return Err(batch::Rejected { err: ERANGE, index: first_op(l.cpu) });
             }
             rates.push((l.cpu, rate), GFP_KERNEL_ACCOUNT)?;
@@ -370,19 +430,25 @@ impl Reservation {
         {
             return Err(ENOSPC.into());
         }
-        if load.rate.len() < top {
-            let more = top - load.rate.len();
-            load.rate.extend_with(more, 0, GFP_KERNEL)?;
+        if load.cpus.len() < top {
+            let more = top - load.cpus.len();
+            load.cpus.extend_with(more, CpuLoad::default(), GFP_KERNEL)?;
         }
-        let busy = rates.iter().any(|&(cpu, r)| {
-            load.rate.get(cpu as usize).is_none_or(|&used| used + r > uapi::SAMPLE_MAX_OPS_PER_SEC)
-        });
+        let fits = |used: &CpuLoad, r: Rate| {
+            used.all.plus(r).within(CAP_ALL) && (!confined || used.confined.plus(r).within(CAP_CONFINED))
+        };
+        let busy = rates
+            .iter()
+            .any(|&(cpu, r)| load.cpus.get(cpu as usize).is_none_or(|used| !fits(used, r)));
         if busy {
             return Err(EBUSY.into());
         }
         for &(cpu, r) in rates.iter() {
-            if let Some(used) = load.rate.get_mut(cpu as usize) {
-                *used += r;
+            if let Some(used) = load.cpus.get_mut(cpu as usize) {
+                used.all = used.all.plus(r);
+                if confined {
+                    used.confined = used.confined.plus(r);
+                }
             }
         }
         load.samplers += 1;
@@ -395,8 +461,11 @@ impl Drop for Reservation {
     fn drop(&mut self) {
         let mut load = LOAD.lock();
         for &(cpu, r) in self.rates.iter() {
-            if let Some(used) = load.rate.get_mut(cpu as usize) {
-                *used = used.saturating_sub(r);
+            if let Some(used) = load.cpus.get_mut(cpu as usize) {
+                used.all = used.all.minus(r);
+                if self.confined {
+                    used.confined = used.confined.minus(r);
+                }
             }
         }
         load.samplers = load.samplers.saturating_sub(1);

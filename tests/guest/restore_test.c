@@ -2,7 +2,11 @@
 /*
  * Restore on close (MSRBATCH_IOC_RESTORE_ON_CLOSE / RESTORE_NOW): MSRs a file
  * wrote are put back when it is closed, when its process is killed (between
- * and during batches), and on RESTORE_NOW; an offline CPU is reported.
+ * and during batches), and on RESTORE_NOW; an offline CPU is reported; a
+ * file shared with other processes (fork(), SCM_RIGHTS) is restored when
+ * its owner dies, and refuses later writes.
+ *
+ *   restore_test [PART...]   (close now kill offline shared; default: all)
  * Uses IA32_TSC_AUX, which QEMU models and Linux only reads for getcpu().
  */
 #define _GNU_SOURCE
@@ -14,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,6 +64,22 @@ static int restored(void)
 	return 1;
 }
 
+/* Writes every CPU's first value back to TSC_AUX through the test's own descriptor. */
+static void put_back(void)
+{
+	struct msrbatch_op ops[64];
+	int i;
+
+	memset(ops, 0, sizeof(ops));
+	for (i = 0; i < ncpus; i++) {
+		ops[i].op = MSRBATCH_OP_WRMSR;
+		ops[i].cpu = i;
+		ops[i].reg = TSC_AUX;
+		ops[i].arg[0] = orig[i];
+	}
+	batch(ctl, ops, ncpus, 0, NULL);
+}
+
 static void test_close(void)
 {
 	int fd = open_restoring(), ro = dev_open(O_RDONLY);
@@ -84,19 +105,7 @@ static void test_restore_now(void)
 	all_aux(ctl, 1, 0x800, NULL);	/* another file's write: not ours to undo */
 	close(fd);
 	ksft_test_result(!restored(), "after RESTORE_NOW the log is empty: close undoes nothing another file did\n");
-	{
-		int i;
-		struct msrbatch_op ops[64];
-
-		memset(ops, 0, sizeof(ops));
-		for (i = 0; i < ncpus; i++) {
-			ops[i].op = MSRBATCH_OP_WRMSR;
-			ops[i].cpu = i;
-			ops[i].reg = TSC_AUX;
-			ops[i].arg[0] = orig[i];
-		}
-		batch(ctl, ops, ncpus, 0, NULL);
-	}
+	put_back();
 	ksft_test_result(restored(), "(TSC_AUX put back by hand)\n");
 }
 
@@ -158,8 +167,143 @@ static void test_offline(void)
 	close(kmsg);
 }
 
+static void test_kill10(void)
+{
+	test_kill(10);
+}
+
+/* Writes @value + cpu to TSC_AUX of every CPU through @fd; -errno of the batch. */
+static int write_aux(int fd, __u64 value)
+{
+	return all_aux(fd, 1, value, NULL) < 0 ? -errno : 0;
+}
+
+/* What a later holder of a restoring file saw, reported to the test. */
+struct holder_report {
+	int got_fd, write_after, restore_now, ask_again;
+};
+
+/*
+ * A later holder of the restoring file @fd (inherited or taken): tells the
+ * test it has it (on @rep), waits until the test says the owner is gone (on
+ * @go), tries what it may still do, reports, and waits to be told to close.
+ */
+static void holder(int fd, int rep_fd, int go_fd)
+{
+	struct holder_report rep = { .got_fd = fd >= 0 };
+	char c;
+
+	if (write(rep_fd, &rep, sizeof(rep)) != sizeof(rep) || read(go_fd, &c, 1) != 1)
+		_exit(1);
+	rep.write_after = write_aux(fd, 0xd00);
+	rep.restore_now = restore_now(fd);
+	rep.ask_again = ioctl(fd, MSRBATCH_IOC_RESTORE_ON_CLOSE, 0) < 0 ? -errno : 0;
+	if (write(rep_fd, &rep, sizeof(rep)) != sizeof(rep) || read(go_fd, &c, 1) != 1)
+		_exit(1);
+	close(fd);
+	_exit(0);
+}
+
+/*
+ * The owner (the process that asked for restore) writes TSC_AUX and shares
+ * the file with a holder: a fork() child (@how 0), or a process that takes
+ * it with pidfd_getfd() (1; SCM_RIGHTS would do the same, but the test
+ * kernels have no sockets); a second process closes a copy (not the owner:
+ * nothing restored). The owner is SIGKILLed: restored at once, while the
+ * holder still has the file; the holder's writes through it are refused
+ * (EPIPE).
+ */
+static void shared_case(int how)
+{
+	static const char *const hows[] = { "a fork() child", "a process that took it with pidfd_getfd()" };
+	int rep[2], go[2], own[2], early, later, said[2] = { -1, -1 };
+	struct holder_report got, after;
+	pid_t owner, h;
+	char c = 'g';
+
+	if (pipe(rep) || pipe(go) || pipe(own))
+		return;
+	owner = fork();
+	if (owner == 0) {
+		int fd = open_restoring(), copy;
+
+		said[0] = fd;
+		said[1] = write_aux(fd, 0xc00);
+		if (how == 0 && fork() == 0)
+			holder(fd, rep[1], go[0]);
+		/* A copy that another process closes: not the owner. */
+		copy = fork();
+		if (copy == 0) {
+			close(fd);
+			_exit(0);
+		}
+		waitpid(copy, NULL, 0);
+		if (write(own[1], said, sizeof(said)) != sizeof(said))
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	if (read(own[0], said, sizeof(said)) != sizeof(said))
+		said[1] = -1;
+	if (how == 1) {
+		h = fork();
+		if (h == 0) {
+			int pidfd = syscall(SYS_pidfd_open, owner, 0);
+
+			holder(pidfd < 0 ? -1 : syscall(SYS_pidfd_getfd, pidfd, said[0], 0), rep[1], go[0]);
+		}
+	}
+	if (read(rep[0], &got, sizeof(got)) != sizeof(got))
+		got.got_fd = 0;
+	early = !restored();
+	ksft_test_result(said[1] == 0 && got.got_fd && early,
+			 "%s holds the restoring file; the owner wrote and a copy closed by another process restored "
+			 "nothing (write %d, still written %d)\n", hows[how], said[1], early);
+	kill(owner, SIGKILL);
+	waitpid(owner, NULL, 0);
+	later = restored();
+	ksft_test_result(later, "owner SIGKILLed while %s still holds the file: TSC_AUX restored on every CPU\n",
+			 hows[how]);
+	if (write(go[1], &c, 1) != 1 || read(rep[0], &after, sizeof(after)) != sizeof(after))
+		after.got_fd = 0;
+	ksft_test_result(after.got_fd && after.write_after == -EPIPE && restored(),
+			 "then the holder's write through it is refused with EPIPE, nothing written (%d)\n",
+			 after.write_after);
+	ksft_test_result(after.restore_now == 0 && after.ask_again == -EPIPE,
+			 "the holder's RESTORE_NOW restores nothing (%d), RESTORE_ON_CLOSE again: EPIPE (%d)\n",
+			 after.restore_now, after.ask_again);
+	if (write(go[1], &c, 1) != 1)
+		ksft_print_msg("holder gone early\n");
+	/* The fork() holder is the dead owner's child: its exit closes the last copy. */
+	close(rep[1]);
+	while (read(rep[0], &c, 1) > 0)
+		;
+	while (wait(NULL) > 0)
+		;
+	close(rep[0]);
+	close(go[0]);
+	close(go[1]);
+	close(own[0]);
+	close(own[1]);
+	put_back();
+}
+
+static void test_shared(void)
+{
+	shared_case(0);
+	shared_case(1);
+}
+
 int main(int argc, char **argv)
 {
+	static const struct test_part parts[] = {
+		{ "close", test_close },
+		{ "now", test_restore_now },
+		{ "kill", test_kill10 },
+		{ "offline", test_offline },
+		{ "shared", test_shared },
+	};
+
 	ksft_print_header();
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	if (ncpus > 64)
@@ -168,9 +312,6 @@ int main(int argc, char **argv)
 	if (ctl < 0 || all_aux(ctl, 0, 0, orig))
 		ksft_exit_fail_msg("cannot read TSC_AUX on every CPU\n");
 	printf("# msrbatch restore on close, %d CPUs\n", ncpus);
-	test_close();
-	test_restore_now();
-	test_kill(argc > 1 ? atoi(argv[1]) : 10);
-	test_offline();
+	run_parts(parts, ARRAY_SIZE(parts), argc, argv);
 	tests_done();
 }

@@ -15,12 +15,17 @@
  *   private    a MAP_PRIVATE mapping is refused
  *   load       an unprivileged (allowlist-confined) user against the limits:
  *              the per-CPU op rate, its share of the samplers, root's room
+ *   rootroom   a confined user takes all the rate it can on every CPU: root's
+ *              samplers must still start (#30, item 4)
+ *   expiries   six one-op samplers at 100 us on one CPU, as root and confined:
+ *              refused beyond the timer expiry bound (#30, item 5)
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <grp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -408,35 +413,85 @@ static inline __u64 rdtsc(void)
 	return ((__u64)hi << 32) | lo;
 }
 
+/*
+ * A child that drops to uid 1000 without capabilities (an allowlist-confined
+ * descriptor: RDTSC and CPUID need no allowlist entry), runs @fn, which fills
+ * @size bytes of result and may leave samplers open, hands the result to the
+ * parent and holds what it made until confined_finish().
+ */
+struct confined {
+	pid_t pid;
+	int up, down;
+	mode_t mode;
+};
+
+static int confined_start(struct confined *c, void (*fn)(void *res), void *res, size_t size)
+{
+	int up[2], down[2], x;
+	struct stat sb;
+	char go;
+
+	stat("/dev/msrbatch", &sb);
+	c->mode = sb.st_mode & 07777;
+	chmod("/dev/msrbatch", 0666);
+	if (pipe(up) || pipe(down))
+		return 0;
+	memset(res, 0, size);
+	c->pid = fork();
+	if (c->pid == 0) {
+		close(up[0]);
+		close(down[1]);
+		if (setgroups(0, NULL) || setgid(1000) || setuid(1000))
+			_exit(1);
+		fn(res);
+		if (write(up[1], res, size) != (ssize_t)size || read(down[0], &go, 1) != 1)
+			_exit(1);
+		_exit(0);
+	}
+	close(up[1]);
+	close(down[0]);
+	c->up = up[0];
+	c->down = down[1];
+	x = read(c->up, res, size) == (ssize_t)size;
+	return x;
+}
+
+/* Lets the child go (closing what it holds) and puts the node's mode back. */
+static void confined_finish(struct confined *c)
+{
+	int st;
+
+	if (write(c->down, "g", 1) != 1)
+		kill(c->pid, SIGKILL);
+	waitpid(c->pid, &st, 0);
+	close(c->up);
+	close(c->down);
+	chmod("/dev/msrbatch", c->mode);
+}
+
 struct load_result {
 	int opened, too_fast, started, refusal;
 	unsigned int too_fast_index;
 	double cost_us;
 };
 
-
 /*
- * As uid 1000 without capabilities (an allowlist-confined descriptor: RDTSC
- * and CPUID need no allowlist entry): what the limits allow one such user,
- * and what one sample costs; the parent (root) checks that the confined
- * user's samplers leave room for root's.
+ * As uid 1000: what the limits allow one such user, and what one sample
+ * costs; the parent (root) checks that the confined user's samplers leave
+ * room for root's. Keeps its samplers open.
  */
-static void load_child(int wfd, int rfd)
+static void load_child(void *arg)
 {
-	struct load_result res;
+	struct load_result *res = arg;
 	struct msrbatch_sample_req r;
-	int fd, h, s[MSRBATCH_MAX_SAMPLERS], n = 0, k;
+	int fd, h, n = 0, k;
 	double tsc_per_us, t0;
 	__u64 c0;
-	char go;
 
-	memset(&res, 0, sizeof(res));
-	if (setgroups(0, NULL) || setgid(1000) || setuid(1000))
-		goto out;
 	fd = dev_open(O_RDONLY);
-	res.opened = fd >= 0;
+	res->opened = fd >= 0;
 	if (fd < 0)
-		goto out;
+		return;
 	t0 = now_s();
 	c0 = rdtsc();
 	sleep_us(100000);
@@ -444,10 +499,10 @@ static void load_child(int wfd, int rfd)
 	/* 64 CPUIDs per CPU at 100 us: 640000 a second, over the per-CPU rate. */
 	h = prepare_n(fd, ncpus, MSRBATCH_SAMPLE_MAX_OPS, MSRBATCH_OP_CPUID, 1);
 	req_init(&r, h, MSRBATCH_SAMPLE_MIN_PERIOD_NS, 64);
-	res.too_fast = sample(fd, &r);
-	res.too_fast_index = r.err_index;
-	/* At 1 ms they are allowed: one sample's cost, 63 CPUIDs then an RDTSC. */
-	req_init(&r, h, 1000000, 64);
+	res->too_fast = sample(fd, &r);
+	res->too_fast_index = r.err_index;
+	/* At 2 ms (the confined op rate) they are allowed: one sample's cost, 63 CPUIDs then an RDTSC. */
+	req_init(&r, h, 2000000, 64);
 	k = sample(fd, &r);
 	if (k >= 0) {
 		struct msrbatch_ring *pg = mmap(NULL, r.mmap_size, PROT_READ, MAP_SHARED, k, 0);
@@ -465,59 +520,32 @@ static void load_child(int wfd, int rfd)
 			}
 			tail += rec->hdr.size;
 		}
-		res.cost_us = cnt ? (double)sum / cnt / tsc_per_us : -1;
+		res->cost_us = cnt ? (double)sum / cnt / tsc_per_us : -1;
 		close(k);
 		munmap(pg, r.mmap_size);
 	}
-	/* As many samplers of one RDTSC at 50 ms as the limits allow. */
+	/* As many samplers of one RDTSC at 50 ms as the limits allow (left open). */
 	h = prepare_n(fd, 1, 1, MSRBATCH_OP_RDTSC, 0);
 	for (n = 0; n < MSRBATCH_MAX_SAMPLERS; n++) {
 		req_init(&r, h, 50000000, 1);
-		s[n] = sample(fd, &r);
-		if (s[n] < 0) {
-			res.refusal = s[n];
+		k = sample(fd, &r);
+		if (k < 0) {
+			res->refusal = k;
 			break;
 		}
 	}
-	res.started = n;
-	/* Tell the parent; wait until it has tried its own. */
-	if (write(wfd, &res, sizeof(res)) != sizeof(res))
-		_exit(1);
-	if (read(rfd, &go, 1) != 1)
-		_exit(1);
-	while (n > 0)
-		close(s[--n]);
-	close(fd);
-	_exit(0);
-out:
-	if (write(wfd, &res, sizeof(res)) != sizeof(res))
-		_exit(1);
-	_exit(1);
+	res->started = n;
 }
 
 static void test_load(void)
 {
 	struct load_result res;
 	struct msrbatch_sample_req r;
-	int up[2], down[2], fd, h, x, st;
-	struct stat sb;
+	struct confined c;
+	int fd, h, x;
 	double worst;
-	pid_t pid;
 
-	stat("/dev/msrbatch", &sb);
-	chmod("/dev/msrbatch", 0666);
-	if (pipe(up) || pipe(down))
-		return;
-	pid = fork();
-	if (pid == 0) {
-		close(up[0]);
-		close(down[1]);
-		load_child(up[1], down[0]);
-	}
-	close(up[1]);
-	close(down[0]);
-	memset(&res, 0, sizeof(res));
-	x = read(up[0], &res, sizeof(res)) == sizeof(res);
+	x = confined_start(&c, load_child, &res, sizeof(res));
 	ksft_test_result(x && res.opened, "uid 1000, no capabilities, opens /dev/msrbatch (allowlist-confined)\n");
 	ksft_test_result(res.too_fast == -ERANGE && res.too_fast_index == 0,
 			 "64 CPUIDs per CPU every 100 us (over %d ops/s on a CPU): ERANGE naming CPU 0's first op (%d, %u)\n",
@@ -533,10 +561,7 @@ static void test_load(void)
 	if (x >= 0)
 		close(x);
 	close(fd);
-	if (write(down[1], "g", 1) != 1)
-		return;
-	waitpid(pid, &st, 0);
-	chmod("/dev/msrbatch", sb.st_mode & 07777);
+	confined_finish(&c);
 	/*
 	 * The worst case the limits allow on one CPU: MSRBATCH_SAMPLE_MAX_OPS_PER_SEC
 	 * ops a second, at this guest's measured cost per op.
@@ -545,6 +570,146 @@ static void test_load(void)
 	ksft_test_result(res.cost_us > 0 && worst < 0.5,
 			 "the limits bound the timer load: %d ops/s x %.3f us per op = %.1f%% of a CPU\n",
 			 MSRBATCH_SAMPLE_MAX_OPS_PER_SEC, res.cost_us / MSRBATCH_SAMPLE_MAX_OPS, 100 * worst);
+}
+
+/* ---- 7. room for CAP_SYS_RAWIO (#30, item 4) -------------------------------- */
+
+struct room_result {
+	int opened, full_1ms, half_2ms, small, refusal;
+};
+
+/*
+ * As uid 1000: takes all the sampler rate the limits let a confined user
+ * have on every CPU: 64 RDTSCs per CPU every 1 ms (the whole 64000 ops/s),
+ * else every 2 ms, then one-RDTSC samplers at 100 us and at 1 ms until
+ * refused. Keeps them.
+ */
+static void room_child(void *arg)
+{
+	struct room_result *res = arg;
+	struct msrbatch_sample_req r;
+	int fd = dev_open(O_RDONLY), h64, h1, s, i;
+	static const __u64 periods[] = { MSRBATCH_SAMPLE_MIN_PERIOD_NS, 1000000 };
+
+	res->opened = fd >= 0;
+	if (fd < 0)
+		return;
+	h64 = prepare_n(fd, ncpus, MSRBATCH_SAMPLE_MAX_OPS, MSRBATCH_OP_RDTSC, 0);
+	req_init(&r, h64, 1000000, 1);
+	res->full_1ms = sample(fd, &r);
+	if (res->full_1ms < 0) {
+		req_init(&r, h64, 2000000, 1);
+		res->half_2ms = sample(fd, &r);
+	}
+	h1 = prepare_n(fd, ncpus, 1, MSRBATCH_OP_RDTSC, 0);
+	for (i = 0; i < 2; i++)
+		for (;;) {
+			req_init(&r, h1, periods[i], 1);
+			s = sample(fd, &r);
+			if (s < 0) {
+				res->refusal = s;
+				break;
+			}
+			res->small++;
+		}
+}
+
+/* Root's sampler of @per_cpu RDTSCs on every CPU at @period: its descriptor or -errno (closed). */
+static int root_sampler(unsigned int per_cpu, __u64 period)
+{
+	struct msrbatch_sample_req r;
+	int fd = dev_open(O_RDONLY), h = prepare_n(fd, ncpus, per_cpu, MSRBATCH_OP_RDTSC, 0), s;
+
+	req_init(&r, h, period, 1);
+	s = sample(fd, &r);
+	if (s >= 0)
+		close(s);
+	close(fd);
+	return s;
+}
+
+static void test_rootroom(void)
+{
+	struct room_result res;
+	struct confined c;
+	int x, a, b, d;
+
+	x = confined_start(&c, room_child, &res, sizeof(res));
+	ksft_test_result(x && res.opened, "uid 1000 opens /dev/msrbatch (allowlist-confined)\n");
+	printf("# uid 1000 took: 64 ops/CPU at 1 ms: %d, at 2 ms: %d, then %d one-op samplers (refused %d)\n",
+	       res.full_1ms, res.half_2ms, res.small, res.refusal);
+	ksft_test_result(res.full_1ms == -ERANGE,
+			 "a confined sampler of 64 ops per CPU every 1 ms (over the confined %d ops/s): ERANGE (%d)\n",
+			 MSRBATCH_SAMPLE_MAX_OPS_PER_SEC_CONFINED, res.full_1ms);
+	a = root_sampler(1, MSRBATCH_SAMPLE_MAX_PERIOD_NS);
+	/* Every 1 ms: 1000 ops/s per op; what confined samplers leave root. */
+	b = root_sampler((MSRBATCH_SAMPLE_MAX_OPS_PER_SEC - MSRBATCH_SAMPLE_MAX_OPS_PER_SEC_CONFINED) / 1000, 1000000);
+	d = root_sampler(1, MSRBATCH_SAMPLE_MIN_PERIOD_NS);
+	ksft_test_result(a >= 0, "while uid 1000 holds all it can, root's one-op sampler every 60 s starts (%d)\n", a);
+	ksft_test_result(b >= 0, "and root's sampler of %d ops/s per CPU (what confined samplers leave) starts (%d)\n",
+			 MSRBATCH_SAMPLE_MAX_OPS_PER_SEC - MSRBATCH_SAMPLE_MAX_OPS_PER_SEC_CONFINED, b);
+	ksft_test_result(d >= 0, "and root's one-op sampler at the minimum period (%d timer expiries/s per CPU) starts (%d)\n",
+			 (int)(1000000000ULL / MSRBATCH_SAMPLE_MIN_PERIOD_NS), d);
+	confined_finish(&c);
+}
+
+/* ---- 8. timer expiries, not only ops (#30, item 5) --------------------------- */
+
+struct exp_result {
+	int opened, started, refusal;
+};
+
+/* Up to six one-RDTSC samplers on CPU 0 at the minimum period: how many start. Keeps them. */
+static void six_fast(void *arg)
+{
+	struct exp_result *res = arg;
+	struct msrbatch_sample_req r;
+	int fd = dev_open(O_RDONLY), h, s;
+
+	res->opened = fd >= 0;
+	h = prepare_n(fd, 1, 1, MSRBATCH_OP_RDTSC, 0);
+	for (res->started = 0; res->started < 6; res->started++) {
+		req_init(&r, h, MSRBATCH_SAMPLE_MIN_PERIOD_NS, 1);
+		s = sample(fd, &r);
+		if (s < 0) {
+			res->refusal = s;
+			break;
+		}
+	}
+}
+
+static void test_expiries(void)
+{
+	const int per = 1000000000ULL / MSRBATCH_SAMPLE_MIN_PERIOD_NS;
+	struct exp_result root, user;
+	struct confined c;
+	pid_t pid;
+	int p[2], st;
+
+	/* Root, in a child so that its samplers go with it. */
+	if (pipe(p))
+		return;
+	pid = fork();
+	if (pid == 0) {
+		six_fast(&root);
+		_exit(write(p[1], &root, sizeof(root)) != sizeof(root));
+	}
+	memset(&root, 0, sizeof(root));
+	if (read(p[0], &root, sizeof(root)) != sizeof(root))
+		root.started = -1;
+	waitpid(pid, &st, 0);
+	close(p[0]);
+	close(p[1]);
+	ksft_test_result(root.started == MSRBATCH_SAMPLE_MAX_EXPIRIES_PER_SEC / per && root.refusal == -EBUSY,
+			 "root: one-op samplers at 100 us on CPU 0 (%d expiries/s each): %d start, the next EBUSY "
+			 "(%d started, %d)\n", per, MSRBATCH_SAMPLE_MAX_EXPIRIES_PER_SEC / per, root.started, root.refusal);
+	if (!confined_start(&c, six_fast, &user, sizeof(user)))
+		user.started = -1;
+	ksft_test_result(user.opened && user.started == MSRBATCH_SAMPLE_MAX_EXPIRIES_PER_SEC_CONFINED / per &&
+			 user.refusal == -EBUSY,
+			 "uid 1000: the same, %d start, the next EBUSY (%d started, %d)\n",
+			 MSRBATCH_SAMPLE_MAX_EXPIRIES_PER_SEC_CONFINED / per, user.started, user.refusal);
+	confined_finish(&c);
 }
 
 int main(int argc, char **argv)
@@ -556,6 +721,8 @@ int main(int argc, char **argv)
 		{ "garbage", test_garbage },
 		{ "private", test_private },
 		{ "load", test_load },
+		{ "rootroom", test_rootroom },
+		{ "expiries", test_expiries },
 	};
 
 	ksft_print_header();

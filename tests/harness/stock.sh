@@ -98,8 +98,10 @@ stock_image() {
 # The integration tests that run on a stock kernel: all of check.sh's but the
 # two that need a module built for the harness's kernel (the test PMU of
 # pce_policy_test.sh) or its signing key (the unsigned-module refusal of the
-# lockdown boot), and KUnit, which Debian's kernels do not enable.
-STOCK_TESTS="attack_test prepared_test sample_test sample_limits_test sync_test restore_test abi_test abi_test-32 msrbatch-guest-tests msrbatch-allowlist-test /tests/allowlist_tool_test.sh /tests/tool_test.sh /tests/pentium_test.sh /tests/sample_tool_test.sh /tests/examples_test.sh /tests/udev_test.sh /tests/unload_test.sh pce_test"
+# lockdown boot), and KUnit, which Debian's kernels do not enable; plus
+# memcg_test, which needs the memory cgroup controller that only Debian's
+# kernels have (the harness kernels lack CONFIG_MEMCG).
+STOCK_TESTS="attack_test prepared_test sample_test sample_limits_test sync_test restore_test memcg_test abi_test abi_test-32 msrbatch-guest-tests msrbatch-allowlist-test /tests/allowlist_tool_test.sh /tests/tool_test.sh /tests/pentium_test.sh /tests/sample_tool_test.sh /tests/examples_test.sh /tests/udev_test.sh /tests/unload_test.sh pce_test"
 
 # stock_kernel NAME SUITE APT_SUITES FROM [SKIP]: the whole round for one
 # kernel (SKIP: tests of STOCK_TESTS left out, comma-separated).

@@ -222,6 +222,16 @@ struct msrbatch_result {
 #define MSRBATCH_SAMPLE_MAX_OPS		64	/* ops of one CPU per sample */
 #define MSRBATCH_SAMPLE_MAX_RING_PAGES	1024	/* data pages of one ring */
 #define MSRBATCH_SAMPLE_MAX_OPS_PER_SEC	64000	/* all samplers' ops on one CPU */
+#define MSRBATCH_SAMPLE_MAX_OPS_PER_SEC_CONFINED	32000	/* of them, samplers made by
+							 * descriptors without
+							 * CAP_SYS_RAWIO
+							 */
+#define MSRBATCH_SAMPLE_MAX_EXPIRIES_PER_SEC	20000	/* all samplers' timer expiries
+							 * on one CPU
+							 */
+#define MSRBATCH_SAMPLE_MAX_EXPIRIES_PER_SEC_CONFINED	10000	/* of them, confined
+								 * samplers'
+								 */
 #define MSRBATCH_MAX_SAMPLERS		64	/* until their files are released, system-wide */
 #define MSRBATCH_MAX_SAMPLERS_CONFINED	16	/* of them, made by descriptors without
 						 * CAP_SYS_RAWIO
@@ -239,9 +249,15 @@ struct msrbatch_result {
  *              most MSRBATCH_SAMPLE_MAX_RING_PAGES (E2BIG).
  * @period_ns:  MSRBATCH_SAMPLE_MIN_PERIOD_NS..MSRBATCH_SAMPLE_MAX_PERIOD_NS
  *              (ERANGE), and long enough that no CPU runs more than
- *              MSRBATCH_SAMPLE_MAX_OPS_PER_SEC ops a second (ERANGE,
- *              err_index names that CPU's first op); EBUSY when, with the
- *              other samplers' ops, a CPU would.
+ *              MSRBATCH_SAMPLE_MAX_OPS_PER_SEC ops a second (for a
+ *              descriptor without CAP_SYS_RAWIO,
+ *              MSRBATCH_SAMPLE_MAX_OPS_PER_SEC_CONFINED) (ERANGE, err_index
+ *              names that CPU's first op); EBUSY when, with the other
+ *              samplers, a CPU would run more ops, or take more timer
+ *              expiries (one per sampler and period), than
+ *              MSRBATCH_SAMPLE_MAX_OPS_PER_SEC and
+ *              MSRBATCH_SAMPLE_MAX_EXPIRIES_PER_SEC allow all samplers, or
+ *              the _CONFINED limits allow confined ones together.
  * @watermark:  poll() reports the sampler readable (EPOLLIN) once this many
  *              bytes are unread; 0 means one record. Less than the data
  *              area (EINVAL).
@@ -407,9 +423,13 @@ struct msrbatch_rec_cpu {
 /*
  * Restore on close (argument 0; needs a descriptor opened for writing): from
  * now on, every MSR a batch on this file writes is read on its CPU just
- * before the file's first write to it, and written back when the file is
- * closed, also when its process is killed. RESTORE_NOW (argument 0) writes
- * them back now and returns how many could not be (CPU offline, fault).
+ * before the file's first write to it, and written back when the process
+ * that asked (its thread group) closes a descriptor of the file or exits,
+ * also when it is killed, whoever else holds the file (a fork() child,
+ * SCM_RIGHTS, pidfd_getfd()); from then on batches that write through the
+ * file are refused (EPIPE). Asked again by another process: EBUSY.
+ * RESTORE_NOW (argument 0) writes them back now and returns how many could
+ * not be (CPU offline, fault).
  */
 #define MSRBATCH_IOC_RESTORE_ON_CLOSE	_IO(MSRBATCH_IOC_MAGIC, 0x05)
 #define MSRBATCH_IOC_RESTORE_NOW	_IO(MSRBATCH_IOC_MAGIC, 0x06)

@@ -36,6 +36,8 @@ const NAMES: &[(i32, &std::ffi::CStr)] = &[
     (libc::ENOSPC, c"ENOSPC"),
     (libc::EDQUOT, c"EDQUOT"),
     (libc::EBADMSG, c"EBADMSG"),
+    (libc::EPIPE, c"EPIPE"),
+    (libc::ESRCH, c"ESRCH"),
 ];
 
 impl Errno {

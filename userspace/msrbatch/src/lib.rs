@@ -786,8 +786,12 @@ impl Device {
 
     /// Restore on close (`MSRBATCH_IOC_RESTORE_ON_CLOSE`): from now on, every
     /// MSR a batch on this device writes is read on its CPU just before the
-    /// first write, and written back when the device is closed, also when
-    /// the process is killed. `EBADF` on a device opened read-only.
+    /// first write, and written back when this process closes the device (or
+    /// any other descriptor of its file) or exits, also when it is killed,
+    /// whoever else holds the file; then batches that write through it fail
+    /// with `EPIPE`. The device is opened `O_CLOEXEC` (as every descriptor
+    /// the library opens), so an `execve` restores too. `EBADF` on a device
+    /// opened read-only, `EBUSY` when another process asked already.
     pub fn restore_on_close(&self) -> Result<()> {
         sys::restore_on_close(self.file.as_fd()).map_err(|e| {
             Error::from_io("MSRBATCH_IOC_RESTORE_ON_CLOSE", &e)

@@ -302,6 +302,20 @@ pub fn explain(
                     .into(),
             )
         }
+        (Call::RestoreOnClose, libc::EBUSY) => {
+            return Some(
+                "another process asked for restore on close of this file already: it restores \
+                 when that process closes it or exits"
+                    .into(),
+            )
+        }
+        (Call::RestoreOnClose, libc::EPIPE) => {
+            return Some(
+                "the process that asked for restore on close of this file has closed it or \
+                 exited: the file restored and writes no more"
+                    .into(),
+            )
+        }
         (Call::RestoreOnClose | Call::Grant, libc::EBADF) => {
             return Some("the device is open read-only; this needs it opened for writing".into())
         }
@@ -376,8 +390,13 @@ pub fn explain(
         ),
         libc::EBUSY if !batch_call => format!(
             "the samplers already running leave a CPU of this one too little of the {} ops \
-             a second all samplers may run on one CPU (MSRBATCH_SAMPLE_MAX_OPS_PER_SEC)",
-            MSRBATCH_SAMPLE_MAX_OPS_PER_SEC
+             or {} timer expiries a second all samplers may take on one CPU \
+             (MSRBATCH_SAMPLE_MAX_OPS_PER_SEC, MSRBATCH_SAMPLE_MAX_EXPIRIES_PER_SEC; \
+             without CAP_SYS_RAWIO, {} and {} for all such samplers together)",
+            MSRBATCH_SAMPLE_MAX_OPS_PER_SEC,
+            MSRBATCH_SAMPLE_MAX_EXPIRIES_PER_SEC,
+            MSRBATCH_SAMPLE_MAX_OPS_PER_SEC_CONFINED,
+            MSRBATCH_SAMPLE_MAX_EXPIRIES_PER_SEC_CONFINED
         ),
         libc::ENOENT if !batch_call || matches!(call, Call::Run) => {
             "the prepared batch is gone (freed, or its descriptor closed)".into()

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod caps;
 mod tally;
 use tally::Tally;
 
@@ -42,8 +43,6 @@ const TSC_AUX: u32 = 0xc000_0103;
 /// TSC_AUX's writable bits in the lists here: 31:12 (11:0 hold the CPU
 /// number, which Linux reads back for getcpu()).
 const AUX_MASK: u64 = 0xffff_f000;
-/// `<linux/capability.h>`.
-const CAP_SYS_RAWIO: u32 = 17;
 const PARAM: &str = "/sys/module/msrbatch/parameters/allow_writes";
 
 /// msr-safe's layout: its header comment, entries with quoted names.
@@ -69,38 +68,6 @@ fn become_user(uid: u32, gid: u32) {
         ]
     };
     assert!(r == [0, 0, 0], "dropping to {uid}:{gid}: {r:?}");
-}
-
-/// Drops CAP_SYS_RAWIO (only) from the calling thread, which stays uid 0.
-fn drop_rawio() {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy, Default)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    let mut h = Header {
-        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
-        pid: 0,
-    };
-    let mut d = [Data::default(); 2];
-    // SAFETY: `h` and `d` are the header and the two data words capget and
-    // capset take for version 3; both act on the calling thread.
-    unsafe {
-        assert_eq!(
-            libc::syscall(libc::SYS_capget, &raw mut h, d.as_mut_ptr()),
-            0
-        );
-        d[0].effective &= !(1 << CAP_SYS_RAWIO);
-        d[0].permitted &= !(1 << CAP_SYS_RAWIO);
-        assert_eq!(libc::syscall(libc::SYS_capset, &raw mut h, d.as_ptr()), 0);
-    }
 }
 
 /// The calling thread's effective capabilities.
@@ -235,7 +202,7 @@ fn loading(t: &mut Tally) {
         "a second write to the same open file: EINVAL",
     );
     let e = std::thread::spawn(|| {
-        drop_rawio();
+        caps::drop_rawio();
         io_errno(std::fs::OpenOptions::new().write(true).open(ALLOWLIST_PATH))
     })
     .join()

@@ -30,6 +30,7 @@
 //! its write mask, TSC_AUX names its CPU even in write batches (a masked
 //! write changes only the bits inside the mask).
 
+mod caps;
 mod tally;
 use msrbatch::allowlist::{self, Allowlist, Extras};
 use msrbatch_sys as sys;
@@ -69,6 +70,8 @@ struct Stats {
     ops: AtomicU64,
     /// Samplers started, and their rings' records checked.
     samplers: AtomicU64,
+    /// Batches prepared and kept (against the memory limits).
+    prepared: AtomicU64,
     records: AtomicU64,
     errors: Mutex<BTreeMap<String, u64>>,
     problems: Mutex<Vec<String>>,
@@ -114,9 +117,9 @@ fn memory() -> Memory {
     }
 }
 
-/// Whether this process may use the device without an allowlist.
+/// Whether this thread may use the device without an allowlist.
 fn has_rawio() -> bool {
-    std::fs::read_to_string("/proc/self/status")
+    std::fs::read_to_string("/proc/thread-self/status")
         .ok()
         .and_then(|s| {
             s.lines()
@@ -267,8 +270,14 @@ fn errno_name(e: i32) -> String {
     msrbatch::Errno(e).name()
 }
 
-fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, stop: &AtomicBool, st: &Stats) {
+fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, confine: bool, stop: &AtomicBool, st: &Stats) {
+    if confine {
+        // Credentials are per thread: this one alone opens confined
+        // descriptors, under the allowlist in force, next to root's threads.
+        caps::drop_rawio();
+    }
     let (mut dev, mut rules) = open_device();
+    let mut kept: Vec<(u32, usize)> = Vec::new();
     let mem = memory();
     let mut r = Rng(seed | 1);
     let mut granted = false;
@@ -284,6 +293,7 @@ fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, stop: &AtomicBool, st: &Stats
                 granted = false;
             }
             (dev, rules) = open_device();
+            kept.clear();
         }
         let rules = rules.as_ref();
         let fd = dev.file().as_fd();
@@ -351,6 +361,13 @@ fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, stop: &AtomicBool, st: &Stats
             }
             3 | 4 => {
                 fuzz_sampler(&mut r, fd, ncpus, rules, &mut samplers, st);
+                continue;
+            }
+            5 | 6 => {
+                // A burst, so that the limits are reached between reopens.
+                for _ in 0..1 + r.below(24) {
+                    fuzz_prepare(&mut r, fd, ncpus, rules.is_some(), &mut kept, st);
+                }
                 continue;
             }
             _ => {}
@@ -560,10 +577,235 @@ fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, stop: &AtomicBool, st: &Stats
     }
 }
 
-/// A sampler the fuzzer keeps for a while, and maybe its ring.
+/// The samplers' limits (`Documentation/sampling.md`), as the fuzzer's model
+/// of every sampler in the system: all of them are this process's (the
+/// fuzzer runs alone), made and released under the model's lock, so the
+/// errno of each start is known before it is asked for.
+#[derive(Default)]
+struct SamplerModel {
+    samplers: u32,
+    confined: u32,
+    /// By CPU: (all samplers', confined samplers') ops and expiries a second.
+    cpus: BTreeMap<u32, [(u64, u64); 2]>,
+}
+
+static SAMPLERS: Mutex<SamplerModel> = Mutex::new(SamplerModel {
+    samplers: 0,
+    confined: 0,
+    cpus: BTreeMap::new(),
+});
+
+/// What a sampler holds of the model: (CPU, ops/s, expiries/s) per lane.
+#[derive(Clone, Default)]
+struct Held {
+    confined: bool,
+    lanes: Vec<(u32, u64, u64)>,
+}
+
+impl SamplerModel {
+    /// The errno a start of `held` gets now (after its request checks): None
+    /// if it starts.
+    fn verdict(&self, held: &Held) -> Option<i32> {
+        let (ops_cap, exp_cap) = if held.confined {
+            (
+                u64::from(MSRBATCH_SAMPLE_MAX_OPS_PER_SEC_CONFINED),
+                u64::from(MSRBATCH_SAMPLE_MAX_EXPIRIES_PER_SEC_CONFINED),
+            )
+        } else {
+            (
+                u64::from(MSRBATCH_SAMPLE_MAX_OPS_PER_SEC),
+                u64::from(MSRBATCH_SAMPLE_MAX_EXPIRIES_PER_SEC),
+            )
+        };
+        if held.lanes.iter().any(|&(_, ops, _)| ops > ops_cap) {
+            return Some(libc::ERANGE);
+        }
+        if self.samplers >= MSRBATCH_MAX_SAMPLERS
+            || (held.confined && self.confined >= MSRBATCH_MAX_SAMPLERS_CONFINED)
+        {
+            return Some(libc::ENOSPC);
+        }
+        let busy = held.lanes.iter().any(|&(cpu, ops, exp)| {
+            let [all, conf] = self.cpus.get(&cpu).copied().unwrap_or_default();
+            all.0 + ops > u64::from(MSRBATCH_SAMPLE_MAX_OPS_PER_SEC)
+                || all.1 + exp > u64::from(MSRBATCH_SAMPLE_MAX_EXPIRIES_PER_SEC)
+                || (held.confined && (conf.0 + ops > ops_cap || conf.1 + exp > exp_cap))
+        });
+        busy.then_some(libc::EBUSY)
+    }
+
+    /// Adds (`add`) or takes away what `held` holds.
+    fn count(&mut self, held: &Held, add: bool) {
+        let f = |a: u64, b: u64| if add { a + b } else { a - b };
+        self.samplers = f(self.samplers.into(), 1) as u32;
+        self.confined = f(self.confined.into(), held.confined.into()) as u32;
+        for &(cpu, ops, exp) in &held.lanes {
+            let e = self.cpus.entry(cpu).or_default();
+            for (i, slot) in e.iter_mut().enumerate() {
+                if i == 0 || held.confined {
+                    *slot = (f(slot.0, ops), f(slot.1, exp));
+                }
+            }
+        }
+    }
+}
+
+/// The errno the request checks of `MSRBATCH_IOC_SAMPLE` give `req` on `ops`
+/// (prepared under `handle`), in the kernel's order, and else what the
+/// sampler would hold.
+fn sample_checks(
+    req: &msrbatch_sample_req,
+    handle: u32,
+    ops: &[msrbatch_op],
+    confined: bool,
+) -> Result<Held, i32> {
+    if req.version != MSRBATCH_ABI_VERSION || req.flags != 0 || req.reserved != 0 {
+        return Err(libc::EINVAL);
+    }
+    let min = u64::from(MSRBATCH_SAMPLE_MIN_PERIOD_NS);
+    if !(min..=MSRBATCH_SAMPLE_MAX_PERIOD_NS).contains(&req.period_ns) {
+        return Err(libc::ERANGE);
+    }
+    if !req.ring_pages.is_power_of_two() {
+        return Err(libc::EINVAL);
+    }
+    if req.ring_pages > MSRBATCH_SAMPLE_MAX_RING_PAGES {
+        return Err(libc::E2BIG);
+    }
+    if req.handle != handle {
+        return Err(libc::ENOENT);
+    }
+    let sampleable = [
+        MSRBATCH_OP_RDMSR,
+        MSRBATCH_OP_RDPMC,
+        MSRBATCH_OP_RDTSC,
+        MSRBATCH_OP_RDTSCP,
+        MSRBATCH_OP_CPUID,
+    ];
+    if ops.iter().any(|o| !sampleable.contains(&u32::from(o.op))) {
+        return Err(libc::EINVAL);
+    }
+    let mut per_cpu: BTreeMap<u32, u64> = BTreeMap::new();
+    for o in ops {
+        *per_cpu.entry(o.cpu).or_default() += 1;
+    }
+    if per_cpu
+        .values()
+        .any(|&n| n > u64::from(MSRBATCH_SAMPLE_MAX_OPS))
+    {
+        return Err(libc::E2BIG);
+    }
+    if u64::from(req.watermark) >= u64::from(req.ring_pages) * 4096 {
+        return Err(libc::EINVAL);
+    }
+    let per_sec = |n: u64| (n * 1_000_000_000).div_ceil(req.period_ns);
+    Ok(Held {
+        confined,
+        lanes: per_cpu
+            .into_iter()
+            .map(|(cpu, n)| (cpu, per_sec(n), per_sec(1)))
+            .collect(),
+    })
+}
+
+/// A sampler the fuzzer keeps for a while, and maybe its ring; it counts in
+/// the model until both are gone.
 struct OpenSampler {
-    fd: std::os::fd::OwnedFd,
+    fd: Option<std::os::fd::OwnedFd>,
     ring: Option<sys::SharedWords>,
+    held: Held,
+    /// Shorter than 10 ms: a load on the timers that is not kept long.
+    fast: bool,
+}
+
+impl Drop for OpenSampler {
+    fn drop(&mut self) {
+        let mut m = SAMPLERS.lock().unwrap_or_else(|e| e.into_inner());
+        // Closed and unmapped (the sampler released) before the model says so.
+        drop(self.ring.take());
+        drop(self.fd.take());
+        m.count(&self.held, false);
+    }
+}
+
+/// The limits of a confined descriptor's prepared batches
+/// (`Documentation/security.md`, "Limits of a confined descriptor"): how
+/// many, and the memory they hold together.
+const MAX_PREPARED_CONFINED: usize = 16;
+const MAX_PREPARED_BYTES_CONFINED: usize = 1 << 20;
+
+/// What a prepared batch of `n` ops holds as those limits count it: its ops
+/// and its results, whole pages.
+fn prepared_bytes(n: usize) -> usize {
+    n * size_of::<msrbatch_op>() + (n * size_of::<msrbatch_result>()).next_multiple_of(4096)
+}
+
+/// Prepares a batch of RDTSCs of random size (up to 4096 ops) and keeps it,
+/// or unprepares one kept: the per-descriptor count and memory limits must
+/// refuse exactly where documented (`ENOSPC` beyond 16 batches confined, 64
+/// otherwise; `EDQUOT` beyond 1 MiB confined).
+fn fuzz_prepare(
+    r: &mut Rng,
+    fd: std::os::fd::BorrowedFd<'_>,
+    ncpus: u32,
+    confined: bool,
+    kept: &mut Vec<(u32, usize)>,
+    st: &Stats,
+) {
+    if !kept.is_empty() && r.chance(15) {
+        let (h, _) = kept.swap_remove(r.below(kept.len() as u64) as usize);
+        if let Err(e) = sys::unprepare(fd, h) {
+            st.problem(format!("UNPREPARE of kept handle {h}: {e}"));
+        }
+        return;
+    }
+    let n = if r.chance(30) {
+        1 + r.below(u64::from(MSRBATCH_MAX_OPS).min(4096)) as usize
+    } else {
+        1 + r.below(64) as usize
+    };
+    let ops: Vec<msrbatch_op> = (0..n)
+        .map(|_| msrbatch_op {
+            op: MSRBATCH_OP_RDTSC as u16,
+            cpu: r.below(u64::from(ncpus)) as u32,
+            ..Default::default()
+        })
+        .collect();
+    let bytes = prepared_bytes(n);
+    let held: usize = kept.iter().map(|&(_, b)| b).sum();
+    let most = if confined {
+        MAX_PREPARED_CONFINED
+    } else {
+        MSRBATCH_MAX_PREPARED as usize
+    };
+    let expected = if kept.len() >= most {
+        Some(libc::ENOSPC)
+    } else if confined && held + bytes > MAX_PREPARED_BYTES_CONFINED {
+        Some(libc::EDQUOT)
+    } else {
+        None
+    };
+    let mut p = msrbatch_prepare {
+        version: MSRBATCH_ABI_VERSION,
+        ..Default::default()
+    };
+    let got = sys::prepare(fd, &mut p, &ops).map_err(|e| e.raw_os_error().unwrap_or(0));
+    if let Err(e) = got {
+        *st.errors.lock().unwrap().entry(errno_name(e)).or_default() += 1;
+    }
+    if got.err() != expected {
+        st.problem(format!(
+            "PREPARE of {n} ops ({bytes} bytes) holding {} batches of {held} bytes{}: {} where {} was due",
+            kept.len(),
+            if confined { ", confined" } else { "" },
+            got.err().map_or("success".into(), errno_name),
+            expected.map_or("success".into(), errno_name)
+        ));
+    }
+    if got.is_ok() {
+        st.prepared.fetch_add(1, Ordering::Relaxed);
+        kept.push((p.handle, bytes));
+    }
 }
 
 /// Walks a ring's unread records: each must be well formed (the ABI's
@@ -621,7 +863,11 @@ fn fuzz_sampler(
         match r.below(4) {
             0 => drop(samplers.swap_remove(i)),
             1 => {
-                if let Err(e) = sys::sampler_stop(samplers[i].fd.as_fd()) {
+                if let Some(Err(e)) = samplers[i]
+                    .fd
+                    .as_ref()
+                    .map(|f| sys::sampler_stop(f.as_fd()))
+                {
                     st.problem(format!("sampler STOP: {e}"));
                 }
             }
@@ -671,6 +917,7 @@ fn fuzz_sampler(
         period_ns: match r.below(10) {
             0 => r.next(),
             1 => u64::from(MSRBATCH_SAMPLE_MIN_PERIOD_NS) - 1,
+            2..=5 => 1_000_000_000 * (1 + r.below(60)),
             _ => u64::from(MSRBATCH_SAMPLE_MIN_PERIOD_NS) * (1 + r.below(20)),
         },
         watermark: if r.chance(20) {
@@ -681,7 +928,45 @@ fn fuzz_sampler(
         reserved: if r.chance(3) { r.next() } else { 0 },
         ..Default::default()
     };
+    // The model and the kernel decide under the model's lock.
+    let confined = rules.is_some();
+    let mut model = SAMPLERS.lock().unwrap_or_else(|e| e.into_inner());
+    let expected = sample_checks(&req, p.handle, &ops, confined)
+        .and_then(|held| model.verdict(&held).map_or(Ok(held), Err));
     let res = sys::sample(fd, &mut req);
+    let got = res.as_ref().map_err(|e| e.raw_os_error().unwrap_or(0));
+    if got.as_ref().err() != expected.as_ref().err()
+        && !matches!(got, Err(libc::ENOMEM | libc::EMFILE))
+    {
+        st.problem(format!(
+            "sampler {}: {} where {} was due (period {} ns, {} pages, {} ops)",
+            if confined {
+                "confined"
+            } else {
+                "with CAP_SYS_RAWIO"
+            },
+            got.as_ref()
+                .err()
+                .map_or("success".into(), |&e| errno_name(e)),
+            expected
+                .as_ref()
+                .err()
+                .map_or("success".into(), |&e| errno_name(e)),
+            req.period_ns,
+            req.ring_pages,
+            ops.len()
+        ));
+    }
+    let held = match (&res, expected) {
+        (Ok(_), Ok(held)) => held,
+        // Counted as the kernel holds it, whatever the model said.
+        (Ok(_), Err(_)) => sample_checks(&req, p.handle, &ops, confined).unwrap_or_default(),
+        _ => Held::default(),
+    };
+    if res.is_ok() {
+        model.count(&held, true);
+    }
+    drop(model);
     let _ = sys::unprepare(fd, p.handle);
     match res {
         Ok(sfd) => {
@@ -700,8 +985,21 @@ fn fuzz_sampler(
             if let Some(ring) = &ring {
                 check_ring(ring, ncpus, st);
             }
-            samplers.push(OpenSampler { fd: sfd, ring });
-            if samplers.len() > 4 {
+            samplers.push(OpenSampler {
+                fd: Some(sfd),
+                ring,
+                held,
+                fast: req.period_ns < 10_000_000,
+            });
+            // Up to 20 held (the sampler counts' limits), of which at most two
+            // fast ones (enough for the per-CPU rates' limits; more would
+            // spend the debug guest's CPUs on timers).
+            if samplers.iter().filter(|s| s.fast).count() > 2 {
+                if let Some(i) = samplers.iter().position(|s| s.fast) {
+                    samplers.remove(i);
+                }
+            }
+            if samplers.len() > 20 {
                 samplers.remove(0);
             }
         }
@@ -818,11 +1116,16 @@ fn main() {
     let handles: Vec<_> = (0..threads)
         .map(|t| {
             let (st, stop) = (st.clone(), stop.clone());
+            // With CAP_SYS_RAWIO and two threads or more, the second
+            // thread opens confined descriptors: samplers and prepared
+            // batches of both kinds at once.
+            let confine = t == 1 && rules.is_none();
             std::thread::spawn(move || {
                 fuzz_thread(
                     seed.wrapping_add(t * 0x9e37_79b9),
                     ncpus,
                     total / threads,
+                    confine,
                     &stop,
                     &st,
                 )
@@ -862,9 +1165,10 @@ fn main() {
         elapsed.as_secs_f64()
     );
     println!(
-        "fuzz: {} samplers started, {} of their records checked",
+        "fuzz: {} samplers started, {} of their records checked, {} batches prepared and kept",
         st.samplers.load(Ordering::Relaxed),
-        st.records.load(Ordering::Relaxed)
+        st.records.load(Ordering::Relaxed),
+        st.prepared.load(Ordering::Relaxed)
     );
     println!(
         "fuzz: errors by errno: {}",
