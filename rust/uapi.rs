@@ -49,6 +49,8 @@ pub(crate) const SYNC_TIMEOUT_NS: u64 = 20_000_000;
 pub(crate) const OUT_RAN: u32 = 1 << 0;
 /// `MSRBATCH_PCE_F_THREAD`.
 pub(crate) const PCE_F_THREAD: usize = 1 << 0;
+/// `MSRBATCH_PCE_F_INHERIT`.
+pub(crate) const PCE_F_INHERIT: usize = 1 << 1;
 /// `MSRBATCH_MAX_PREPARED`.
 pub(crate) const MAX_PREPARED: usize = 64;
 /// `MSRBATCH_PREPARED_STRIDE`.

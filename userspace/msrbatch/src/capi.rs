@@ -800,6 +800,21 @@ pub unsafe extern "C" fn msrbatch_grant_rdpmc(dev: *const CDevice) -> c_int {
     }
 }
 
+/// `int msrbatch_grant_rdpmc_program(struct msrbatch *dev)`
+///
+/// # Safety
+///
+/// `dev` came from `msrbatch_open`.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_grant_rdpmc_program(dev: *const CDevice) -> c_int {
+    // SAFETY: By the caller's contract.
+    match unsafe { dev.as_ref() } {
+        Some(CDevice::Device(d)) => d.grant_rdpmc_program().map_or_else(|e| neg(&e), |()| 0),
+        Some(CDevice::Model(_)) => -libc::EOPNOTSUPP,
+        None => -libc::EINVAL,
+    }
+}
+
 /// `int msrbatch_revoke_rdpmc(struct msrbatch *dev)`
 ///
 /// # Safety
