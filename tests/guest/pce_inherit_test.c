@@ -321,22 +321,28 @@ static int root_exit_family(void)
 		return -1;
 	root = fork();
 	if (root == 0) {
-		int fd = open("/dev/msrbatch", O_RDWR | O_CLOEXEC);
+		int fd = open("/dev/msrbatch", O_RDWR | O_CLOEXEC), ready[2];
+		pid_t member;
 
 		probe_setup();
 		if (fd < 0 || pce_grant(fd, PROGRAM))
 			_exit(1);
-		if (fork() == 0) {
+		if (pipe(ready) || (member = fork()) < 0)
+			_exit(1);
+		if (member == 0) {
 			unsigned char r;
 
 			probe_setup();
 			r = in_child(probe_fn, NULL) == 1;
+			close(ready[1]);
 			if (read(fds[0], &c, 1) != 1)
 				_exit(3);
 			r |= member_loses_pce() << 1;
 			_exit(write(res[1], &r, 1) == 1 ? 0 : 4);
 		}
-		_exit(0);
+		/* Exit once the member has probed with the family intact. */
+		close(ready[1]);
+		_exit(read(ready[0], &c, 1) == 0 ? 0 : 5);
 	}
 	close(fds[0]);
 	close(res[1]);
@@ -440,7 +446,7 @@ static void *churn_thread(void *arg __attribute__((unused)))
 {
 	int i;
 
-	for (i = 0; i < 20; i++) {
+	for (i = 0; i < 5; i++) {
 		pid_t p = fork();
 
 		if (p == 0)
@@ -472,21 +478,21 @@ static int churn_fn(void *arg)
 	return 0;
 }
 
-static void test_churn(void)
+static void test_churn(int before)
 {
-	int before = refcnt(), after = -1, i;
+	int after = -1, i;
 	struct timespec end, now;
 
 	clock_gettime(CLOCK_MONOTONIC, &end);
-	end.tv_sec += 3;
+	end.tv_sec += 5;
 	for (i = 0;; i++) {
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if (now.tv_sec > end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec > end.tv_nsec))
 			break;
 		in_child(churn_fn, (void *)(long)(rand() ^ i));
 	}
-	/* The reaper drops what no grant took; give it a moment. */
-	for (int j = 0; j < 100 && (after = refcnt()) != before; j++)
+	/* The reaper frees the grants and drops what no grant took. */
+	for (int j = 0; j < 300 && (after = refcnt()) != before; j++)
 		usleep(10000);
 	check(before >= 0 && after == before,
 	      "%d churned families: module references back to %d (now %d)", i, before, after);
@@ -494,7 +500,7 @@ static void test_churn(void)
 
 int main(int argc, char **argv)
 {
-	int inherit;
+	int inherit, refs = refcnt();
 	ssize_t n;
 
 	if (argc > 1 && !strcmp(argv[1], "--probe-status")) {
@@ -518,7 +524,7 @@ int main(int argc, char **argv)
 		check(r == 7, "a file-bound inherited grant: a child has PCE until the root closes "
 			      "the file, and nobody after (%d)", r);
 		test_root_exit();
-		test_churn();
+		test_churn(refs);
 	}
 	return tally();
 }

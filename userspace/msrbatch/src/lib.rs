@@ -829,11 +829,14 @@ impl Device {
     /// [`Device::grant_rdpmc`], and `EOPNOTSUPP` on a kernel without
     /// tracepoints.
     pub fn grant_rdpmc_program(&self) -> Result<()> {
-        sys::pce_grant(self.file.as_fd(), MSRBATCH_PCE_F_THREAD | MSRBATCH_PCE_F_INHERIT)
-            .map_err(|e| {
-                Error::from_io("MSRBATCH_IOC_PCE_GRANT", &e)
-                    .with_reason(Self::why(refusal::Call::Grant, &e))
-            })
+        sys::pce_grant(
+            self.file.as_fd(),
+            MSRBATCH_PCE_F_THREAD | MSRBATCH_PCE_F_INHERIT,
+        )
+        .map_err(|e| {
+            Error::from_io("MSRBATCH_IOC_PCE_GRANT", &e)
+                .with_reason(Self::why(refusal::Call::Grant, &e))
+        })
     }
 
     /// Ends the calling thread's grant, whichever descriptor made it
