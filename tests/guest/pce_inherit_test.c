@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -478,10 +479,37 @@ static int churn_fn(void *arg)
 	return 0;
 }
 
+/*
+ * Beside the churn, unload the module whenever nothing holds it (between
+ * families) and load it again: a family's last reference may be dropped by
+ * its task work's or its grants' end, and unload must wait for every bit of
+ * module code that runs after it.
+ */
+static volatile int stop_unloader;
+
+static void *unloader(void *arg)
+{
+	int *unloads = arg;
+
+	while (!stop_unloader) {
+		if (syscall(SYS_delete_module, "msrbatch", O_NONBLOCK) == 0) {
+			int fd = open("/lib/modules/msrbatch.ko", O_RDONLY | O_CLOEXEC);
+
+			++*unloads;
+			if (fd < 0 || syscall(SYS_finit_module, fd, "", 0))
+				break;
+			close(fd);
+		}
+		usleep(500);
+	}
+	return NULL;
+}
+
 static void test_churn(int before)
 {
-	int after = -1, i;
+	int after = -1, i, unloads = 0, started = 0;
 	struct timespec end, now;
+	pthread_t u;
 
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	end.tv_sec += 5;
@@ -490,12 +518,18 @@ static void test_churn(int before)
 		if (now.tv_sec > end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec > end.tv_nsec))
 			break;
 		in_child(churn_fn, (void *)(long)(rand() ^ i));
+		if (i == 2)
+			started = pthread_create(&u, NULL, unloader, &unloads) == 0;
 	}
+	stop_unloader = 1;
+	if (started)
+		pthread_join(u, NULL);
 	/* The reaper frees the grants and drops what no grant took. */
 	for (int j = 0; j < 300 && (after = refcnt()) != before; j++)
 		usleep(10000);
 	check(before >= 0 && after == before,
-	      "%d churned families: module references back to %d (now %d)", i, before, after);
+	      "%d churned families, the module unloaded and reloaded %d times between them: "
+	      "references back to %d (now %d)", i, unloads, before, after);
 }
 
 int main(int argc, char **argv)
