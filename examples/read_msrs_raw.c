@@ -22,26 +22,50 @@ static const struct { uint32_t msr; const char *name; } msrs[] = {
 #define NMSRS (sizeof(msrs) / sizeof(msrs[0]))
 #define MAXCPUS 256
 
+/*
+ * The online CPUs, from the kernel's list ("0-2,4"): CPU numbers need not be
+ * contiguous once a CPU is offline. Returns how many fit in cpus[].
+ */
+static unsigned int online_cpus(unsigned int *cpus, unsigned int max)
+{
+	FILE *f = fopen("/sys/devices/system/cpu/online", "r");
+	unsigned int first, last, n = 0;
+	char sep;
+
+	if (!f)
+		return 0;
+	while (fscanf(f, "%u", &first) == 1) {
+		last = first;
+		if (fscanf(f, "%c", &sep) == 1 && sep == '-' && fscanf(f, "%u%c", &last, &sep) < 1)
+			break;
+		for (; first <= last && n < max; first++)
+			cpus[n++] = first;
+		if (sep != ',')
+			break;
+	}
+	fclose(f);
+	return n;
+}
+
 int main(void)
 {
 	static struct msrbatch_op ops[MAXCPUS * NMSRS];
+	static unsigned int cpus[MAXCPUS];
 	struct msrbatch_batch batch;
-	long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned int cpu, i, n = 0;
+	unsigned int ncpus = online_cpus(cpus, MAXCPUS);
+	unsigned int c, i, n = 0;
 	int fd;
 
-	if (ncpus > MAXCPUS)
-		ncpus = MAXCPUS;
-	fd = open("/dev/msrbatch", O_RDWR);
+	fd = open("/dev/msrbatch", O_RDONLY);
 	if (fd < 0) {
 		perror("open /dev/msrbatch");
 		return 1;
 	}
 	memset(ops, 0, sizeof(ops));
-	for (cpu = 0; cpu < (unsigned int)ncpus; cpu++) {
+	for (c = 0; c < ncpus; c++) {
 		for (i = 0; i < NMSRS; i++, n++) {
 			ops[n].op = MSRBATCH_OP_RDMSR;
-			ops[n].cpu = cpu;
+			ops[n].cpu = cpus[c];
 			ops[n].reg = msrs[i].msr;
 		}
 	}

@@ -366,15 +366,17 @@ impl MsrBatchFile {
 
 #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
 fn pce_grant(file: &File, arg: usize, access: Access) -> Result {
-    let binding = match arg {
+    if arg & !(uapi::PCE_F_THREAD | uapi::PCE_F_INHERIT) != 0 {
+        return Err(EINVAL);
+    }
+    let binding = match arg & uapi::PCE_F_THREAD {
         0 => pce::Binding::File(file_id(file)),
-        uapi::PCE_F_THREAD => pce::Binding::Thread,
-        _ => return Err(EINVAL),
+        _ => pce::Binding::Thread,
     };
     if !access.write {
         return Err(EBADF);
     }
-    pce::grant(binding, crate::compat::this_module())
+    pce::grant(binding, arg & uapi::PCE_F_INHERIT != 0, crate::compat::this_module())
 }
 
 /// Without preempt notifiers a grant could not follow the thread.

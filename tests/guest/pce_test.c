@@ -104,7 +104,7 @@ static void test_grant_revoke(int fd)
 	check(pce_grant(fd) == 0, "grant");
 	check(pce_on(), "granted: user RDPMC allowed (PCE set)");
 	check(pce_grant(fd) == -EBUSY, "second grant on the same thread -> EBUSY");
-	check(ioctl(fd, MSRBATCH_IOC_PCE_GRANT, MSRBATCH_PCE_F_THREAD << 1) == -1 && errno == EINVAL,
+	check(ioctl(fd, MSRBATCH_IOC_PCE_GRANT, MSRBATCH_PCE_F_INHERIT << 1) == -1 && errno == EINVAL,
 	      "grant with an unknown flag -> EINVAL");
 
 	for (i = 0; i < 300; i++) {
