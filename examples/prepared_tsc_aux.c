@@ -8,12 +8,20 @@
  *   cc $(pkg-config --cflags msrbatch) -o prepared_tsc_aux \
  *      examples/prepared_tsc_aux.c $(pkg-config --libs msrbatch)
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <msrbatch.h>
 
 #define IA32_TSC_AUX 0xc0000103
+
+/* Says which call failed and why; the exit status 1. */
+static int fail(const char *call, int err)
+{
+	fprintf(stderr, "%s: %s\n", call, strerror(-err));
+	return 1;
+}
 
 int main(void)
 {
@@ -27,33 +35,24 @@ int main(void)
 
 	/* Only reads: a node the caller may only read is enough. */
 	err = msrbatch_open_read_only(NULL, &dev);
-	if (err) {
-		fprintf(stderr, "msrbatch_open: %s\n", strerror(-err));
-		return 1;
-	}
+	if (err)
+		return fail("msrbatch_open", err);
 	/* The online CPUs (not 0 to _SC_NPROCESSORS_ONLN: a CPU may be offline). */
 	ncpus = msrbatch_online_cpus(NULL, 0);
 	cpus = ncpus > 0 ? calloc(ncpus, sizeof(*cpus)) : NULL;
-	if (!cpus || msrbatch_online_cpus(cpus, ncpus) != ncpus) {
-		fprintf(stderr, "msrbatch_online_cpus: %s\n", msrbatch_last_error());
-		return 1;
-	}
+	if (!cpus || msrbatch_online_cpus(cpus, ncpus) != ncpus)
+		return fail("msrbatch_online_cpus", ncpus < 0 ? (int)ncpus : -ENOMEM);
 	batch = msrbatch_batch_new();
 	msrbatch_batch_timestamps(batch, 1);
 	for (long c = 0; c < ncpus; c++)
 		msrbatch_batch_rdmsr(batch, cpus[c], IA32_TSC_AUX);
 	err = msrbatch_prepare(dev, batch, &prep);
-	if (err) {
-		fprintf(stderr, "msrbatch_prepare: %s (op %ld)\n", msrbatch_errno_name(err),
-			msrbatch_batch_err_index(batch));
-		return 1;
-	}
+	if (err)
+		return fail("msrbatch_prepare", err);
 	for (run = 0; run < 3; run++) {
 		err = msrbatch_prepared_run(prep);
-		if (err < 0) {
-			fprintf(stderr, "msrbatch_prepared_run: %s\n", msrbatch_errno_name(err));
-			return 1;
-		}
+		if (err < 0)
+			return fail("msrbatch_prepared_run", err);
 		failed |= err;
 		for (i = 0; i < msrbatch_prepared_len(prep); i++) {
 			uint64_t val[2];

@@ -258,9 +258,9 @@ impl MiscDevice for AllowlistFile {
 
     fn open(file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
         crate::compat::file_holds_module(file)?;
-        let access = crate::Access::of(file);
+        let access = crate::policy::Access::of(file);
         // Loading a list grants MSR access: it takes what raw access takes.
-        if access.write && !crate::has_rawio() {
+        if access.write && !crate::policy::has_rawio() {
             return Err(EPERM);
         }
         let text = if access.read { snapshot().render()? } else { KVVec::new() };

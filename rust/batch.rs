@@ -172,23 +172,43 @@ pub(crate) enum Targets {
     },
 }
 
-/// A validated batch.
+/// A validated batch: where its ops run and what they do, as
+/// [`execute`] and the write checks (`policy.rs`) read it.
+///
+/// # Invariants
+///
+/// Only [`Plan::new`] makes one, from the ops it describes (of which a run
+/// changes only `status` and `val`):
+///
+/// - `targets` is `One(cpu)` when every op is on `cpu`; otherwise `Many`,
+///   whose `order` holds every index below the number of ops exactly once,
+///   grouped by CPU into `runs` (sorted by CPU; each the slice
+///   `order[start..start + len]`, the slices tiling `order`).
+/// - `first_write` is the index of the first WRMSR or RMWMSR, `nr_writes`
+///   their number, `uniform` the code of every op if they all have the same,
+///   `flags` the batch's `MSRBATCH_F_*` flags.
 pub(crate) struct Plan {
-    pub(crate) targets: Targets,
-    /// The index of the first WRMSR or RMWMSR, if any.
-    pub(crate) first_write: Option<u32>,
-    /// How many ops write.
-    pub(crate) nr_writes: u32,
-    /// The code of every op, if they all have the same.
-    pub(crate) uniform: Option<u16>,
-    /// The batch's `MSRBATCH_F_*` flags.
-    pub(crate) flags: u32,
+    targets: Targets,
+    first_write: Option<u32>,
+    nr_writes: u32,
+    uniform: Option<u16>,
+    flags: u32,
 }
 
 impl Plan {
     /// Whether the batch writes MSRs.
     pub(crate) fn has_writes(&self) -> bool {
         self.first_write.is_some()
+    }
+
+    /// The index of the first op that writes (WRMSR or RMWMSR), if any.
+    pub(crate) fn first_write(&self) -> Option<u32> {
+        self.first_write
+    }
+
+    /// How many ops write.
+    pub(crate) fn nr_writes(&self) -> u32 {
+        self.nr_writes
     }
 
     /// Validates `ops` (in array order: the first invalid op is the one
@@ -265,6 +285,8 @@ impl Plan {
             None => Targets::One(first_cpu),
             Some((count, _)) => Self::group(ops, count)?,
         };
+        // INVARIANT: `targets` is `One` for a batch on one CPU, else grouped
+        // by `group`; the rest was counted from the ops above.
         Ok(Plan {
             targets,
             first_write,
@@ -319,7 +341,8 @@ struct Mode {
     busy_tsc: u64,
     /// The TSC the share's time counts from (read once, by [`run_share`]).
     start: u64,
-    /// The code of every op, if they share one.
+    /// The code of every op, if they share one. Only read codes get a loop
+    /// of their own: a wrong one makes wrong values, never a write.
     uniform: Option<u16>,
 }
 
@@ -404,19 +427,19 @@ struct Shared<'a> {
 ///
 /// # Safety
 ///
-/// `code == op.op`. If `op` writes an MSR, the write is allowed (see
-/// [`insn::wrmsr`]).
+/// If `code` is `WRMSR` or `RMWMSR`, the write it makes to `op.reg` is
+/// allowed (see [`insn::wrmsr`]).
 #[inline(always)]
 unsafe fn run_op(code: u16, op: &mut Op) -> i32 {
     let out: insn::InsnResult<[u64; 2]> = match code {
         opcode::RDMSR => insn::rdmsr(op.reg).map(|v| [v, 0]),
-        // SAFETY: By the function's requirements.
+        // SAFETY: `code` is WRMSR: by the function's requirements.
         opcode::WRMSR => unsafe { insn::wrmsr(op.reg, op.arg[0]) }.map(|()| [0, 0]),
         opcode::RMWMSR => insn::rdmsr(op.reg).and_then(|old| {
             let new = (old & !op.arg[0]) | op.arg[1];
             // A failed write still reports what was read and tried.
             op.val = [old, new];
-            // SAFETY: By the function's requirements.
+            // SAFETY: `code` is RMWMSR: by the function's requirements.
             unsafe { insn::wrmsr(op.reg, new) }.map(|()| [old, new])
         }),
         opcode::RDPMC => insn::rdpmc(op.reg).map(|v| [v, 0]),
@@ -459,13 +482,13 @@ const BUSY_CHECK_EVERY: u32 = 16;
 /// started within `mode.busy_tsc` ticks of `mode.start` get `-ETIME` (all of
 /// them when `busy_tsc` is 0; the clock is read before every
 /// `BUSY_CHECK_EVERY`th op and every DELAY, the first op excepted). Returns the
-/// number of ops whose status is not 0. Where every op has the same code, the
-/// hot read ops run in a loop specialised to that code, without the dispatch.
+/// number of ops whose status is not 0. Where every op has the same code
+/// (`mode.uniform`), the hot read ops run in a loop specialised to that code,
+/// without the dispatch.
 ///
 /// # Safety
 ///
-/// Every write among `ops` is allowed (see [`insn::wrmsr`]); `mode.uniform`,
-/// if given, is the code of every op.
+/// Every write among `ops` is allowed (see [`insn::wrmsr`]).
 unsafe fn run_sequence<'a>(ops: impl Iterator<Item = &'a mut Op>, mode: Mode) -> u32 {
     let (stop, busy) = (mode.stop_on_error, (mode.busy_tsc, mode.start));
     match mode.uniform {
@@ -479,11 +502,11 @@ unsafe fn run_sequence<'a>(ops: impl Iterator<Item = &'a mut Op>, mode: Mode) ->
                 status
             })
         },
-        // SAFETY: By the function's requirements, every op is an RDMSR.
+        // SAFETY: RDMSR does not write.
         Some(opcode::RDMSR) => unsafe { run_loop(ops, stop, busy, |op| run_op(opcode::RDMSR, op)) },
-        // SAFETY: By the function's requirements, every op is an RDPMC.
+        // SAFETY: RDPMC does not write.
         Some(opcode::RDPMC) => unsafe { run_loop(ops, stop, busy, |op| run_op(opcode::RDPMC, op)) },
-        // SAFETY: By the function's requirements, every op is an RDTSC.
+        // SAFETY: RDTSC does not write.
         Some(opcode::RDTSC) => unsafe { run_loop(ops, stop, busy, |op| run_op(opcode::RDTSC, op)) },
         // SAFETY: Each op runs as its own code; its writes are allowed by the
         // function's requirements.
@@ -541,12 +564,12 @@ unsafe fn run_loop<'a>(
 
 /// Runs `ops` on the current CPU, in order, with no busy budget and without
 /// stopping at a failure: a sampler's ops (`sampler.rs`), which are few and
-/// only read. Returns the number of failed ops.
+/// only read, with interrupts off. `uniform` is [`uniform_code`] of `ops`.
+/// Returns the number of failed ops.
 ///
 /// # Safety
 ///
-/// Interrupts are off (or the caller otherwise stays on this CPU), no op of
-/// `ops` writes an MSR, and `uniform`, if given, is the code of every op.
+/// No op of `ops` writes an MSR.
 pub(crate) unsafe fn run_reads_here(ops: &mut [Op], uniform: Option<u16>) -> u32 {
     let mode = Mode {
         stop_on_error: false,
@@ -555,8 +578,15 @@ pub(crate) unsafe fn run_reads_here(ops: &mut [Op], uniform: Option<u16>) -> u32
         start: 0,
         uniform,
     };
-    // SAFETY: By our own requirements: no writes, `uniform` is right.
+    // SAFETY: By our own requirements, no op writes.
     unsafe { run_sequence(ops.iter_mut(), mode) }
+}
+
+/// The code of every op of `ops`, if they all have the same (what a
+/// [`Plan`] keeps as `uniform`).
+pub(crate) fn uniform_code(ops: &[Op]) -> Option<u16> {
+    let first = ops.first().map_or(0, |op| op.op);
+    ops.iter().all(|op| op.op == first).then_some(first)
 }
 
 /// Runs `ops`, this CPU's share of a batch, under this CPU's
@@ -712,20 +742,19 @@ pub(crate) struct Executed {
     pub(crate) start_spread: u64,
 }
 
-/// Runs a validated batch: one cross-call to all target CPUs at once, which run
-/// concurrently, each its own ops in array order with interrupts off. Every op
-/// gets a status.
+/// Runs a validated batch, `ops` as `plan` (made from them) groups them: one
+/// cross-call to all target CPUs at once, which run concurrently, each its
+/// own ops in array order with interrupts off. Every op gets a status.
 ///
 /// # Safety
 ///
-/// If the batch writes MSRs, the caller has decided that the writes are
-/// allowed (see [`insn::wrmsr`]).
+/// Every write among `ops` is allowed (see [`insn::wrmsr`]).
 pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan) -> Result<Executed, Rejected> {
     let mode = Mode::of(plan);
     match &plan.targets {
         // SAFETY: By our own requirements.
         Targets::One(cpu) => unsafe { execute_one(ops, *cpu, mode) },
-        // SAFETY: By our own requirements.
+        // SAFETY: By our own requirements; `order` and `runs` are a plan's.
         Targets::Many { order, runs } => unsafe {
             execute_many(ops, order, runs, mode, plan.flags & uapi::F_SYNC_START != 0)
         },
@@ -779,7 +808,8 @@ unsafe fn execute_one(ops: &mut [Op], cpu: u32, mode: Mode) -> Result<Executed, 
 ///
 /// # Safety
 ///
-/// As [`execute`]; `order` and `runs` come from [`Plan::group`] for `ops`.
+/// As [`execute`]; `order` names no index twice and `runs` no CPU twice
+/// (as a [`Plan`]'s, by its type invariants).
 unsafe fn execute_many(
     ops: &mut [Op],
     order: &[u32],
@@ -820,10 +850,11 @@ unsafe fn execute_many(
         sync: rendezvous.as_ref(),
     };
     // SAFETY: `run_on_this_cpu` gets a `Shared` that lives until this call
-    // returns (`wait` is true). `Plan::group` put every index below
-    // `ops.len()` into exactly one CPU's run, so the CPUs write disjoint ops.
-    // The writes are allowed by our own requirements. We are in process
-    // context with interrupts on, as the function requires.
+    // returns (`wait` is true). By our own requirements every index is in
+    // one CPU's run only, so the CPUs write disjoint ops (each checks its
+    // indices against `nr_ops`). The writes are allowed by our own
+    // requirements. We are in process context with interrupts on, as the
+    // function requires.
     unsafe {
         bindings::on_each_cpu_cond_mask(
             None,
@@ -1030,8 +1061,10 @@ mod tests {
 
     #[test]
     fn executes_every_op_locally() -> Result {
+        use crate::busy::{RETRIES, RETRY_SLEEP_MS};
+        use kernel::time::{delay::fsleep, Delta};
         let cpu = CpuId::current().as_u32();
-        let mut ops = [
+        let batch = [
             op(opcode::RDTSC, cpu, 0, [0, 0]),
             op(opcode::CPUID, cpu, 0, [0, 0]),
             op(opcode::DELAY, cpu, 0, [1000, 0]),
@@ -1041,7 +1074,26 @@ mod tests {
         ];
         // The ops may run on another CPU than `cpu` if we migrate; that is
         // fine: every op is still executed by the CPU it names.
-        assert_eq!(run_here(&mut ops, false), Ok(0));
+        let mut ops = batch;
+        let mut failed = run_here(&mut ops, false);
+        // The CPU's busy credit is wall time, which a vCPU the host preempts
+        // with interrupts off spends too: a batch whose only failures are
+        // -ETIME (those ops did nothing) runs again once the credit has
+        // refilled, as `busy::execute_until_run` retries. Any other failure
+        // fails at once.
+        let only_etime = |ops: &[Op]| {
+            ops.iter().any(|o| o.status == status::ETIME)
+                && ops.iter().all(|o| o.status == 0 || o.status == status::ETIME)
+        };
+        for _ in 0..RETRIES {
+            if !only_etime(&ops) {
+                break;
+            }
+            fsleep(Delta::from_millis(RETRY_SLEEP_MS.into()));
+            ops = batch;
+            failed = run_here(&mut ops, false);
+        }
+        assert_eq!(failed, Ok(0));
         for o in &ops {
             assert_eq!(o.status, 0);
         }

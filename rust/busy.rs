@@ -20,7 +20,10 @@ use crate::sys;
 use crate::uapi::{self, Op};
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicU64, Ordering};
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    time::{delay::fsleep, Delta},
+};
 
 /// `MSRBATCH_MAX_CPU_BUSY_NS` in TSC ticks, computed once (0: not yet).
 static BUDGET_TSC: AtomicU64 = AtomicU64::new(0);
@@ -123,8 +126,8 @@ impl Credit {
 /// unrun, and how long it sleeps first each time: long enough to refill a
 /// credit that was empty (it holds `4B/5` and earns a fifth of the time that
 /// passes: `4B`, checked below).
-const RETRIES: usize = 10;
-const RETRY_SLEEP_MS: u32 = 100;
+pub(crate) const RETRIES: usize = 10;
+pub(crate) const RETRY_SLEEP_MS: u32 = 100;
 const _: () = assert!(RETRY_SLEEP_MS as u64 * 1_000_000 >= 4 * uapi::MAX_CPU_BUSY_NS);
 
 /// Runs the batch `ops`; those that got `-ETIME` (the CPU's credit ran out:
@@ -146,8 +149,8 @@ pub(crate) unsafe fn execute_until_run(ops: &mut [Op]) -> Result<u32, batch::Rej
         if again.is_empty() {
             break;
         }
-        // SAFETY: Process context (by the function's requirements).
-        unsafe { kernel::bindings::msleep(RETRY_SLEEP_MS) };
+        // Process context (by the function's requirements).
+        fsleep(Delta::from_millis(RETRY_SLEEP_MS.into()));
         let mut retry = KVVec::with_capacity(again.len(), GFP_KERNEL_ACCOUNT)?;
         for (_, op) in again.iter() {
             retry.push(*op, GFP_KERNEL_ACCOUNT)?;

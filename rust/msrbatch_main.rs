@@ -3,49 +3,45 @@
 //! msrbatch: batched, per-CPU atomic access to x86 MSRs, performance counters,
 //! the TSC and CPUID.
 //!
-//! `/dev/msrbatch` takes one ioctl, `MSRBATCH_IOC_BATCH`, whose argument points
-//! to an array of ops, each naming the CPU it runs on. Every CPU's ops run in
+//! `/dev/msrbatch`'s main ioctl, `MSRBATCH_IOC_BATCH`, takes a pointer to an
+//! array of ops, each naming the CPU it runs on. Every CPU's ops run in
 //! array order, with interrupts off, in one cross-call; the CPUs of one batch
 //! run concurrently. Every op gets its own status; a faulting instruction is an
 //! `-EIO` for that op, never an oops. The ABI is `include/uapi/linux/msrbatch.h`
 //! and `Documentation/abi.md`.
 //!
-//! Security follows `arch/x86/kernel/msr.c`: a descriptor opened with
-//! `CAP_SYS_RAWIO` may do everything; one opened without (the node's mode
-//! decides who may open) only what the allowlist in force at open allows
-//! (`allowlist.rs`, loaded through `/dev/msrbatch_allowlist`). A batch needs a
-//! descriptor opened for reading, and one that writes also one opened for
-//! writing (`EBADF`); writes are refused under `LOCKDOWN_MSR` and when the
-//! `allow_writes` parameter is `off` (`EPERM`), logged when it is `default`,
-//! and taint the kernel once one has run.
+//! This file holds the module and the device's file operations. Who may do
+//! what follows `arch/x86/kernel/msr.c` (`policy.rs`, and `allowlist.rs` for
+//! descriptors opened without `CAP_SYS_RAWIO`); the ioctls are in `ioctl.rs`,
+//! which takes batches in through `accept.rs`; the batch engine is
+//! `batch.rs`.
 
-use core::mem::MaybeUninit;
 use kernel::{
-    bindings,
     new_mutex,
     sync::Mutex,
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     prelude::*,
-    transmute::AsBytes,
-    uaccess::{UserPtr, UserSlice},
 };
 
+mod accept;
 mod allowlist;
 mod batch;
 mod busy;
 mod compat;
 mod helpers;
 mod insn;
+mod ioctl;
 #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
 mod pce;
+mod policy;
 mod prepared;
 mod restore;
 mod sampler;
 mod sys;
 mod uapi;
 
-use uapi::{Batch, Info, Op};
+use policy::Access;
 
 use uapi::{
     IOC_BATCH, IOC_INFO, IOC_PCE_GRANT, IOC_PCE_REVOKE, IOC_PREPARE, IOC_RESTORE_NOW,
@@ -153,31 +149,13 @@ fn file_id(file: &File) -> usize {
     file.as_ptr() as usize
 }
 
-/// What the descriptor was opened for (`O_ACCMODE`, as `FMODE_READ` and
-/// `FMODE_WRITE` are derived from it).
-#[derive(Clone, Copy)]
-struct Access {
-    read: bool,
-    write: bool,
-}
-
-impl Access {
-    fn of(file: &File) -> Self {
-        let mode = file.flags() & bindings::O_ACCMODE;
-        Access {
-            read: mode == bindings::O_RDONLY || mode == bindings::O_RDWR,
-            write: mode == bindings::O_WRONLY || mode == bindings::O_RDWR,
-        }
-    }
-}
-
 #[vtable]
 impl MiscDevice for MsrBatchFile {
     type Ptr = Pin<KBox<Self>>;
 
     fn open(file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
         crate::compat::file_holds_module(file)?;
-        let rules = (!has_rawio()).then(allowlist::snapshot);
+        let rules = (!policy::has_rawio()).then(allowlist::snapshot);
         let confined = rules.is_some();
         KBox::try_pin_init(
             try_pin_init!(MsrBatchFile {
@@ -204,8 +182,8 @@ impl MiscDevice for MsrBatchFile {
         let access = Access::of(file);
         let rules = this.get_ref().rules.as_ref();
         match cmd {
-            IOC_INFO => info(arg),
-            IOC_BATCH => run_batch(&this, arg, access),
+            IOC_INFO => ioctl::info(arg),
+            IOC_BATCH => this.batch(arg, access),
             IOC_PREPARE => this.prepare(arg, access),
             IOC_RUN => this.run_prepared(arg, access),
             IOC_UNPREPARE => this.prepared.lock().remove(arg).map(|_| 0),
@@ -225,8 +203,8 @@ impl MiscDevice for MsrBatchFile {
             },
             // Without CAP_SYS_RAWIO, only with the allowlist's `allow pce`.
             IOC_PCE_GRANT if rules.is_some_and(|r| !r.allows_pce()) => Err(EPERM),
-            IOC_PCE_GRANT => pce_grant(file, arg, access).map(|()| 0),
-            IOC_PCE_REVOKE if arg == 0 => pce_revoke().map(|()| 0),
+            IOC_PCE_GRANT => ioctl::pce_grant(file, arg, access).map(|()| 0),
+            IOC_PCE_REVOKE if arg == 0 => ioctl::pce_revoke().map(|()| 0),
             IOC_PCE_REVOKE => Err(EINVAL),
             _ => Err(ENOTTY),
         }
@@ -240,355 +218,3 @@ impl MiscDevice for MsrBatchFile {
     }
 }
 
-impl MsrBatchFile {
-    /// `MSRBATCH_IOC_PREPARE`: validates and keeps a batch; returns 0.
-    fn prepare(&self, arg: usize, access: Access) -> Result<isize> {
-        let (mut reader, mut writer) =
-            UserSlice::new(UserPtr::from_addr(arg), size_of::<uapi::Prepare>()).reader_writer();
-        let mut req: uapi::Prepare = reader.read()?;
-        let hdr = Batch {
-            version: req.version,
-            flags: req.flags,
-            nr_ops: req.nr_ops,
-            ops: req.ops,
-            ..Batch::default()
-        };
-        let made = (|| -> Result<(u32, u64), batch::Rejected> {
-            if req.reserved != 0 {
-                return Err(EINVAL.into());
-            }
-            batch::check_header(&hdr)?;
-            if !access.read {
-                return Err(EBADF.into());
-            }
-            let ptr = UserPtr::from_addr(usize::try_from(hdr.ops).map_err(|_| EFAULT)?);
-            let n = hdr.nr_ops as usize;
-            let mut ops = KVVec::<Op>::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
-            read_ops(ptr, &mut ops.spare_capacity_mut()[..n])?;
-            // SAFETY: `read_ops` initialised the first `n` ops.
-            unsafe { ops.inc_len(n) };
-            let plan = batch::plan(&ops, hdr.flags)?;
-            if let Some(r) = self.rules.as_ref() {
-                r.check(&ops)?;
-                // Masked writes are not kept for reruns: a confined
-                // descriptor prepares batches that only read.
-                if let Some(index) = plan.first_write {
-                    return Err(batch::Rejected { err: EPERM, index });
-                }
-            }
-            check_writes(&ops, &plan, access)?;
-            let p = prepared::Prepared::new(ops, plan)?;
-            let size = p.mmap_size() as u64;
-            let handle = self.prepared.lock().insert(p)?;
-            Ok((handle, size))
-        })();
-        let ret = match made {
-            Ok((handle, size)) => {
-                req.handle = handle;
-                req.mmap_offset = prepared::mmap_offset(handle);
-                req.mmap_size = size;
-                req.err_index = uapi::NO_INDEX;
-                Ok(0)
-            }
-            Err(r) if r.err == EFAULT => return Err(EFAULT),
-            Err(r) => {
-                req.err_index = r.index;
-                Err(r.err)
-            }
-        };
-        if let Err(e) = writer.write(&req) {
-            if ret.is_ok() {
-                // The caller cannot learn the handle: do not keep the batch.
-                let _ = self.prepared.lock().remove(req.handle as usize);
-            }
-            return Err(e);
-        }
-        ret
-    }
-
-    /// `MSRBATCH_IOC_SAMPLE`: starts a sampler on a prepared batch; returns
-    /// its descriptor.
-    fn sample(&self, arg: usize, access: Access) -> Result<isize> {
-        let (mut reader, mut writer) =
-            UserSlice::new(UserPtr::from_addr(arg), size_of::<uapi::SampleReq>()).reader_writer();
-        let mut req: uapi::SampleReq = reader.read()?;
-        let made = (|| -> Result<sampler::NewSampler, batch::Rejected> {
-            if req.version != uapi::ABI_VERSION || req.flags != 0 || req.reserved != 0 {
-                return Err(EINVAL.into());
-            }
-            if !access.read {
-                return Err(EBADF.into());
-            }
-            if !(uapi::SAMPLE_MIN_PERIOD_NS..=uapi::SAMPLE_MAX_PERIOD_NS).contains(&req.period_ns) {
-                return Err(ERANGE.into());
-            }
-            if !req.ring_pages.is_power_of_two() {
-                return Err(EINVAL.into());
-            }
-            if req.ring_pages > uapi::SAMPLE_MAX_RING_PAGES {
-                return Err(E2BIG.into());
-            }
-            let ops = self.prepared.lock().get(req.handle as usize)?.ops_copy()?;
-            sampler::NewSampler::new(&req, &ops, self.rules.is_some())
-        })();
-        let ret = match made {
-            Ok(s) => {
-                req.err_index = uapi::NO_INDEX;
-                req.mmap_size = s.mmap_size();
-                Ok(s)
-            }
-            Err(r) => {
-                req.err_index = r.index;
-                Err(r.err)
-            }
-        };
-        // The answer first: a caller that cannot read it gets no sampler.
-        writer.write(&req)?;
-        ret?.install()
-    }
-
-    /// `MSRBATCH_IOC_RUN`: runs prepared batch `handle`; returns the number
-    /// of failed ops.
-    fn run_prepared(&self, handle: usize, access: Access) -> Result<isize> {
-        let p = self.prepared.lock().get(handle)?;
-        // The restore log matters only to batches that write.
-        let mut log = p.has_writes().then(|| self.restore.lock());
-        let nr_failed = p.run(|ops, plan| {
-            check_writes(ops, plan, access)?;
-            match log.as_mut().and_then(|l| Option::as_mut(&mut **l)) {
-                Some(log) => log.snapshot(ops),
-                None => Ok(()),
-            }
-        })?;
-        Ok(nr_failed as isize)
-    }
-}
-
-#[cfg(CONFIG_PREEMPT_NOTIFIERS)]
-fn pce_grant(file: &File, arg: usize, access: Access) -> Result {
-    if arg & !(uapi::PCE_F_THREAD | uapi::PCE_F_INHERIT) != 0 {
-        return Err(EINVAL);
-    }
-    let binding = match arg & uapi::PCE_F_THREAD {
-        0 => pce::Binding::File(file_id(file)),
-        _ => pce::Binding::Thread,
-    };
-    if !access.write {
-        return Err(EBADF);
-    }
-    pce::grant(binding, arg & uapi::PCE_F_INHERIT != 0, crate::compat::this_module())
-}
-
-/// Without preempt notifiers a grant could not follow the thread.
-#[cfg(not(CONFIG_PREEMPT_NOTIFIERS))]
-fn pce_grant(_file: &File, _arg: usize, _access: Access) -> Result {
-    pr_info_once!("PCE grants need a kernel with CONFIG_PREEMPT_NOTIFIERS\n");
-    Err(crate::compat::eopnotsupp())
-}
-
-#[cfg(CONFIG_PREEMPT_NOTIFIERS)]
-fn pce_revoke() -> Result {
-    pce::revoke()
-}
-
-#[cfg(not(CONFIG_PREEMPT_NOTIFIERS))]
-fn pce_revoke() -> Result {
-    Err(crate::compat::eopnotsupp())
-}
-
-/// Whether the caller holds `CAP_SYS_RAWIO`.
-fn has_rawio() -> bool {
-    // SAFETY: `capable` may be called from process context at any time.
-    unsafe { bindings::capable(bindings::CAP_SYS_RAWIO as i32) }
-}
-
-/// Whether the kernel's lockdown forbids MSR writes.
-pub(crate) fn msr_writes_locked_down() -> bool {
-    #[cfg(CONFIG_SECURITY)]
-    {
-        // SAFETY: `security_locked_down` may be called from process context.
-        unsafe { bindings::security_locked_down(bindings::lockdown_reason_LOCKDOWN_MSR) != 0 }
-    }
-    #[cfg(not(CONFIG_SECURITY))]
-    {
-        false
-    }
-}
-
-fn info(arg: usize) -> Result<isize> {
-    let info = Info {
-        version: uapi::ABI_VERSION,
-        max_ops: uapi::MAX_OPS,
-        max_delay_ns: uapi::MAX_DELAY_NS as u32,
-        max_cpu_delay_ns: uapi::MAX_CPU_DELAY_NS as u32,
-        ops_supported: (1u64 << (uapi::opcode::MAX + 1)) - 2,
-        flags_supported: uapi::F_ALL,
-        max_cpu_busy_ns: uapi::MAX_CPU_BUSY_NS as u32,
-        ..Info::default()
-    };
-    UserSlice::new(UserPtr::from_addr(arg), size_of::<Info>())
-        .writer()
-        .write(&info)?;
-    Ok(0)
-}
-
-fn run_batch(file: &MsrBatchFile, arg: usize, access: Access) -> Result<isize> {
-    let (mut hdr_reader, mut hdr_writer) =
-        UserSlice::new(UserPtr::from_addr(arg), size_of::<Batch>()).reader_writer();
-    let mut hdr: Batch = hdr_reader.read()?;
-
-    let (ret, ran, err_index, out_flags) = match run_checked(file, &hdr, arg, access) {
-        Ok(Ran { ran, copied: true }) => (Ok(0), ran, uapi::NO_INDEX, uapi::OUT_RAN),
-        // The ops ran but their results could not be copied back (another
-        // thread unmapped or write-protected the array meanwhile): never
-        // EFAULT, which says that nothing ran.
-        Ok(Ran { ran, copied: false }) => (Err(crate::compat::enotrecoverable()), ran, uapi::NO_INDEX, uapi::OUT_RAN),
-        // EFAULT on the ops array leaves the header alone, like any EFAULT.
-        Err(r) if r.err == EFAULT => return Err(EFAULT),
-        Err(r) => (Err(r.err), batch::Executed { nr_failed: 0, start_spread: 0 }, r.index, 0),
-    };
-    hdr.nr_failed = ran.nr_failed;
-    hdr.start_spread = ran.start_spread;
-    hdr.err_index = err_index;
-    hdr.out_flags = out_flags;
-    match hdr_writer.write(&hdr) {
-        Err(_) if out_flags & uapi::OUT_RAN != 0 => Err(crate::compat::enotrecoverable()),
-        Err(e) => Err(e),
-        Ok(()) => ret,
-    }
-}
-
-/// Batches of up to this many ops are copied to the stack, not to the heap.
-const INLINE_OPS: usize = 16;
-
-/// Copies `dst.len()` ops in from user space, straight into uninitialised
-/// memory (no zero-fill pass: the copy is the batch's biggest cost per op).
-fn read_ops(ptr: UserPtr, dst: &mut [MaybeUninit<Op>]) -> Result<&mut [Op]> {
-    // SAFETY: `dst` is `dst.len()` `MaybeUninit<Op>`, i.e. that many times
-    // `size_of::<Op>()` bytes that may be uninitialised, which is what
-    // `MaybeUninit<u8>` allows.
-    let bytes = unsafe {
-        core::slice::from_raw_parts_mut(dst.as_mut_ptr().cast::<MaybeUninit<u8>>(), size_of_val(dst))
-    };
-    UserSlice::new(ptr, bytes.len()).reader().read_raw(bytes)?;
-    // SAFETY: `read_raw` succeeded, so every op is initialised, and any bit
-    // pattern is a valid `Op` (`FromBytes`).
-    Ok(unsafe { &mut *(core::ptr::from_mut(dst) as *mut [Op]) })
-}
-
-/// Copies `ops` out to the user's array at `ptr`.
-fn write_ops(ptr: UserPtr, ops: &[Op]) -> Result {
-    UserSlice::new(ptr, size_of_val(ops))
-        .writer()
-        .write_slice(AsBytes::as_bytes(ops))
-}
-
-/// A batch that ran.
-struct Ran {
-    ran: batch::Executed,
-    /// The results reached the caller's array.
-    copied: bool,
-}
-
-/// The checks a batch that writes must pass, in msr.c's order: a descriptor
-/// open for writing (`EBADF`), no lockdown (`EPERM`), `allow_writes` (`EPERM`).
-fn check_writes(ops: &[Op], plan: &batch::Plan, access: Access) -> Result<(), batch::Rejected> {
-    let Some(first) = plan.first_write else {
-        return Ok(());
-    };
-    let refuse = |err| batch::Rejected { err, index: first };
-    if !access.write {
-        return Err(refuse(EBADF));
-    }
-    if msr_writes_locked_down() {
-        return Err(refuse(EPERM));
-    }
-    let msr = ops.get(first as usize).map_or(0, |op| op.reg);
-    helpers::filter_writes(msr, plan.nr_writes).map_err(refuse)
-}
-
-/// Validates, runs and copies back one batch whose header, `hdr`, was read
-/// from `arg`.
-fn run_checked(file: &MsrBatchFile, hdr: &Batch, arg: usize, access: Access) -> Result<Ran, batch::Rejected> {
-    batch::check_header(hdr)?;
-    // Every batch returns what it read: it needs a descriptor open for reading.
-    if !access.read {
-        return Err(EBADF.into());
-    }
-    let ptr = UserPtr::from_addr(usize::try_from(hdr.ops).map_err(|_| EFAULT)?);
-    let n = hdr.nr_ops as usize;
-    if n <= INLINE_OPS {
-        let mut buf = [const { MaybeUninit::<Op>::uninit() }; INLINE_OPS];
-        let ops = read_ops(ptr, &mut buf[..n])?;
-        run_ops(file, access, (hdr, arg), ptr, ops)
-    } else {
-        let mut heap = KVVec::<Op>::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
-        let ops = read_ops(ptr, &mut heap.spare_capacity_mut()[..n])?;
-        run_ops(file, access, (hdr, arg), ptr, ops)
-    }
-}
-
-/// Like arch/x86/kernel/msr.c: a raw MSR write takes the CPU out of spec;
-/// only a write that ran taints.
-pub(crate) fn taint_if_written(ops: &[Op]) {
-    if ops.iter().any(|op| batch::is_write(op) && op.status == 0) {
-        // SAFETY: `add_taint` may be called from process context.
-        unsafe { bindings::add_taint(bindings::TAINT_CPU_OUT_OF_SPEC, bindings::lockdep_ok_LOCKDEP_STILL_OK) };
-    }
-}
-
-/// Validates and runs `ops`, read from `ptr`, and copies them back; `hdr` is
-/// the batch's header, read from the address beside it. On a descriptor the
-/// allowlist confines, every op must be inside its rules, and writes are
-/// masked.
-fn run_ops(
-    file: &MsrBatchFile,
-    access: Access,
-    (hdr, hdr_addr): (&Batch, usize),
-    ptr: UserPtr,
-    ops: &mut [Op],
-) -> Result<Ran, batch::Rejected> {
-    let rules = file.rules.as_ref();
-    let mut plan = batch::plan(ops, hdr.flags)?;
-    if let Some(r) = rules {
-        r.check(ops)?;
-    }
-    check_writes(ops, &plan, access)?;
-    // A file that restores on close logs what the writes will overwrite,
-    // and keeps the log locked until they have run.
-    let mut log = plan.has_writes().then(|| file.restore.lock());
-    if let Some(log) = log.as_mut().and_then(|l| Option::as_mut(&mut **l)) {
-        log.snapshot(ops)?;
-    }
-    if plan.has_writes() {
-        // Make sure the results can be copied back before anything is
-        // written: a batch whose array or header is not writable fails with
-        // EFAULT and changes nothing. Writing back the bytes just read leaves
-        // both as they were. (A batch that only reads changes nothing either
-        // way.)
-        write_ops(ptr, ops)?;
-        UserSlice::new(UserPtr::from_addr(hdr_addr), size_of::<Batch>())
-            .writer()
-            .write(hdr)?;
-    }
-    // Masked writes become the RMWMSRs the rules mean; the plan is made
-    // again from the ops that will run.
-    let masked = match rules {
-        Some(r) if plan.has_writes() => Some(r.mask_writes(ops)?),
-        _ => None,
-    };
-    if masked.as_ref().is_some_and(|m| !m.is_empty()) {
-        plan = batch::plan(ops, hdr.flags | batch::F_MASKED_WRITES)?;
-    }
-    // SAFETY: `check_writes` allowed the batch's writes (and, without
-    // CAP_SYS_RAWIO, the rules did, each within its write mask).
-    let ran = unsafe { batch::execute(ops, &plan) }?;
-    if plan.has_writes() {
-        taint_if_written(ops);
-    }
-    if let Some(m) = masked {
-        m.restore(ops, hdr.flags & uapi::F_TIMESTAMPS != 0);
-    }
-    let copied = write_ops(ptr, ops).is_ok();
-    Ok(Ran { ran, copied })
-}

@@ -399,8 +399,8 @@ fn register(
     module: *mut bindings::module,
 ) -> Result {
     grants.reserve(1, GFP_KERNEL_ACCOUNT)?;
-    // SAFETY: `current` is valid; `ARef::from` takes a reference on it.
-    let task = ARef::from(unsafe { &*Task::current_raw().cast::<Task>() });
+    // `ARef::from` takes a reference on the current thread.
+    let task = ARef::from(&**kernel::current!());
     let g = Arc::pin_init(
         pin_init!(Grant {
             notifier <- Opaque::ffi_init(|n: *mut bindings::preempt_notifier| {
@@ -609,8 +609,15 @@ pub(crate) fn release_file(file: usize) {
 }
 
 /// The reaper: frees the grants of threads that have exited.
+///
+/// # Safety
+///
+/// Called by `helpers.c`'s reaper work item only (process context, the
+/// registry not locked by the caller). `unsafe`, as bindgen makes
+/// `helpers.h`'s prototype: an older rustc (Debian trixie's 1.85.1) does not
+/// unify a safe and an unsafe `extern "C" fn` in `assert_prototype!`.
 #[no_mangle]
-extern "C" fn msrbatch_reap_grants() {
+unsafe extern "C" fn msrbatch_reap_grants() {
     let mut any = false;
     {
         let grants = GRANTS.lock();

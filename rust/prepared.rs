@@ -19,7 +19,9 @@
 //! valid (with the last results) after `UNPREPARE`, `close()` and `vfree()`.
 //! Mappings are not inherited across `fork()` (`VM_DONTCOPY`).
 
+use crate::accept::Kept;
 use crate::batch::{self, Plan};
+use crate::policy::{self, Access};
 use crate::uapi::{self, Op, OpResult};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -33,6 +35,14 @@ use kernel::{
 /// The results of one prepared batch: zeroed vmalloc memory, whole pages,
 /// charged to the caller's memory cgroup, mappable with
 /// `helpers::mappable_mmap`.
+///
+/// # Invariants
+///
+/// `ptr` is the start of an area from `helpers::mappable_alloc` of `bytes`
+/// bytes, which the `Results` owns until it drops; it has room for `len`
+/// results (`len * size_of::<OpResult>() <= bytes`). User space may map it:
+/// the kernel writes it only through raw pointers (volatile), never through
+/// a reference.
 struct Results {
     ptr: NonNull<OpResult>,
     len: usize,
@@ -49,6 +59,7 @@ impl Results {
     fn new(len: usize) -> Result<Self> {
         let bytes = (len * size_of::<OpResult>()).next_multiple_of(PAGE_SIZE);
         let ptr = crate::helpers::mappable_alloc(bytes).ok_or(ENOMEM)?.cast::<OpResult>();
+        // INVARIANT: `bytes` bytes from `mappable_alloc`, room for `len`.
         Ok(Results { ptr, len, bytes })
     }
 
@@ -60,9 +71,9 @@ impl Results {
                 reserved: 0,
                 val: op.val,
             };
-            // SAFETY: `i < len`, within the allocation. The memory is shared
-            // with user space, which may read (or scribble on) it at any time:
-            // a volatile write, never a reference.
+            // SAFETY: `i < len`: by the type invariants, within the area,
+            // written through a raw pointer (user space may read or scribble
+            // on it at any time).
             unsafe { self.ptr.as_ptr().add(i).write_volatile(r) };
         }
     }
@@ -70,13 +81,19 @@ impl Results {
 
 impl Drop for Results {
     fn drop(&mut self) {
-        // SAFETY: Allocated in `new`, not used afterwards; user mappings keep
+        // SAFETY: By the type invariants the area is ours, from
+        // `mappable_alloc`; it is not used afterwards, and user mappings keep
         // their own references to the pages.
         unsafe { crate::helpers::mappable_free(self.ptr.cast()) };
     }
 }
 
 /// One prepared batch.
+///
+/// # Invariants
+///
+/// `plan` was made from `ops`, which passed the checks of the accept
+/// pipeline (a [`Kept`]'s); a run changes only their `status` and `val`.
 #[pin_data]
 pub(crate) struct Prepared {
     /// The validated private copy of the ops; locked for the length of a run,
@@ -88,9 +105,11 @@ pub(crate) struct Prepared {
 }
 
 impl Prepared {
-    /// Prepares `ops`, already validated and planned as `plan`.
-    pub(crate) fn new(ops: KVVec<Op>, plan: Plan) -> Result<Arc<Self>> {
+    /// Keeps the accepted batch `kept`.
+    pub(crate) fn new(kept: Kept) -> Result<Arc<Self>> {
+        let (ops, plan) = kept.into_parts();
         let results = Results::new(ops.len())?;
+        // INVARIANT: `ops` and `plan` as the `Kept` held them.
         Arc::pin_init(
             pin_init!(Prepared {
                 ops <- new_mutex!(ops),
@@ -126,19 +145,24 @@ impl Prepared {
         self.results.len * size_of::<Op>() + self.results.bytes
     }
 
-    /// Runs the batch; `check_writes` decides, at each run, whether its
-    /// writes (if any) are still allowed. Returns the number of failed ops.
+    /// Runs the batch for a descriptor opened for `access`: its writes (if
+    /// any) must pass the write checks again at each run; then `before_writes`
+    /// sees the ops. Returns the number of failed ops.
     pub(crate) fn run(
         &self,
-        check_writes: impl FnOnce(&[Op], &Plan) -> Result<(), batch::Rejected>,
+        access: Access,
+        before_writes: impl FnOnce(&[Op]) -> Result<(), batch::Rejected>,
     ) -> Result<u32> {
         let mut ops = self.ops.lock();
-        check_writes(&ops, &self.plan).map_err(|r| r.err)?;
-        // SAFETY: The ops were validated when prepared and are the kernel's
-        // own copy; `check_writes` allowed the writes now.
+        policy::check_writes(&ops, &self.plan, access).map_err(|r| r.err)?;
+        before_writes(&ops).map_err(|r| r.err)?;
+        // SAFETY: By the type invariants `plan` is made from these ops, the
+        // kernel's own copy, which passed the rules when prepared (a confined
+        // descriptor's batches do not write); `check_writes` allowed the
+        // writes now.
         let nr_failed = unsafe { batch::execute(&mut ops, &self.plan) }.map_err(|r| r.err)?.nr_failed;
         if self.plan.has_writes() {
-            crate::taint_if_written(&ops);
+            policy::taint_if_written(&ops);
         }
         self.results.publish(&ops);
         Ok(nr_failed)
@@ -150,9 +174,9 @@ impl Prepared {
             return Err(EINVAL);
         }
         vma.set_dontcopy();
-        // SAFETY: `vma` is being set up by `mmap()`; the results are an area
-        // from `mappable_alloc` of `bytes` bytes, no smaller than `vma`, alive
-        // while `self` is.
+        // SAFETY: `vma` is being set up by `mmap()`, no larger than the
+        // results: by their type invariants an area from `mappable_alloc` of
+        // `bytes` bytes, alive while `self` is.
         unsafe { crate::helpers::mappable_mmap(vma.as_ptr(), self.results.ptr.cast(), self.results.bytes) }
     }
 }

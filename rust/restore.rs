@@ -98,7 +98,7 @@ impl RestoreLog {
         if self.saved.is_empty() {
             return Ok(0);
         }
-        if crate::msr_writes_locked_down() {
+        if crate::policy::msr_writes_locked_down() {
             return Err(EPERM);
         }
         let saved = core::mem::take(&mut self.saved);
@@ -141,7 +141,7 @@ fn restore_cpu(cpu: u32, saved: &[Saved]) -> usize {
     // caller checked that lockdown does not forbid MSR writes now.
     let done = unsafe { crate::busy::execute_until_run(&mut ops) };
     // Whatever ran, also when some ops failed: a restore is a raw MSR write.
-    crate::taint_if_written(&ops);
+    crate::policy::taint_if_written(&ops);
     match done {
         Ok(nr_failed) => nr_failed as usize,
         Err(r) => {

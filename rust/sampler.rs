@@ -78,6 +78,10 @@ fn ops_per_sec(nr: usize, period_ns: u64) -> u64 {
 }
 
 /// One CPU's share of a sampler.
+///
+/// # Invariants
+///
+/// Every op of `ops` is one a sampler may run ([`may_sample`]): none writes.
 struct Lane {
     cpu: u32,
     /// The code of every op, if they share one (the batch's fast loops).
@@ -91,6 +95,15 @@ struct Lane {
 
 /// The ring: `helpers::mappable_alloc()` memory, the control page then the data
 /// area.
+///
+/// # Invariants
+///
+/// `base` is the start of an area from `helpers::mappable_alloc` of `bytes`
+/// bytes (page-aligned), which the ring owns until it drops: `PAGE_SIZE`
+/// bytes of control page (`struct msrbatch_ring`), then `data_size` bytes of
+/// data area, a power of two. User space maps it and may write it at any
+/// time: the kernel accesses it through raw pointers, volatile or atomic,
+/// never through a reference to its bytes.
 struct Ring {
     base: NonNull<u8>,
     bytes: usize,
@@ -114,6 +127,8 @@ impl Ring {
         let data_size = data_pages as usize * PAGE_SIZE;
         let bytes = PAGE_SIZE + data_size;
         let base = crate::helpers::mappable_alloc(bytes).ok_or(ENOMEM)?.cast::<u8>();
+        // INVARIANT: `bytes` bytes from `mappable_alloc`, the control page and
+        // `data_pages` pages (a power of two: `MSRBATCH_IOC_SAMPLE` checks).
         let ring = Ring {
             base,
             bytes,
@@ -132,8 +147,8 @@ impl Ring {
     /// area at `PAGE_SIZE + off`).
     fn put64(&self, off: usize, v: u64) {
         if off + 8 <= self.bytes && off % 8 == 0 {
-            // SAFETY: In bounds and aligned (checked). User space may access
-            // the memory at any time: a volatile write, no reference.
+            // SAFETY: In bounds and aligned (checked; `base` is page-aligned
+            // by the type invariants), through a raw pointer, as they ask.
             unsafe { self.base.as_ptr().add(off).cast::<u64>().write_volatile(v) };
         }
     }
@@ -149,9 +164,10 @@ impl Ring {
     /// `data_tail` concurrently).
     fn atomic(&self, off: usize) -> &AtomicU64 {
         const { assert!(offset_of!(RingPage, data_tail) + 8 <= 4096) };
-        // SAFETY: `off` is one of the page's u64 fields (callers pass an
-        // `offset_of!`), 8-byte aligned, inside the first page, which lives
-        // as long as `self`; all accesses to it from here are atomic.
+        // SAFETY: `off` is one of the control page's u64 fields (callers pass
+        // an `offset_of!`), 8-byte aligned, inside the first page of the area,
+        // which by the type invariants lives as long as `self`; all accesses
+        // to it from here are atomic.
         unsafe { AtomicU64::from_ptr(self.base.as_ptr().add(off).cast::<u64>()) }
     }
 
@@ -209,13 +225,25 @@ impl Ring {
 
 impl Drop for Ring {
     fn drop(&mut self) {
-        // SAFETY: From `mappable_alloc`, not used afterwards; mappings keep
-        // their own references to the pages.
+        // SAFETY: By the type invariants the area is ours, from
+        // `mappable_alloc`; it is not used afterwards, and mappings keep their
+        // own references to the pages.
         unsafe { crate::helpers::mappable_free(self.base.cast()) };
     }
 }
 
 /// A sampler: its lanes, its ring and its C half.
+///
+/// # Invariants
+///
+/// - `c_half`, when `Some`, is the C half `msrbatch_sampler_new` made for this
+///   sampler, live until the sampler drops and frees it.
+/// - `lanes` are sorted by CPU, one per CPU. Each lane's `ops` are touched
+///   only by its CPU's timer once installed (an hrtimer's callbacks never
+///   overlap), and before that only by whoever holds the sampler.
+/// - Once installed, the sampler is reached only through the owner pointer
+///   the C half holds, by shared references, until
+///   `msrbatch_sampler_release` stops the timers and frees it.
 pub(crate) struct Sampler {
     c_half: Option<NonNull<CHalf>>,
     ring: Ring,
@@ -231,8 +259,9 @@ pub(crate) struct Sampler {
     _reserved: Reservation,
 }
 
-// SAFETY: The lanes' ops are touched only by their CPU's timer; everything
-// else shared is atomic or written under the C half's lock.
+// SAFETY: By the type invariants the lanes' ops are touched only by their
+// CPU's timer; everything else shared is atomic or written under the C
+// half's lock.
 unsafe impl Sync for Sampler {}
 // SAFETY: As above; nothing is tied to a thread.
 unsafe impl Send for Sampler {}
@@ -242,7 +271,8 @@ struct Locked(NonNull<CHalf>, c_ulong);
 
 impl Locked {
     fn new(g: NonNull<CHalf>) -> Self {
-        // SAFETY: `g` is a live C half (callers hold its sampler).
+        // SAFETY: `g` is a sampler's `c_half`, live while the sampler is (its
+        // type invariants); callers hold the sampler.
         Locked(g, unsafe { msrbatch_sampler_lock(g.as_ptr()) })
     }
 }
@@ -287,9 +317,9 @@ fn lanes_of(ops: &[Op]) -> Result<KVec<Lane>, batch::Rejected> {
             op.val = [0, 0];
             lane_ops.push(op, GFP_KERNEL_ACCOUNT)?;
         }
-        let first = lane_ops.first().map_or(0, |op| op.op);
-        let uniform = lane_ops.iter().all(|op| op.op == first).then_some(first);
+        let uniform = batch::uniform_code(&lane_ops);
         lanes.push(
+            // INVARIANT: every op passed `may_sample` above.
             Lane {
                 cpu: run[0].0,
                 uniform,
@@ -324,7 +354,8 @@ impl Reservation {
     ) -> Result<Self, batch::Rejected> {
         let mut rates = KVec::with_capacity(lanes.len(), GFP_KERNEL_ACCOUNT)?;
         for l in lanes {
-            // SAFETY: The lane is not running: nothing else touches its ops.
+            // SAFETY: The lane's sampler is not installed yet: nothing else
+            // touches its ops (the `Sampler` invariants).
             let nr = unsafe { &*l.ops.get() }.len();
             let rate = ops_per_sec(nr, period_ns);
             if rate > uapi::SAMPLE_MAX_OPS_PER_SEC {
@@ -405,6 +436,7 @@ impl NewSampler {
         // SAFETY: No preconditions; the C half knows no owner until
         // `install`, and calls nothing back before.
         let g = unsafe { msrbatch_sampler_new(req.period_ns, &mut epoch) };
+        // INVARIANT: the C half made for this sampler, freed by its drop.
         s.c_half = Some(NonNull::new(g).ok_or(ENOMEM)?);
         s.ring.put64(offset_of!(RingPage, epoch_ns), epoch);
         Ok(NewSampler(s))
@@ -482,7 +514,7 @@ impl Sampler {
     fn wake_if_ready(&self) {
         if let Some(g) = self.c_half {
             if self.worth_reading(self.ring.unread()) {
-                // SAFETY: `g` is this sampler's live C half.
+                // SAFETY: `g` is this sampler's live C half (type invariants).
                 unsafe { msrbatch_sampler_wake(g.as_ptr()) };
             }
         }
@@ -521,11 +553,10 @@ impl Sampler {
             return;
         };
         let tsc = crate::insn::rdtsc().unwrap_or(0);
-        // SAFETY: Only this CPU's timer touches the lane's ops, and its
-        // callbacks never overlap.
+        // SAFETY: By the `Sampler` invariants only this CPU's timer touches
+        // the lane's ops, and its callbacks never overlap.
         let ops = unsafe { &mut *lane.ops.get() };
-        // SAFETY: Interrupts are off (hard interrupt context); a lane has
-        // only read ops (`lanes_of`); `uniform` was computed from them.
+        // SAFETY: By the `Lane` invariants no op writes.
         unsafe { batch::run_reads_here(ops, lane.uniform) };
         let failed = ops
             .iter()
@@ -562,7 +593,8 @@ impl Sampler {
         let Some(g) = self.c_half else {
             return;
         };
-        // SAFETY: `g` is this sampler's live C half; process context.
+        // SAFETY: `g` is this sampler's live C half (type invariants);
+        // process context.
         // The C half marks the ring stopped (`mark_stopped`) under its stop
         // lock, so every STOP returns with the ring saying so.
         if unsafe { msrbatch_sampler_stop(g.as_ptr()) } {
@@ -610,64 +642,113 @@ impl Drop for Sampler {
 ///
 /// # Safety
 ///
-/// `owner` is the owner pointer of a live C half: a `Sampler` that the
-/// file has not released.
+/// `owner` is the owner pointer of a live C half: an installed `Sampler`
+/// that `msrbatch_sampler_release` has not freed, and does not free while the
+/// returned reference lives.
 unsafe fn sampler<'a>(owner: *mut c_void) -> &'a Sampler {
-    // SAFETY: By the function's requirements.
+    // SAFETY: By the function's requirements; once installed, the sampler is
+    // reached by shared references only (its type invariants).
     unsafe { &*owner.cast::<Sampler>() }
 }
 
+// The functions below are the C half's calls into the sampler
+// (`sampler_file.c`, declared in `helpers.h`). Each takes the owner pointer that
+// `msrbatch_sampler_install` gave the C half, and requires what
+// [`sampler`] requires of it; the C half calls each only while the sampler
+// is installed and not yet released.
+
+/// Whether the sampler samples `cpu` (the hotplug state asks).
+///
+/// # Safety
+///
+/// As [`sampler`] for `owner`.
 #[no_mangle]
-extern "C" fn msrbatch_sampler_samples(owner: *mut c_void, cpu: c_uint) -> bool {
-    // SAFETY: Called by the hotplug state while the instance exists, which
-    // is between install and stop.
+unsafe extern "C" fn msrbatch_sampler_samples(owner: *mut c_void, cpu: c_uint) -> bool {
+    // SAFETY: By the function's requirements: the hotplug state calls this
+    // while the instance exists, which is between install and stop.
     unsafe { sampler(owner) }.lane(cpu).is_some()
 }
 
+/// One period of the sampler's timer on `cpu` (hard interrupt context, on
+/// `cpu`).
+///
+/// # Safety
+///
+/// As [`sampler`] for `owner`.
 #[no_mangle]
-extern "C" fn msrbatch_sampler_tick(owner: *mut c_void, cpu: c_uint, seq: u64) {
-    // SAFETY: Timers run between install and stop, which cancels them before
-    // the sampler is freed.
+unsafe extern "C" fn msrbatch_sampler_tick(owner: *mut c_void, cpu: c_uint, seq: u64) {
+    // SAFETY: By the function's requirements: timers run between install and
+    // stop, which cancels them before the sampler is freed.
     unsafe { sampler(owner) }.tick(cpu, seq);
 }
 
+/// `cpu` starts (`online`) or stops sampling at period `seq`.
+///
+/// # Safety
+///
+/// As [`sampler`] for `owner`.
 #[no_mangle]
-extern "C" fn msrbatch_sampler_cpu_event(owner: *mut c_void, cpu: c_uint, online: bool, seq: u64) {
-    // SAFETY: As `msrbatch_sampler_samples`.
+unsafe extern "C" fn msrbatch_sampler_cpu_event(owner: *mut c_void, cpu: c_uint, online: bool, seq: u64) {
+    // SAFETY: By the function's requirements, as `msrbatch_sampler_samples`.
     unsafe { sampler(owner) }.cpu_event(cpu, online, seq);
 }
 
+/// The timers are stopped: the ring says so.
+///
+/// # Safety
+///
+/// As [`sampler`] for `owner`.
 #[no_mangle]
-extern "C" fn msrbatch_sampler_mark_stopped(owner: *mut c_void) {
-    // SAFETY: Called by `msrbatch_sampler_stop`, whose caller holds the
-    // sampler.
+unsafe extern "C" fn msrbatch_sampler_mark_stopped(owner: *mut c_void) {
+    // SAFETY: By the function's requirements: `msrbatch_sampler_stop` calls
+    // this, and its caller holds the sampler.
     unsafe { sampler(owner) }.mark_stopped();
 }
 
+/// What `poll()` of the sampler's file reports.
+///
+/// # Safety
+///
+/// As [`sampler`] for `owner`.
 #[no_mangle]
-extern "C" fn msrbatch_sampler_ready(owner: *mut c_void) -> c_uint {
-    // SAFETY: Called by the file's poll(): the file holds the sampler.
+unsafe extern "C" fn msrbatch_sampler_ready(owner: *mut c_void) -> c_uint {
+    // SAFETY: By the function's requirements: the file's poll() calls this,
+    // and the file holds the sampler.
     unsafe { sampler(owner) }.ready()
 }
 
+/// `mmap()` of the sampler's file: maps the ring into `vma`.
+///
+/// # Safety
+///
+/// As [`sampler`] for `owner`; `vma` is a VMA being set up by `mmap()`, `len`
+/// bytes long.
 #[no_mangle]
-extern "C" fn msrbatch_sampler_mmap(owner: *mut c_void, vma: *mut sys::vm_area_struct, len: c_ulong) -> c_int {
-    // SAFETY: Called by the file's mmap(): the file holds the sampler.
+unsafe extern "C" fn msrbatch_sampler_mmap(owner: *mut c_void, vma: *mut sys::vm_area_struct, len: c_ulong) -> c_int {
+    // SAFETY: By the function's requirements: the file's mmap() calls this,
+    // and the file holds the sampler.
     let s = unsafe { sampler(owner) };
     if len > s.ring.bytes {
         return EINVAL.to_errno();
     }
-    // SAFETY: `vma` is being set up by mmap(), no larger than the ring,
-    // which is an area from `mappable_alloc` alive while the sampler is.
+    // SAFETY: `vma` is being set up by mmap(), no larger than the ring, which
+    // by its type invariants is an area from `mappable_alloc` of `bytes`
+    // bytes, alive while the sampler is.
     match unsafe { crate::helpers::mappable_mmap(vma.cast(), s.ring.base.cast(), s.ring.bytes) } {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
     }
 }
 
+/// `ioctl()` of the sampler's file.
+///
+/// # Safety
+///
+/// As [`sampler`] for `owner`.
 #[no_mangle]
-extern "C" fn msrbatch_sampler_ioctl(owner: *mut c_void, cmd: c_uint, arg: c_ulong) -> c_long {
-    // SAFETY: Called by the file's ioctl(): the file holds the sampler.
+unsafe extern "C" fn msrbatch_sampler_ioctl(owner: *mut c_void, cmd: c_uint, arg: c_ulong) -> c_long {
+    // SAFETY: By the function's requirements: the file's ioctl() calls this,
+    // and the file holds the sampler.
     let s = unsafe { sampler(owner) };
     match cmd {
         uapi::SAMPLER_IOC_STOP if arg == 0 => {
@@ -679,14 +760,21 @@ extern "C" fn msrbatch_sampler_ioctl(owner: *mut c_void, cmd: c_uint, arg: c_ulo
     }
 }
 
+/// Stops and frees the sampler: the file's release, or a failed install.
+///
+/// # Safety
+///
+/// `owner` is the owner pointer `NewSampler::install` gave the C half, of a
+/// live sampler; called once, after which nothing uses the sampler.
 #[no_mangle]
-extern "C" fn msrbatch_sampler_release(owner: *mut c_void) {
+unsafe extern "C" fn msrbatch_sampler_release(owner: *mut c_void) {
     // First stop, through a shared reference: the stop cancels the timers,
     // whose callbacks (and the hotplug state's, and the stop's own
     // `mark_stopped`) form `&Sampler` from the same pointer meanwhile; a
     // `&mut` or a `KBox` must not exist while they may run.
-    // SAFETY: The C half calls this once, from the file's release or a
-    // failed install, with the owner it was installed with: a live sampler.
+    // SAFETY: By the function's requirements, a live sampler: the C half
+    // calls this once, from the file's release or a failed install, with the
+    // owner it was installed with.
     unsafe { sampler(owner) }.stop();
     // Then free: no timer, hotplug callback or wake-up is left, and no file
     // operation runs (the file is being released, or never existed).

@@ -47,6 +47,11 @@ pub(crate) mod opcode {
     pub(crate) const DELAY: u16 = u16_of(sys::MSRBATCH_OP_DELAY);
     pub(crate) const RDCR4: u16 = u16_of(sys::MSRBATCH_OP_RDCR4);
     pub(crate) const MAX: u16 = u16_of(sys::MSRBATCH_OP_MAX);
+
+    // A new op code in the header comes with its implementation: `check_op`,
+    // `run_op` and INFO's `ops_supported` know the codes up to RDCR4, and
+    // would otherwise accept (and advertise) a code they cannot run.
+    const _: () = assert!(MAX == RDCR4);
 }
 
 /// `MSRBATCH_F_STOP_ON_ERROR`.

@@ -29,27 +29,6 @@
 
 static int fd, ncpus;
 
-
-/* Runs a batch; returns 0 or -errno. */
-static int run(struct msrbatch_op *ops, __u32 n, __u32 flags, struct msrbatch_batch *out)
-{
-	struct msrbatch_batch b;
-
-	memset(&b, 0, sizeof(b));
-	b.version = MSRBATCH_ABI_VERSION;
-	b.flags = flags;
-	b.nr_ops = n;
-	b.ops = (__u64)(uintptr_t)ops;
-	if (ioctl(fd, MSRBATCH_IOC_BATCH, &b) < 0) {
-		if (out)
-			*out = b;
-		return -errno;
-	}
-	if (out)
-		*out = b;
-	return 0;
-}
-
 static int run_hdr(struct msrbatch_batch *b)
 {
 	return ioctl(fd, MSRBATCH_IOC_BATCH, b) < 0 ? -errno : 0;
@@ -59,7 +38,7 @@ static __u64 read_msr(__u32 cpu, __u32 msr)
 {
 	struct msrbatch_op op = mkop(MSRBATCH_OP_RDMSR, cpu, msr, 0, 0);
 
-	if (run(&op, 1, 0, NULL) || op.status) {
+	if (batch(fd, &op, 1, 0, NULL) || op.status) {
 		printf("# cannot read MSR %#x on CPU %u\n", msr, cpu);
 		return ~0ull;
 	}
@@ -71,15 +50,15 @@ static void test_info(void)
 	struct msrbatch_info info;
 
 	memset(&info, 0xff, sizeof(info));
-	check(ioctl(fd, MSRBATCH_IOC_INFO, &info) == 0, "INFO ioctl");
-	check(info.version == MSRBATCH_ABI_VERSION && info.max_ops == MSRBATCH_MAX_OPS &&
-	      info.max_delay_ns == MSRBATCH_MAX_DELAY_NS &&
-	      info.max_cpu_delay_ns == MSRBATCH_MAX_CPU_DELAY_NS &&
-	      info.flags_supported == MSRBATCH_F_ALL &&
-	      info.max_cpu_busy_ns == MSRBATCH_MAX_CPU_BUSY_NS && info.reserved[0] == 0,
-	      "INFO reports version %u, max_ops %u", info.version, info.max_ops);
-	check(info.ops_supported == (((1ull << (MSRBATCH_OP_MAX + 1)) - 1) & ~1ull),
-	      "INFO lists op codes 1..%d", MSRBATCH_OP_MAX);
+	ksft_test_result(ioctl(fd, MSRBATCH_IOC_INFO, &info) == 0, "INFO ioctl\n");
+	ksft_test_result(info.version == MSRBATCH_ABI_VERSION && info.max_ops == MSRBATCH_MAX_OPS &&
+			 info.max_delay_ns == MSRBATCH_MAX_DELAY_NS &&
+			 info.max_cpu_delay_ns == MSRBATCH_MAX_CPU_DELAY_NS &&
+			 info.flags_supported == MSRBATCH_F_ALL &&
+			 info.max_cpu_busy_ns == MSRBATCH_MAX_CPU_BUSY_NS && info.reserved[0] == 0,
+			 "INFO reports version %u, max_ops %u\n", info.version, info.max_ops);
+	ksft_test_result(info.ops_supported == (((1ull << (MSRBATCH_OP_MAX + 1)) - 1) & ~1ull),
+			 "INFO lists op codes 1..%d\n", MSRBATCH_OP_MAX);
 }
 
 /* Linux keeps the CPU number in TSC_AUX bits 11:0: proof of where an op ran. */
@@ -100,27 +79,27 @@ static void test_every_op_on_every_cpu(void)
 	}
 	for (i = 0; i < n; i++)
 		ops[i].status = 12345, ops[i].val[0] = ops[i].val[1] = 0xdead;
-	check(run(ops, n, 0, NULL) == 0, "one batch, %d ops, all %d CPUs", n, ncpus);
+	ksft_test_result(batch(fd, ops, n, 0, NULL) == 0, "one batch, %d ops, all %d CPUs\n", n, ncpus);
 	for (cpu = 0; cpu < ncpus; cpu++) {
 		struct msrbatch_op *o = &ops[cpu * 8];
 
 		good = 1;
 		for (i = 0; i < 8; i++)
 			good &= o[i].status == 0;
-		check(good, "cpu %d: every op has status 0", cpu);
-		check((o[0].val[0] & 0xfff) == (__u64)cpu && o[0].val[1] == 0,
-		      "cpu %d: RDMSR TSC_AUX ran on that CPU (%#llx)", cpu,
-		      (unsigned long long)o[0].val[0]);
-		check(o[2].val[0] >= o[1].val[0] && o[2].val[1] == o[0].val[0],
-		      "cpu %d: RDTSCP after RDTSC, aux == TSC_AUX", cpu);
-		check((__u32)o[3].val[0] >= 1 && o[3].val[1] != 0,
-		      "cpu %d: CPUID 0 gives max leaf %u and a vendor", cpu, (__u32)o[3].val[0]);
-		check(o[4].val[0] > 0 && o[5].val[0] > o[2].val[0],
-		      "cpu %d: DELAY 2us took %llu TSC ticks", cpu, (unsigned long long)o[4].val[0]);
-		check(o[6].val[0] & (1u << 5), "cpu %d: CR4 %#llx has PAE", cpu,
-		      (unsigned long long)o[6].val[0]);
-		check(o[7].val[0] == o[0].val[0] && o[7].val[1] == o[0].val[0],
-		      "cpu %d: RMW with empty masks writes back what it read", cpu);
+		ksft_test_result(good, "cpu %d: every op has status 0\n", cpu);
+		ksft_test_result((o[0].val[0] & 0xfff) == (__u64)cpu && o[0].val[1] == 0,
+				 "cpu %d: RDMSR TSC_AUX ran on that CPU (%#llx)\n", cpu,
+				 (unsigned long long)o[0].val[0]);
+		ksft_test_result(o[2].val[0] >= o[1].val[0] && o[2].val[1] == o[0].val[0],
+				 "cpu %d: RDTSCP after RDTSC, aux == TSC_AUX\n", cpu);
+		ksft_test_result((__u32)o[3].val[0] >= 1 && o[3].val[1] != 0,
+				 "cpu %d: CPUID 0 gives max leaf %u and a vendor\n", cpu, (__u32)o[3].val[0]);
+		ksft_test_result(o[4].val[0] > 0 && o[5].val[0] > o[2].val[0],
+				 "cpu %d: DELAY 2us took %llu TSC ticks\n", cpu, (unsigned long long)o[4].val[0]);
+		ksft_test_result(o[6].val[0] & (1u << 5), "cpu %d: CR4 %#llx has PAE\n", cpu,
+				 (unsigned long long)o[6].val[0]);
+		ksft_test_result(o[7].val[0] == o[0].val[0] && o[7].val[1] == o[0].val[0],
+				 "cpu %d: RMW with empty masks writes back what it read\n", cpu);
 	}
 }
 
@@ -138,17 +117,17 @@ static void test_atomic_write_read_restore(void)
 		ops[n++] = mkop(MSRBATCH_OP_RDMSR, cpu, MSR_IA32_TSC_AUX, 0, 0);
 		ops[n++] = mkop(MSRBATCH_OP_WRMSR, cpu, MSR_IA32_TSC_AUX, orig[cpu], 0);
 	}
-	check(run(ops, n, MSRBATCH_F_STOP_ON_ERROR, NULL) == 0,
-	      "write/read/restore batch on all CPUs");
+	ksft_test_result(batch(fd, ops, n, MSRBATCH_F_STOP_ON_ERROR, NULL) == 0,
+			 "write/read/restore batch on all CPUs\n");
 	for (cpu = 0; cpu < ncpus; cpu++) {
 		struct msrbatch_op *o = &ops[cpu * 4];
 
-		check(o[0].status == 0 && o[1].status == 0 && o[2].status == 0 &&
-		      o[3].status == 0 && o[0].val[0] == orig[cpu] &&
-		      o[2].val[0] == 0xabc00u + cpu,
-		      "cpu %d: read %#llx, wrote and read back %#llx", cpu,
-		      (unsigned long long)o[0].val[0], (unsigned long long)o[2].val[0]);
-		check(read_msr(cpu, MSR_IA32_TSC_AUX) == orig[cpu], "cpu %d: TSC_AUX restored", cpu);
+		ksft_test_result(o[0].status == 0 && o[1].status == 0 && o[2].status == 0 &&
+				 o[3].status == 0 && o[0].val[0] == orig[cpu] &&
+				 o[2].val[0] == 0xabc00u + cpu,
+				 "cpu %d: read %#llx, wrote and read back %#llx\n", cpu,
+				 (unsigned long long)o[0].val[0], (unsigned long long)o[2].val[0]);
+		ksft_test_result(read_msr(cpu, MSR_IA32_TSC_AUX) == orig[cpu], "cpu %d: TSC_AUX restored\n", cpu);
 	}
 }
 
@@ -160,11 +139,11 @@ static void test_rmw(void)
 		mkop(MSRBATCH_OP_WRMSR, 0, MSR_IA32_TSC_AUX, orig, 0),
 	};
 
-	check(run(ops, 2, 0, NULL) == 0 && ops[0].status == 0 && ops[0].val[0] == orig &&
-	      ops[0].val[1] == ((orig & ~0xffull) | 0x5a),
-	      "RMW clear 0xff set 0x5a: %#llx -> %#llx", (unsigned long long)ops[0].val[0],
-	      (unsigned long long)ops[0].val[1]);
-	check(read_msr(0, MSR_IA32_TSC_AUX) == orig, "RMW test restored TSC_AUX");
+	ksft_test_result(batch(fd, ops, 2, 0, NULL) == 0 && ops[0].status == 0 && ops[0].val[0] == orig &&
+			 ops[0].val[1] == ((orig & ~0xffull) | 0x5a),
+			 "RMW clear 0xff set 0x5a: %#llx -> %#llx\n", (unsigned long long)ops[0].val[0],
+			 (unsigned long long)ops[0].val[1]);
+	ksft_test_result(read_msr(0, MSR_IA32_TSC_AUX) == orig, "RMW test restored TSC_AUX\n");
 }
 
 static void test_faults_and_stop(void)
@@ -176,26 +155,26 @@ static void test_faults_and_stop(void)
 	ops[0] = mkop(MSRBATCH_OP_RDTSC, cpu, 0, 0, 0);
 	ops[1] = mkop(MSRBATCH_OP_RDPMC, cpu, BAD_PMC, 0, 0);
 	ops[2] = mkop(MSRBATCH_OP_RDTSC, cpu, 0, 0, 0);
-	check(run(ops, 3, 0, &b) == 0 && b.nr_failed == 1, "faulting RDPMC: batch still runs");
-	check(ops[0].status == 0 && ops[1].status == -EIO && ops[2].status == 0 &&
-	      ops[1].val[0] == 0, "continue: RDPMC gets -EIO, the next op runs");
+	ksft_test_result(batch(fd, ops, 3, 0, &b) == 0 && b.nr_failed == 1, "faulting RDPMC: batch still runs\n");
+	ksft_test_result(ops[0].status == 0 && ops[1].status == -EIO && ops[2].status == 0 &&
+			 ops[1].val[0] == 0, "continue: RDPMC gets -EIO, the next op runs\n");
 
 	ops[0] = mkop(MSRBATCH_OP_RDTSC, cpu, 0, 0, 0);
 	ops[1] = mkop(MSRBATCH_OP_RDPMC, cpu, BAD_PMC, 0, 0);
 	ops[2] = mkop(MSRBATCH_OP_RDTSC, cpu, 0, 0, 0);
-	check(run(ops, 3, MSRBATCH_F_STOP_ON_ERROR, &b) == 0 && b.nr_failed == 2,
-	      "stop-on-error: nr_failed counts the cancelled op");
-	check(ops[0].status == 0 && ops[1].status == -EIO && ops[2].status == -ECANCELED &&
-	      ops[2].val[0] == 0, "stop-on-error: the op after the fault gets -ECANCELED");
+	ksft_test_result(batch(fd, ops, 3, MSRBATCH_F_STOP_ON_ERROR, &b) == 0 && b.nr_failed == 2,
+			 "stop-on-error: nr_failed counts the cancelled op\n");
+	ksft_test_result(ops[0].status == 0 && ops[1].status == -EIO && ops[2].status == -ECANCELED &&
+			 ops[2].val[0] == 0, "stop-on-error: the op after the fault gets -ECANCELED\n");
 
 	/* Stopping is per CPU: the other CPU's sequence still runs. */
 	if (ncpus > 1) {
 		ops[0] = mkop(MSRBATCH_OP_RDPMC, 0, BAD_PMC, 0, 0);
 		ops[1] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
 		ops[2] = mkop(MSRBATCH_OP_RDTSC, 1, 0, 0, 0);
-		check(run(ops, 3, MSRBATCH_F_STOP_ON_ERROR, NULL) == 0 &&
-		      ops[1].status == -ECANCELED && ops[2].status == 0,
-		      "stop-on-error stops only the failing CPU's sequence");
+		ksft_test_result(batch(fd, ops, 3, MSRBATCH_F_STOP_ON_ERROR, NULL) == 0 &&
+				 ops[1].status == -ECANCELED && ops[2].status == 0,
+				 "stop-on-error stops only the failing CPU's sequence\n");
 	}
 }
 
@@ -210,11 +189,11 @@ static void expect_rejected(struct msrbatch_op *bad, int err, const char *what)
 	ops[0] = mkop(MSRBATCH_OP_WRMSR, 0, MSR_IA32_TSC_AUX, 0x777, 0);
 	ops[1] = *bad;
 	ops[0].status = ops[1].status = 4242;
-	r = run(ops, 2, 0, &b);
-	check(r == -err && b.err_index == 1, "%s -> %s (got %s), err_index %u", what,
-	      strerror(err), strerror(-r), b.err_index);
-	check(read_msr(0, MSR_IA32_TSC_AUX) == orig && ops[0].status == 4242,
-	      "%s: nothing ran, ops untouched", what);
+	r = batch(fd, ops, 2, 0, &b);
+	ksft_test_result(r == -err && b.err_index == 1, "%s -> %s (got %s), err_index %u\n", what,
+			 strerror(err), strerror(-r), b.err_index);
+	ksft_test_result(read_msr(0, MSR_IA32_TSC_AUX) == orig && ops[0].status == 4242,
+			 "%s: nothing ran, ops untouched\n", what);
 }
 
 static void test_op_validation(void)
@@ -248,8 +227,8 @@ static void test_delay_budget(void)
 
 	for (i = 0; i <= per; i++)
 		ops[i] = mkop(MSRBATCH_OP_DELAY, 0, 0, MSRBATCH_MAX_DELAY_NS, 0);
-	check(run(ops, per + 1, 0, &b) == -ERANGE && b.err_index == (__u32)per,
-	      "DELAY total over %d ns on one CPU -> ERANGE at op %d", MSRBATCH_MAX_CPU_DELAY_NS, per);
+	ksft_test_result(batch(fd, ops, per + 1, 0, &b) == -ERANGE && b.err_index == (__u32)per,
+			 "DELAY total over %d ns on one CPU -> ERANGE at op %d\n", MSRBATCH_MAX_CPU_DELAY_NS, per);
 }
 
 static void test_header_validation(void)
@@ -264,36 +243,36 @@ static void test_header_validation(void)
 	good.ops = (__u64)(uintptr_t)&op;
 
 	b = good, b.version = 0;
-	check(run_hdr(&b) == -EPROTONOSUPPORT, "version 0 -> EPROTONOSUPPORT");
+	ksft_test_result(run_hdr(&b) == -EPROTONOSUPPORT, "version 0 -> EPROTONOSUPPORT\n");
 	b = good, b.version = MSRBATCH_ABI_VERSION + 1;
-	check(run_hdr(&b) == -EPROTONOSUPPORT, "version 2 -> EPROTONOSUPPORT");
+	ksft_test_result(run_hdr(&b) == -EPROTONOSUPPORT, "version 2 -> EPROTONOSUPPORT\n");
 	b = good, b.flags = 1u << 31;
-	check(run_hdr(&b) == -EINVAL, "unknown batch flag -> EINVAL");
+	ksft_test_result(run_hdr(&b) == -EINVAL, "unknown batch flag -> EINVAL\n");
 	b = good, b.reserved0 = 1;
-	check(run_hdr(&b) == -EINVAL, "reserved0 -> EINVAL");
+	ksft_test_result(run_hdr(&b) == -EINVAL, "reserved0 -> EINVAL\n");
 	b = good, b.out_flags = ~0u, b.nr_failed = 9, b.err_index = 3, b.start_spread = 7;
-	check(run_hdr(&b) == 0 && b.out_flags == MSRBATCH_OUT_RAN && b.nr_failed == 0 &&
-	      b.err_index == MSRBATCH_NO_INDEX,
-	      "outputs left in the header are ignored and rewritten (out_flags %#x)", b.out_flags);
+	ksft_test_result(run_hdr(&b) == 0 && b.out_flags == MSRBATCH_OUT_RAN && b.nr_failed == 0 &&
+			 b.err_index == MSRBATCH_NO_INDEX,
+			 "outputs left in the header are ignored and rewritten (out_flags %#x)\n", b.out_flags);
 	b = good, b.flags = 1u << 3;
-	check(run_hdr(&b) == -EINVAL, "batch flag bit 3 -> EINVAL");
+	ksft_test_result(run_hdr(&b) == -EINVAL, "batch flag bit 3 -> EINVAL\n");
 	b = good, b.nr_ops = 0;
-	check(run_hdr(&b) == -EINVAL, "nr_ops 0 -> EINVAL");
+	ksft_test_result(run_hdr(&b) == -EINVAL, "nr_ops 0 -> EINVAL\n");
 	b = good, b.nr_ops = MSRBATCH_MAX_OPS + 1;
-	check(run_hdr(&b) == -E2BIG, "nr_ops %d -> E2BIG", MSRBATCH_MAX_OPS + 1);
+	ksft_test_result(run_hdr(&b) == -E2BIG, "nr_ops %d -> E2BIG\n", MSRBATCH_MAX_OPS + 1);
 	b = good, b.nr_ops = ~0u;
-	check(run_hdr(&b) == -E2BIG, "nr_ops 0xffffffff -> E2BIG");
+	ksft_test_result(run_hdr(&b) == -E2BIG, "nr_ops 0xffffffff -> E2BIG\n");
 	b = good, b.ops = 0;
-	check(run_hdr(&b) == -EFAULT, "NULL ops -> EFAULT");
+	ksft_test_result(run_hdr(&b) == -EFAULT, "NULL ops -> EFAULT\n");
 	b = good, b.ops = 0xffff888000000000ull;
-	check(run_hdr(&b) == -EFAULT, "kernel address as ops -> EFAULT");
+	ksft_test_result(run_hdr(&b) == -EFAULT, "kernel address as ops -> EFAULT\n");
 	b = good;
 	r = ioctl(fd, MSRBATCH_IOC_BATCH, NULL) < 0 ? -errno : 0;
-	check(r == -EFAULT, "NULL header -> EFAULT");
+	ksft_test_result(r == -EFAULT, "NULL header -> EFAULT\n");
 	r = ioctl(fd, _IOWR(MSRBATCH_IOC_MAGIC, 0x7f, struct msrbatch_batch), &b) < 0 ? -errno : 0;
-	check(r == -ENOTTY, "unknown ioctl -> ENOTTY");
+	ksft_test_result(r == -ENOTTY, "unknown ioctl -> ENOTTY\n");
 	r = ioctl(fd, _IOWR(MSRBATCH_IOC_MAGIC, 0x01, __u32), &b) < 0 ? -errno : 0;
-	check(r == -ENOTTY, "BATCH number with a wrong size -> ENOTTY");
+	ksft_test_result(r == -ENOTTY, "BATCH number with a wrong size -> ENOTTY\n");
 }
 
 static void test_bad_memory(void)
@@ -305,7 +284,7 @@ static void test_bad_memory(void)
 	int r;
 
 	if (map == MAP_FAILED) {
-		check(0, "mmap");
+		ksft_test_result(0, "mmap\n");
 		return;
 	}
 	munmap(map + page, page);
@@ -316,12 +295,12 @@ static void test_bad_memory(void)
 	b.version = MSRBATCH_ABI_VERSION;
 	b.nr_ops = 2;
 	b.ops = (__u64)(uintptr_t)ops;
-	check(run_hdr(&b) == -EFAULT, "ops ending in an unmapped page -> EFAULT");
+	ksft_test_result(run_hdr(&b) == -EFAULT, "ops ending in an unmapped page -> EFAULT\n");
 	b.nr_ops = 1;
-	check(run_hdr(&b) == 0 && ops[0].status == 0 && ops[0].val[0] != 0,
-	      "the same single op, fully mapped, runs");
+	ksft_test_result(run_hdr(&b) == 0 && ops[0].status == 0 && ops[0].val[0] != 0,
+			 "the same single op, fully mapped, runs\n");
 	b.ops = (__u64)(uintptr_t)(map + page);
-	check(run_hdr(&b) == -EFAULT, "unmapped ops -> EFAULT");
+	ksft_test_result(run_hdr(&b) == -EFAULT, "unmapped ops -> EFAULT\n");
 	/* Read-only ops: readable but results cannot be written back. */
 	/* A write batch in a read-only array: EFAULT before anything runs. */
 	ops[0] = mkop(MSRBATCH_OP_WRMSR, 0, MSR_IA32_TSC_AUX, 0x999, 0);
@@ -329,8 +308,8 @@ static void test_bad_memory(void)
 	mprotect(map, page, PROT_READ);
 	b.ops = (__u64)(uintptr_t)ops;
 	r = run_hdr(&b);
-	check(r == -EFAULT && ops[0].status == 4242 && read_msr(0, MSR_IA32_TSC_AUX) != 0x999,
-	      "write batch in a read-only ops array -> EFAULT, nothing written");
+	ksft_test_result(r == -EFAULT && ops[0].status == 4242 && read_msr(0, MSR_IA32_TSC_AUX) != 0x999,
+			 "write batch in a read-only ops array -> EFAULT, nothing written\n");
 	munmap(map, page);
 }
 
@@ -348,7 +327,7 @@ static void test_max_ops(void)
 
 	for (i = 0; i < MSRBATCH_MAX_OPS; i++)
 		ops[i] = mkop(MSRBATCH_OP_RDMSR, i % ncpus, MSR_IA32_TSC_AUX, 0, 0);
-	r = run(ops, MSRBATCH_MAX_OPS, 0, &b);
+	r = batch(fd, ops, MSRBATCH_MAX_OPS, 0, &b);
 	for (i = 0; i < MSRBATCH_MAX_OPS; i++) {
 		int cpu = i % ncpus;
 
@@ -361,10 +340,10 @@ static void test_max_ops(void)
 			late[cpu] = 1;
 		}
 	}
-	check(r == 0 && b.nr_failed == (__u32)(MSRBATCH_MAX_OPS - ran) && ran >= ncpus,
-	      "%d ops spread over %d CPUs: %d ran, %d over the busy budget", MSRBATCH_MAX_OPS, ncpus,
-	      ran, MSRBATCH_MAX_OPS - ran);
-	check(good, "each ran on its CPU, in order; the rest are -ETIME");
+	ksft_test_result(r == 0 && b.nr_failed == (__u32)(MSRBATCH_MAX_OPS - ran) && ran >= ncpus,
+			 "%d ops spread over %d CPUs: %d ran, %d over the busy budget\n", MSRBATCH_MAX_OPS, ncpus,
+			 ran, MSRBATCH_MAX_OPS - ran);
+	ksft_test_result(good, "each ran on its CPU, in order; the rest are -ETIME\n");
 	free(late);
 	free(ops);
 }
@@ -375,15 +354,15 @@ static void test_offline_cpu(void)
 	int cpu = ncpus - 1;
 
 	if (ncpus < 2 || cpu_set_online(cpu, 0)) {
-		printf("ok - # SKIP offline CPU: cannot take CPU %d offline\n", cpu);
+		ksft_test_result_skip("offline CPU: cannot take CPU %d offline\n", cpu);
 		return;
 	}
 	op = mkop(MSRBATCH_OP_RDTSC, cpu, 0, 0, 0);
 	expect_rejected(&op, ENXIO, "offline CPU");
-	check(cpu_set_online(cpu, 1) == 0, "CPU %d back online", cpu);
+	ksft_test_result(cpu_set_online(cpu, 1) == 0, "CPU %d back online\n", cpu);
 	op = mkop(MSRBATCH_OP_RDMSR, cpu, MSR_IA32_TSC_AUX, 0, 0);
-	check(run(&op, 1, 0, NULL) == 0 && (op.val[0] & 0xfff) == (__u64)cpu,
-	      "CPU %d runs ops again after onlining", cpu);
+	ksft_test_result(batch(fd, &op, 1, 0, NULL) == 0 && (op.val[0] & 0xfff) == (__u64)cpu,
+			 "CPU %d runs ops again after onlining\n", cpu);
 }
 
 static void test_unprivileged_open(void)
@@ -396,12 +375,12 @@ static void test_unprivileged_open(void)
 
 		if (setgid(65534) || setuid(65534))
 			_exit(3);
-		f = open("/dev/msrbatch", O_RDWR);
+		f = dev_open(O_RDWR);
 		_exit(f >= 0 ? 0 : errno == EPERM || errno == EACCES ? 1 : 2);
 	}
 	waitpid(pid, &status, 0);
-	check(WIFEXITED(status) && WEXITSTATUS(status) == 1,
-	      "uid 65534 without CAP_SYS_RAWIO cannot open the device");
+	ksft_test_result(WIFEXITED(status) && WEXITSTATUS(status) == 1,
+			 "uid 65534 without CAP_SYS_RAWIO cannot open the device\n");
 }
 
 static void test_taint(void)
@@ -410,27 +389,25 @@ static void test_taint(void)
 	unsigned long t = 0;
 
 	if (!f || fscanf(f, "%lu", &t) != 1) {
-		printf("ok - # SKIP taint: /proc/sys/kernel/tainted unreadable\n");
+		ksft_test_result_skip("taint: /proc/sys/kernel/tainted unreadable\n");
 		if (f)
 			fclose(f);
 		return;
 	}
 	fclose(f);
-	check(t & (1ul << 2), "a write batch set TAINT_CPU_OUT_OF_SPEC (tainted=%lu)", t);
+	ksft_test_result(t & (1ul << 2), "a write batch set TAINT_CPU_OUT_OF_SPEC (tainted=%lu)\n", t);
 }
 
 int main(void)
 {
-	setvbuf(stdout, NULL, _IOLBF, 0);
+	ksft_print_header();
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	if (ncpus > 16)
 		ncpus = 16;
 	printf("# msrbatch ABI test (%zu-bit), %d CPUs\n", sizeof(void *) * 8, ncpus);
-	fd = open("/dev/msrbatch", O_RDWR);
-	if (fd < 0) {
-		perror("open /dev/msrbatch");
-		return 1;
-	}
+	fd = dev_open(O_RDWR);
+	if (fd < 0)
+		ksft_exit_fail_msg("cannot open /dev/msrbatch\n");
 	test_info();
 	test_every_op_on_every_cpu();
 	test_atomic_write_read_restore();
@@ -445,5 +422,5 @@ int main(void)
 	test_unprivileged_open();
 	test_taint();
 	close(fd);
-	return tally();
+	tests_done();
 }

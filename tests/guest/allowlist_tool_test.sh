@@ -40,7 +40,11 @@ check "the user: rdmsr of an unlisted MSR fails and says the allowlist refused i
 out=$(u msrbatch wrmsr 0x277 0 2>&1)
 echo "# $out"
 check "the user: wrmsr of a read-only MSR says EROFS, write mask 0" sh -c "echo \"\$1\" | grep -q 'EROFS.*write mask 0'" _ "$out"
-check "the user: wrmsr -p 0 IA32_TSC_AUX 0xabcde123 runs" u msrbatch wrmsr -p 0 0xc0000103 0xabcde123
+out=$(u msrbatch wrmsr -p 0 0xc0000103 0xabcde123 2>&1)
+rc=$?
+echo "# $out"
+check "the user: wrmsr -p 0 IA32_TSC_AUX 0xabcde123 runs" [ $rc -eq 0 ]
+check "... and says the write mask kept the other bits" sh -c "echo \"\$1\" | grep -q '^msrbatch: note: IA32_TSC_AUX: the allowlist.s write mask 0x[0-9a-f]* kept bits 0x[0-9a-f]* at the MSR.s value'" _ "$out"
 aux=$(msrbatch rdmsr -p 0 0xc0000103)
 check "only bits 31:12 changed: TSC_AUX of CPU 0 is abcde000 ($aux)" [ "$aux" = abcde000 ]
 printf 'cpu 0\nrmw IA32_TSC_AUX clear=0xffffffff set=0x12345fff\nrdmsr IA32_TSC_AUX\nrdtsc\ncpuid 0\n' >/tmp/user.msr
@@ -49,9 +53,10 @@ rc=$?
 echo "$out" | sed 's/^/# /'
 check "the user: a script with rmw, rdmsr, rdtsc and cpuid runs" [ $rc -eq 0 ]
 check "... the rmw changed only the mask: 0x12345000" sh -c "echo \"\$1\" | grep -q 'rdmsr.*0x0000000012345000'" _ "$out"
+check "... and says so" sh -c "echo \"\$1\" | grep -q 'note: IA32_TSC_AUX: the allowlist.s write mask'" _ "$out"
 printf 'cpu 0\nrdtsc\nrdcr4\n' | u msrbatch run - >/tmp/cr4.out 2>&1
 check "the user: a script with rdcr4 is refused, naming the line" grep -q 'EACCES.*script line 3' /tmp/cr4.out
-msrbatch wrmsr -p 0 0xc0000103 "0x$aux0"
+check "root's wrmsr putting TSC_AUX of CPU 0 back notes nothing (no mask)" sh -c "[ -z \"\$(msrbatch wrmsr -p 0 0xc0000103 0x$aux0 2>&1)\" ]"
 check "TSC_AUX of CPU 0 put back" [ "$(msrbatch rdmsr -p 0 0xc0000103)" = "$aux0" ]
 msrbatch allowlist load /dev/null >/dev/null
 chgrp 0 /dev/msrbatch /dev/msrbatch_allowlist

@@ -24,7 +24,7 @@ if echo 0 > /sys/devices/system/cpu/cpu1/online; then
 	echo 1 > /sys/devices/system/cpu/cpu1/online
 	check "CPU 1 back online" grep -qx 1 /sys/devices/system/cpu/cpu1/online
 else
-	echo "ok - # SKIP examples with a CPU offline: CPU 1 cannot be taken offline"
+	skip "examples with a CPU offline" "CPU 1 cannot be taken offline"
 fi
 # The prepared-batch example: three runs of one prepared batch, TSC_AUX with
 # a timestamp on every CPU; each CPU's timestamps advance from run to run.

@@ -33,29 +33,6 @@
 #define MAX_PREPARED_BYTES_CONFINED (1u << 20)
 #define MAX_PREPARED_BYTES_ALL_CONFINED (64u << 20)
 
-static int run(int fd, struct msrbatch_op *ops, int n, __u32 flags)
-{
-	struct msrbatch_batch b;
-
-	memset(&b, 0, sizeof(b));
-	b.version = MSRBATCH_ABI_VERSION;
-	b.flags = flags;
-	b.nr_ops = n;
-	b.ops = (__u64)(uintptr_t)ops;
-	return ioctl(fd, MSRBATCH_IOC_BATCH, &b) ? -errno : 0;
-}
-
-static int prepare(int fd, struct msrbatch_op *ops, unsigned int n)
-{
-	struct msrbatch_prepare p;
-
-	memset(&p, 0, sizeof(p));
-	p.version = MSRBATCH_ABI_VERSION;
-	p.nr_ops = n;
-	p.ops = (__u64)(uintptr_t)ops;
-	return ioctl(fd, MSRBATCH_IOC_PREPARE, &p) ? -errno : (int)p.handle;
-}
-
 static int load_list(const char *text)
 {
 	int fd = open("/dev/msrbatch_allowlist", O_WRONLY);
@@ -122,10 +99,10 @@ static void stamps_child(int wfd)
 {
 	struct stamps_result res = { 0 };
 	struct msrbatch_op op = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, 0xabcde000, 0);
-	int fd = open("/dev/msrbatch", O_RDWR);
+	int fd = dev_open(O_RDWR);
 
 	res.opened = fd >= 0;
-	res.r = run(fd, &op, 1, MSRBATCH_F_TIMESTAMPS);
+	res.r = batch(fd, &op, 1, MSRBATCH_F_TIMESTAMPS, NULL);
 	res.status = op.status;
 	res.val0 = op.val[0];
 	res.val1 = op.val[1];
@@ -137,38 +114,38 @@ static void test_stamps(void)
 {
 	struct stamps_result res;
 	struct msrbatch_op op;
-	int root = open("/dev/msrbatch", O_RDWR), r;
+	int root = dev_open(O_RDWR), r;
 	__u64 orig, now;
 
 	op = mkop(MSRBATCH_OP_RDMSR, 0, TSC_AUX, 0, 0);
-	r = run(root, &op, 1, 0);
+	r = batch(root, &op, 1, 0, NULL);
 	orig = op.val[0];
-	check(r == 0 && op.status == 0, "root reads CPU 0's TSC_AUX (0x%llx)", (unsigned long long)orig);
+	ksft_test_result(r == 0 && op.status == 0, "root reads CPU 0's TSC_AUX (0x%llx)\n", (unsigned long long)orig);
 	/* Root's WRMSR with timestamps: the reference. */
 	op = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, orig, 0);
-	r = run(root, &op, 1, MSRBATCH_F_TIMESTAMPS);
-	check(r == 0 && op.status == 0 && op.val[0] == 0 && op.val[1] != 0,
-	      "root: WRMSR with MSRBATCH_F_TIMESTAMPS runs, val[0] 0, val[1] the stamp (%d, %d, 0x%llx, 0x%llx)", r,
-	      op.status, (unsigned long long)op.val[0], (unsigned long long)op.val[1]);
+	r = batch(root, &op, 1, MSRBATCH_F_TIMESTAMPS, NULL);
+	ksft_test_result(r == 0 && op.status == 0 && op.val[0] == 0 && op.val[1] != 0,
+			 "root: WRMSR with MSRBATCH_F_TIMESTAMPS runs, val[0] 0, val[1] the stamp (%d, %d, 0x%llx, 0x%llx)\n", r,
+			 op.status, (unsigned long long)op.val[0], (unsigned long long)op.val[1]);
 	/* TSC_AUX bits 31:12 writable by the group. */
-	check(load_list("0xc0000103 0x00000000fffff000\n") == 0, "root loads a list with TSC_AUX, mask 0xfffff000");
+	ksft_test_result(load_list("0xc0000103 0x00000000fffff000\n") == 0, "root loads a list with TSC_AUX, mask 0xfffff000\n");
 	open_node();
 	r = as_user(stamps_child, &res, sizeof(res));
 	close_node();
-	check(r == 0 && res.opened, "uid 1000, no capabilities, opens /dev/msrbatch O_RDWR (confined)");
-	check(res.r == 0 && res.status == 0 && res.val0 == 0 && res.val1 != 0,
-	      "confined: a masked WRMSR with MSRBATCH_F_TIMESTAMPS runs as root's, val[0] 0, val[1] the stamp "
-	      "(%d, %d, 0x%llx, 0x%llx)",
-	      res.r, res.status, (unsigned long long)res.val0, (unsigned long long)res.val1);
+	ksft_test_result(r == 0 && res.opened, "uid 1000, no capabilities, opens /dev/msrbatch O_RDWR (confined)\n");
+	ksft_test_result(res.r == 0 && res.status == 0 && res.val0 == 0 && res.val1 != 0,
+			 "confined: a masked WRMSR with MSRBATCH_F_TIMESTAMPS runs as root's, val[0] 0, val[1] the stamp "
+			 "(%d, %d, 0x%llx, 0x%llx)\n",
+			 res.r, res.status, (unsigned long long)res.val0, (unsigned long long)res.val1);
 	op = mkop(MSRBATCH_OP_RDMSR, 0, TSC_AUX, 0, 0);
-	run(root, &op, 1, 0);
+	batch(root, &op, 1, 0, NULL);
 	now = op.val[0];
-	check(res.r != 0 || now == ((orig & ~0xfffff000ull) | 0xabcde000),
-	      "... and wrote only the mask's bits (0x%llx -> 0x%llx)", (unsigned long long)orig,
-	      (unsigned long long)now);
+	ksft_test_result(res.r != 0 || now == ((orig & ~0xfffff000ull) | 0xabcde000),
+			 "... and wrote only the mask's bits (0x%llx -> 0x%llx)\n", (unsigned long long)orig,
+			 (unsigned long long)now);
 	op = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, orig, 0);
-	r = run(root, &op, 1, 0);
-	check(r == 0 && op.status == 0, "(TSC_AUX of CPU 0 put back: 0x%llx)", (unsigned long long)orig);
+	r = batch(root, &op, 1, 0, NULL);
+	ksft_test_result(r == 0 && op.status == 0, "(TSC_AUX of CPU 0 put back: 0x%llx)\n", (unsigned long long)orig);
 	load_list("# empty\n");
 	close(root);
 }
@@ -213,10 +190,10 @@ static void prepared_child(int wfd)
 	int fd, h, i, n;
 
 	memset(&res, 0, sizeof(res));
-	fd = open("/dev/msrbatch", O_RDONLY);
+	fd = dev_open(O_RDONLY);
 	res.opened = fd >= 0;
 	for (n = 0; n < MSRBATCH_MAX_PREPARED + 1; n++) {
-		h = prepare(fd, &one, 1);
+		h = prepare(fd, &one, 1, NULL);
 		if (h < 0) {
 			res.small_err = h;
 			break;
@@ -224,12 +201,12 @@ static void prepared_child(int wfd)
 	}
 	res.small = n;
 	ioctl(fd, MSRBATCH_IOC_UNPREPARE, 0);
-	res.after_unprepare = prepare(fd, &one, 1);
+	res.after_unprepare = prepare(fd, &one, 1, NULL);
 	close(fd);
 
-	fd = open("/dev/msrbatch", O_RDONLY);
+	fd = dev_open(O_RDONLY);
 	for (n = 0; n < MSRBATCH_MAX_PREPARED; n++) {
-		h = prepare(fd, big_ops(), BIG);
+		h = prepare(fd, big_ops(), BIG, NULL);
 		if (h < 0) {
 			res.big_err = h;
 			break;
@@ -241,14 +218,14 @@ static void prepared_child(int wfd)
 	/* Many descriptors, 3 big batches each, until the system-wide limit. */
 	res.all_err = 0;
 	for (i = 0; i < 200 && !res.all_err; i++) {
-		fds[i] = open("/dev/msrbatch", O_RDONLY);
+		fds[i] = dev_open(O_RDONLY);
 		if (fds[i] < 0) {
 			res.all_err = -errno;
 			break;
 		}
 		res.descs++;
 		for (n = 0; n < 3; n++) {
-			h = prepare(fds[i], big_ops(), BIG);
+			h = prepare(fds[i], big_ops(), BIG, NULL);
 			if (h < 0) {
 				res.all_err = h;
 				break;
@@ -287,26 +264,26 @@ static void test_prepared(void)
 	close(go[0]);
 	memset(&res, 0, sizeof(res));
 	n = read(p[0], &res, sizeof(res)) == sizeof(res);
-	check(n && res.opened, "uid 1000, no capabilities, opens /dev/msrbatch (confined)");
-	check(res.small == MAX_PREPARED_CONFINED && res.small_err == -ENOSPC,
-	      "confined: %d one-op prepared batches, then ENOSPC (%d, %d)", MAX_PREPARED_CONFINED, res.small,
-	      res.small_err);
-	check(res.after_unprepare >= 0, "confined: after an UNPREPARE there is room for one more (%d)",
-	      res.after_unprepare);
-	check(res.big == 3 && res.big_err == -EDQUOT,
-	      "confined: %u-op batches (288 KiB each): 3 fit in %u KiB, the 4th is EDQUOT (%d, %d)", BIG,
-	      MAX_PREPARED_BYTES_CONFINED >> 10, res.big, res.big_err);
+	ksft_test_result(n && res.opened, "uid 1000, no capabilities, opens /dev/msrbatch (confined)\n");
+	ksft_test_result(res.small == MAX_PREPARED_CONFINED && res.small_err == -ENOSPC,
+			 "confined: %d one-op prepared batches, then ENOSPC (%d, %d)\n", MAX_PREPARED_CONFINED, res.small,
+			 res.small_err);
+	ksft_test_result(res.after_unprepare >= 0, "confined: after an UNPREPARE there is room for one more (%d)\n",
+			 res.after_unprepare);
+	ksft_test_result(res.big == 3 && res.big_err == -EDQUOT,
+			 "confined: %u-op batches (288 KiB each): 3 fit in %u KiB, the 4th is EDQUOT (%d, %d)\n", BIG,
+			 MAX_PREPARED_BYTES_CONFINED >> 10, res.big, res.big_err);
 	/* 3 * 288 KiB = 864 KiB per descriptor: the 64 MiB fill in the 76th. */
-	check(res.all_err == -ENOSPC && res.fds_big == (int)(MAX_PREPARED_BYTES_ALL_CONFINED / (288u << 10)),
-	      "all confined descriptors: %u MiB of prepared batches, then ENOSPC (%d descriptors, %d batches, %d)",
-	      MAX_PREPARED_BYTES_ALL_CONFINED >> 20, res.descs, res.fds_big, res.all_err);
-	root = open("/dev/msrbatch", O_RDONLY);
+	ksft_test_result(res.all_err == -ENOSPC && res.fds_big == (int)(MAX_PREPARED_BYTES_ALL_CONFINED / (288u << 10)),
+			 "all confined descriptors: %u MiB of prepared batches, then ENOSPC (%d descriptors, %d batches, %d)\n",
+			 MAX_PREPARED_BYTES_ALL_CONFINED >> 20, res.descs, res.fds_big, res.all_err);
+	root = dev_open(O_RDONLY);
 	for (n = 0; n < 8; n++) {
-		h = prepare(root, big_ops(), BIG);
+		h = prepare(root, big_ops(), BIG, NULL);
 		if (h < 0)
 			break;
 	}
-	check(n == 8, "meanwhile root (CAP_SYS_RAWIO) prepares 8 more such batches (%d, %d)", n, h);
+	ksft_test_result(n == 8, "meanwhile root (CAP_SYS_RAWIO) prepares 8 more such batches (%d, %d)\n", n, h);
 	close(root);
 	close(go[1]);
 	close(p[0]);
@@ -320,33 +297,22 @@ static void test_prepared(void)
 
 		if (drop_to_user())
 			_exit(2);
-		fd = open("/dev/msrbatch", O_RDONLY);
-		_exit(prepare(fd, big_ops(), BIG) >= 0 ? 0 : 1);
+		fd = dev_open(O_RDONLY);
+		_exit(prepare(fd, big_ops(), BIG, NULL) >= 0 ? 0 : 1);
 	}
 	waitpid(pid, &st, 0);
 	close_node();
-	check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "after the confined descriptors closed, their room is back");
+	ksft_test_result(WIFEXITED(st) && WEXITSTATUS(st) == 0, "after the confined descriptors closed, their room is back\n");
 }
 
 int main(int argc, char **argv)
 {
-	static const char *all[] = { "stamps", "prepared" };
-	const char **parts = all;
-	int nparts = 2, i;
+	static const struct test_part parts[] = {
+		{ "stamps", test_stamps },
+		{ "prepared", test_prepared },
+	};
 
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (argc > 1) {
-		parts = (const char **)argv + 1;
-		nparts = argc - 1;
-	}
-	for (i = 0; i < nparts; i++) {
-		printf("# part %s\n", parts[i]);
-		if (!strcmp(parts[i], "stamps"))
-			test_stamps();
-		else if (!strcmp(parts[i], "prepared"))
-			test_prepared();
-		else
-			check(0, "unknown part %s", parts[i]);
-	}
-	return tally();
+	ksft_print_header();
+	run_parts(parts, ARRAY_SIZE(parts), argc, argv);
+	tests_done();
 }

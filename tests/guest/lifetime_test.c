@@ -38,9 +38,8 @@
  *
  * On the debug kernel (KASAN), a grant read after its free is a KASAN report,
  * and module text run after its unload an oops; the harness fails the run on
- * either. tests/guest/lifetime-widen/ builds the old design (and, for
- * comparison, the current one with the same delays), with or without a busy
- * wait that widens the windows.
+ * either (Documentation/pce.md, "Tests", says how often this caught the old
+ * design).
  *
  * "lifetime_test [SECONDS [ROUNDS]]": part 1 runs SECONDS (default 8), part 2
  * ROUNDS unloads (default 10).
@@ -63,25 +62,6 @@
 
 #define MODULE_PATH "/lib/modules/msrbatch.ko"
 #define REFCNT_PATH "/sys/module/msrbatch/refcnt"
-
-static int dev_open(void)
-{
-	int fd = open("/dev/msrbatch", O_RDWR | O_CLOEXEC);
-
-	if (fd < 0)
-		printf("# open /dev/msrbatch: %s\n", strerror(errno));
-	return fd;
-}
-
-static int pce_grant(int fd)
-{
-	return ioctl(fd, MSRBATCH_IOC_PCE_GRANT, 0) ? -errno : 0;
-}
-
-static int pce_revoke(int fd)
-{
-	return ioctl(fd, MSRBATCH_IOC_PCE_REVOKE, 0) ? -errno : 0;
-}
 
 static double now(void)
 {
@@ -132,7 +112,7 @@ static volatile long churn_grants, exit_grants;
 static void *grant_and_exit(void *arg)
 {
 	(void)arg;
-	if (pce_grant(shared_fd) == 0)
+	if (pce_grant(shared_fd, 0) == 0)
 		__atomic_add_fetch(&exit_grants, 1, __ATOMIC_RELAXED);
 	return NULL;	/* exits with the grant in force */
 }
@@ -145,11 +125,11 @@ static void *grant_and_exit(void *arg)
  */
 static void *keeper(void *arg)
 {
-	int fd = dev_open();
+	int fd = dev_open(O_RDWR);
 
 	(void)arg;
 	place(spare, "keeper");
-	if (fd >= 0 && pce_grant(fd) == 0)
+	if (fd >= 0 && pce_grant(fd, 0) == 0)
 		while (!stop_churn)
 			usleep(10000);
 	if (fd >= 0)
@@ -164,7 +144,7 @@ static void *churn(void *arg)
 	while (!stop_churn) {
 		int fd = shared_fd;
 
-		if (pce_grant(fd) == 0) {
+		if (pce_grant(fd, 0) == 0) {
 			churn_grants++;
 			pce_revoke(fd);
 		}
@@ -189,7 +169,7 @@ static void test_free_on_list(int seconds)
 	pthread_attr_setaffinity_np(&attr, sizeof(cpu0), &cpu0);
 	place(spare, "main");
 	exit_grants = churn_grants = 0;
-	shared_fd = dev_open();
+	shared_fd = dev_open(O_RDWR);
 	if (shared_fd < 0)
 		return;
 	stop_churn = 0;
@@ -212,7 +192,7 @@ static void test_free_on_list(int seconds)
 			break;
 		if (exits % EXITS_PER_FILE == 0) {
 			/* The last exits' grants may be dead or dying: the release frees them. */
-			fd = dev_open();
+			fd = dev_open(O_RDWR);
 			if (fd < 0)
 				break;
 			i = shared_fd;
@@ -226,9 +206,9 @@ static void test_free_on_list(int seconds)
 	pthread_join(k, NULL);
 	close(shared_fd);
 	pthread_attr_destroy(&attr);
-	check(!misplaced && exit_grants > 0 && churn_grants > 0,
-	      "%ld threads on CPU 0 exited with a grant in force (%.0f/s), %ld grants churned on CPU 1 through the same %ld files",
-	      exit_grants, exits / (now() - start), churn_grants, files);
+	ksft_test_result(!misplaced && exit_grants > 0 && churn_grants > 0,
+			 "%ld threads on CPU 0 exited with a grant in force (%.0f/s), %ld grants churned on CPU 1 through the same %ld files\n",
+			 exit_grants, exits / (now() - start), churn_grants, files);
 }
 
 /* ---- 2. the module's last reference ---------------------------------------- */
@@ -244,7 +224,7 @@ static void *grant_then_wait(void *arg)
 	char c;
 
 	place(0, "grant thread");
-	granted = pce_grant(fd) == 0 ? 1 : -1;
+	granted = pce_grant(fd, 0) == 0 ? 1 : -1;
 	if (read(wake_pipe[0], &c, 1) != 1)
 		granted = -1;
 	return NULL;	/* returns to user mode, then exits */
@@ -355,7 +335,7 @@ static void test_last_reference(int rounds)
 	for (round = 0; round < rounds && loaded; round++) {
 		double woke;
 
-		fd = dev_open();
+		fd = dev_open(O_RDWR);
 		if (fd < 0 || pipe(wake_pipe))
 			break;
 		granted = 0;
@@ -408,30 +388,30 @@ static void test_last_reference(int rounds)
 	}
 	stop_preemptor = 1;
 	pthread_join(p, NULL);
-	check(refused == rounds, "rmmod refused in %d of %d rounds while only an exiting thread's grant held the module",
-	      refused, rounds);
-	check(unloads == rounds && loaded,
-	      "%d of %d rounds: unloaded the moment that grant let go (at most %.0f ms after the thread was woken), loaded again",
-	      unloads, rounds, worst * 1e3);
-	check(!misplaced && held_unloaded + held_timeout > 0,
-	      "the grant's thread was preempted %ld times; its CPU was held with the module's refcnt at 0 until the unload %ld times, for 300 ms %ld times",
-	      preemptions, held_unloaded, held_timeout);
-	fd = loaded ? dev_open() : -1;
-	check(fd >= 0 && pce_grant(fd) == 0 && pce_revoke(fd) == 0, "the reloaded module grants and revokes");
+	ksft_test_result(refused == rounds, "rmmod refused in %d of %d rounds while only an exiting thread's grant held the module\n",
+			 refused, rounds);
+	ksft_test_result(unloads == rounds && loaded,
+			 "%d of %d rounds: unloaded the moment that grant let go (at most %.0f ms after the thread was woken), loaded again\n",
+			 unloads, rounds, worst * 1e3);
+	ksft_test_result(!misplaced && held_unloaded + held_timeout > 0,
+			 "the grant's thread was preempted %ld times; its CPU was held with the module's refcnt at 0 until the unload %ld times, for 300 ms %ld times\n",
+			 preemptions, held_unloaded, held_timeout);
+	fd = loaded ? dev_open(O_RDWR) : -1;
+	ksft_test_result(fd >= 0 && pce_grant(fd, 0) == 0 && pce_revoke(fd) == 0, "the reloaded module grants and revokes\n");
 	if (fd >= 0)
 		close(fd);
 }
 
 int main(int argc, char **argv)
 {
-	setvbuf(stdout, NULL, _IOLBF, 0);
+	ksft_print_header();
 	printf("# msrbatch grant lifetime races\n");
 	spare = find_spare_cpu();
 	if (spare < 0) {
-		skip("grant lifetime races", "CPUs 0 and 1 are not both available");
-		return tally();
+		ksft_test_result_skip("grant lifetime races: CPUs 0 and 1 are not both available\n");
+		tests_done();
 	}
 	test_free_on_list(argc > 1 ? atoi(argv[1]) : 8);
 	test_last_reference(argc > 2 ? atoi(argv[2]) : 10);
-	return tally();
+	tests_done();
 }

@@ -24,55 +24,6 @@
 #define PKRS 0x6e1u
 #define LOCKDOWN "/sys/kernel/security/lockdown"
 
-static int batch(int fd, struct msrbatch_op *ops, int n)
-{
-	struct msrbatch_batch b;
-
-	memset(&b, 0, sizeof(b));
-	b.version = MSRBATCH_ABI_VERSION;
-	b.nr_ops = n;
-	b.ops = (__u64)(uintptr_t)ops;
-	return ioctl(fd, MSRBATCH_IOC_BATCH, &b) ? -errno : 0;
-}
-
-/* One op on fd: the ioctl's -errno, else the op's status; *val its value. */
-static int one(int fd, __u16 code, int cpu, __u32 reg, __u64 arg, __u64 *val)
-{
-	struct msrbatch_op op = mkop(code, cpu, reg, arg, 0);
-	int r = batch(fd, &op, 1);
-
-	if (val)
-		*val = op.val[0];
-	return r ? r : op.status;
-}
-
-static unsigned long tainted(void)
-{
-	char buf[32] = "";
-	int fd = open("/proc/sys/kernel/tainted", O_RDONLY);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-
-	if (fd >= 0)
-		close(fd);
-	return n <= 0 ? ~0ul : strtoul(buf, NULL, 10);
-}
-
-static int open_restoring(void)
-{
-	int fd = open("/dev/msrbatch", O_RDWR);
-
-	if (fd >= 0 && ioctl(fd, MSRBATCH_IOC_RESTORE_ON_CLOSE, 0))
-		printf("# RESTORE_ON_CLOSE: %s\n", strerror(errno));
-	return fd;
-}
-
-static int restore_now(int fd)
-{
-	int r = ioctl(fd, MSRBATCH_IOC_RESTORE_NOW, 0);
-
-	return r < 0 ? -errno : r;
-}
-
 /* Whether /dev/kmsg has a line with both needles after the position of kmsg. */
 static int kmsg_has(int kmsg, const char *a, const char *b)
 {
@@ -94,79 +45,79 @@ int main(void)
 	unsigned long t;
 	__u64 v = 0, pkrs = 0, aux1 = 0, aux2 = 0, orig1 = 0, orig2 = 0;
 
-	setvbuf(stdout, NULL, _IOLBF, 0);
+	ksft_print_header();
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 3) {
-		check(0, "needs 3 CPUs");
-		return tally();
+		ksft_test_result(0, "needs 3 CPUs\n");
+		tests_done();
 	}
-	ctl = open("/dev/msrbatch", O_RDWR);
+	ctl = dev_open(O_RDWR);
 	lock = open(LOCKDOWN, O_RDWR);
-	check(ctl >= 0 && lock >= 0, "/dev/msrbatch and %s open", LOCKDOWN);
+	ksft_test_result(ctl >= 0 && lock >= 0, "/dev/msrbatch and %s open\n", LOCKDOWN);
 	if (ctl < 0 || lock < 0)
-		return tally();
+		tests_done();
 	{
 		char buf[128] = "";
 
 		r = read(lock, buf, sizeof(buf) - 1);
-		check(r > 0 && strstr(buf, "[none]"), "booted without lockdown (%s)", strtok(buf, "\n"));
+		ksft_test_result(r > 0 && strstr(buf, "[none]"), "booted without lockdown (%s)\n", strtok(buf, "\n"));
 	}
 	t = tainted();
-	check(!(t & 4), "fresh boot: not tainted CPU_OUT_OF_SPEC (tainted=%lu)", t);
+	ksft_test_result(!(t & 4), "fresh boot: not tainted CPU_OUT_OF_SPEC (tainted=%lu)\n", t);
 
 	/* 1. A restore that writes taints, like a batch write. */
 	fd = open_restoring();
-	r = one(ctl, MSRBATCH_OP_RDMSR, 0, PKRS, 0, &pkrs);
-	check(r == 0, "PKRS reads on CPU 0 (0x%llx, %d)", (unsigned long long)pkrs, r);
-	r = one(fd, MSRBATCH_OP_WRMSR, 0, PKRS, pkrs | (1ull << 32), NULL);
-	check(r == -EIO && !(tainted() & 4),
-	      "a restoring descriptor's WRMSR that faults: -EIO, no taint (%d, tainted=%lu)", r, tainted());
+	r = one_op(ctl, MSRBATCH_OP_RDMSR, 0, PKRS, 0, &pkrs);
+	ksft_test_result(r == 0, "PKRS reads on CPU 0 (0x%llx, %d)\n", (unsigned long long)pkrs, r);
+	r = one_op(fd, MSRBATCH_OP_WRMSR, 0, PKRS, pkrs | (1ull << 32), NULL);
+	ksft_test_result(r == -EIO && !(tainted() & 4),
+			 "a restoring descriptor's WRMSR that faults: -EIO, no taint (%d, tainted=%lu)\n", r, tainted());
 	r = restore_now(fd);
-	check(r == 0, "RESTORE_NOW writes the logged PKRS back (%d failed)", r);
-	check(one(ctl, MSRBATCH_OP_RDMSR, 0, PKRS, 0, &v) == 0 && v == pkrs, "PKRS unchanged (0x%llx)",
-	      (unsigned long long)v);
+	ksft_test_result(r == 0, "RESTORE_NOW writes the logged PKRS back (%d failed)\n", r);
+	ksft_test_result(one_op(ctl, MSRBATCH_OP_RDMSR, 0, PKRS, 0, &v) == 0 && v == pkrs, "PKRS unchanged (0x%llx)\n",
+			 (unsigned long long)v);
 	t = tainted();
-	check(t & 4, "the restore, a write that ran, tainted the kernel CPU_OUT_OF_SPEC (tainted=%lu)", t);
+	ksft_test_result(t & 4, "the restore, a write that ran, tainted the kernel CPU_OUT_OF_SPEC (tainted=%lu)\n", t);
 	close(fd);
 
 	/* 2. Values staged before a run-time lockdown. */
-	one(ctl, MSRBATCH_OP_RDMSR, 1, TSC_AUX, 0, &orig1);
-	one(ctl, MSRBATCH_OP_RDMSR, 2, TSC_AUX, 0, &orig2);
+	one_op(ctl, MSRBATCH_OP_RDMSR, 1, TSC_AUX, 0, &orig1);
+	one_op(ctl, MSRBATCH_OP_RDMSR, 2, TSC_AUX, 0, &orig2);
 	now_fd = open_restoring();
 	close_fd = open_restoring();
-	r = one(now_fd, MSRBATCH_OP_WRMSR, 1, TSC_AUX, 0x5a5, NULL);
-	r |= one(close_fd, MSRBATCH_OP_WRMSR, 2, TSC_AUX, 0x5a6, NULL);
-	check(r == 0, "before lockdown: TSC_AUX of CPU 1 and 2 written through restoring descriptors");
+	r = one_op(now_fd, MSRBATCH_OP_WRMSR, 1, TSC_AUX, 0x5a5, NULL);
+	r |= one_op(close_fd, MSRBATCH_OP_WRMSR, 2, TSC_AUX, 0x5a6, NULL);
+	ksft_test_result(r == 0, "before lockdown: TSC_AUX of CPU 1 and 2 written through restoring descriptors\n");
 	r = write(lock, "integrity", 9) == 9 ? 0 : -errno;
-	check(r == 0, "'integrity' written to %s (%d)", LOCKDOWN, r);
-	r = one(ctl, MSRBATCH_OP_WRMSR, 1, TSC_AUX, 0x77, NULL);
-	check(r == -EPERM, "locked down: a batch WRMSR is EPERM (%d)", r);
+	ksft_test_result(r == 0, "'integrity' written to %s (%d)\n", LOCKDOWN, r);
+	r = one_op(ctl, MSRBATCH_OP_WRMSR, 1, TSC_AUX, 0x77, NULL);
+	ksft_test_result(r == -EPERM, "locked down: a batch WRMSR is EPERM (%d)\n", r);
 
 	r = restore_now(now_fd);
-	one(ctl, MSRBATCH_OP_RDMSR, 1, TSC_AUX, 0, &aux1);
-	check(r == -EPERM && aux1 == 0x5a5,
-	      "locked down: RESTORE_NOW is EPERM and writes nothing (%d, CPU 1 TSC_AUX 0x%llx, logged 0x%llx)", r,
-	      (unsigned long long)aux1, (unsigned long long)orig1);
+	one_op(ctl, MSRBATCH_OP_RDMSR, 1, TSC_AUX, 0, &aux1);
+	ksft_test_result(r == -EPERM && aux1 == 0x5a5,
+			 "locked down: RESTORE_NOW is EPERM and writes nothing (%d, CPU 1 TSC_AUX 0x%llx, logged 0x%llx)\n", r,
+			 (unsigned long long)aux1, (unsigned long long)orig1);
 	r = restore_now(now_fd);
-	check(r == -EPERM, "... and keeps its log: EPERM again (%d)", r);
+	ksft_test_result(r == -EPERM, "... and keeps its log: EPERM again (%d)\n", r);
 
 	kmsg = open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
 	lseek(kmsg, 0, SEEK_END);
 	close(close_fd);
-	one(ctl, MSRBATCH_OP_RDMSR, 2, TSC_AUX, 0, &aux2);
-	check(aux2 == 0x5a6, "locked down: close writes nothing (CPU 2 TSC_AUX 0x%llx, logged 0x%llx)",
-	      (unsigned long long)aux2, (unsigned long long)orig2);
-	check(kmsg_has(kmsg, "restore", "locked down"), "... and the kernel log says why");
+	one_op(ctl, MSRBATCH_OP_RDMSR, 2, TSC_AUX, 0, &aux2);
+	ksft_test_result(aux2 == 0x5a6, "locked down: close writes nothing (CPU 2 TSC_AUX 0x%llx, logged 0x%llx)\n",
+			 (unsigned long long)aux2, (unsigned long long)orig2);
+	ksft_test_result(kmsg_has(kmsg, "restore", "locked down"), "... and the kernel log says why\n");
 	close(kmsg);
 	close(now_fd);
 
 	/* Put TSC_AUX back the only way left: the kernel sets it when a CPU comes up. */
 	r = cpu_set_online(1, 0) | cpu_set_online(1, 1) | cpu_set_online(2, 0) | cpu_set_online(2, 1);
-	one(ctl, MSRBATCH_OP_RDMSR, 1, TSC_AUX, 0, &aux1);
-	one(ctl, MSRBATCH_OP_RDMSR, 2, TSC_AUX, 0, &aux2);
-	check(r == 0 && aux1 == orig1 && aux2 == orig2,
-	      "CPUs 1 and 2 off- and online: TSC_AUX is the kernel's again (0x%llx 0x%llx)",
-	      (unsigned long long)aux1, (unsigned long long)aux2);
+	one_op(ctl, MSRBATCH_OP_RDMSR, 1, TSC_AUX, 0, &aux1);
+	one_op(ctl, MSRBATCH_OP_RDMSR, 2, TSC_AUX, 0, &aux2);
+	ksft_test_result(r == 0 && aux1 == orig1 && aux2 == orig2,
+			 "CPUs 1 and 2 off- and online: TSC_AUX is the kernel's again (0x%llx 0x%llx)\n",
+			 (unsigned long long)aux1, (unsigned long long)aux2);
 	close(ctl);
 	close(lock);
-	return tally();
+	tests_done();
 }

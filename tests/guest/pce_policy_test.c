@@ -65,10 +65,10 @@ static int dev_fd;
 
 static void *grant_in_new_thread(void *arg)
 {
-	int r = ioctl(dev_fd, MSRBATCH_IOC_PCE_GRANT, 0) ? -errno : 0;
+	int r = pce_grant(dev_fd, 0);
 
 	if (r == 0)
-		ioctl(dev_fd, MSRBATCH_IOC_PCE_REVOKE, 0);
+		pce_revoke(dev_fd);
 	*(int *)arg = r;
 	return NULL;
 }
@@ -78,47 +78,47 @@ int main(void)
 	int saved, r, other = 1;
 	pthread_t t;
 
-	setvbuf(stdout, NULL, _IOLBF, 0);
+	ksft_print_header();
 	printf("# perf's rdpmc policy changing while a PCE grant stands\n");
 	saved = knob_read();
 	if (saved < 0) {
-		skip("rdpmc policy changes", "perf has no rdpmc knob (run through pce_policy_test.sh)");
-		return tally();
+		ksft_test_result_skip("rdpmc policy changes: perf has no rdpmc knob (run through pce_policy_test.sh)\n");
+		tests_done();
 	}
 	probe_setup();
 	pin(0);
-	dev_fd = open("/dev/msrbatch", O_RDWR | O_CLOEXEC);
+	dev_fd = dev_open(O_RDWR);
 	if (dev_fd < 0) {
-		check(0, "open /dev/msrbatch: %s", strerror(errno));
-		return tally();
+		ksft_test_result(0, "open /dev/msrbatch: %s\n", strerror(errno));
+		tests_done();
 	}
-	check(knob_write(1) == 0 && knob_read() == 1, "rdpmc set to 1 (user RDPMC for processes with a perf mapping)");
-	check(!pce_on(), "no PCE before the grant");
-	r = ioctl(dev_fd, MSRBATCH_IOC_PCE_GRANT, 0) ? -errno : 0;
-	check(r == 0, "grant under rdpmc=1 (%s)", r ? strerror(-r) : "0");
-	check(pce_on(), "PCE with the grant");
+	ksft_test_result(knob_write(1) == 0 && knob_read() == 1, "rdpmc set to 1 (user RDPMC for processes with a perf mapping)\n");
+	ksft_test_result(!pce_on(), "no PCE before the grant\n");
+	r = pce_grant(dev_fd, 0);
+	ksft_test_result(r == 0, "grant under rdpmc=1 (%s)\n", r ? strerror(-r) : "0");
+	ksft_test_result(pce_on(), "PCE with the grant\n");
 
-	check(knob_write(0) == 0, "rdpmc 1 -> 0 while the grant stands");
+	ksft_test_result(knob_write(0) == 0, "rdpmc 1 -> 0 while the grant stands\n");
 	switch_out_and_in();
-	check(!pce_on(), "after the thread's next switch: no PCE (the grant no longer applies)");
+	ksft_test_result(!pce_on(), "after the thread's next switch: no PCE (the grant no longer applies)\n");
 	pin(1);
-	check(!pce_on(), "nor on another CPU");
+	ksft_test_result(!pce_on(), "nor on another CPU\n");
 	pthread_create(&t, NULL, grant_in_new_thread, &other);
 	pthread_join(t, NULL);
-	check(other == -EACCES, "a new grant under rdpmc=0 is refused with EACCES (%s)",
-	      other ? strerror(-other) : "granted");
+	ksft_test_result(other == -EACCES, "a new grant under rdpmc=0 is refused with EACCES (%s)\n",
+			 other ? strerror(-other) : "granted");
 
-	check(knob_write(1) == 0, "rdpmc 0 -> 1");
+	ksft_test_result(knob_write(1) == 0, "rdpmc 0 -> 1\n");
 	switch_out_and_in();
-	check(pce_on(), "the standing grant applies again after the next switch");
+	ksft_test_result(pce_on(), "the standing grant applies again after the next switch\n");
 	pin(0);
-	check(pce_on(), "on another CPU too");
+	ksft_test_result(pce_on(), "on another CPU too\n");
 	pthread_create(&t, NULL, grant_in_new_thread, &other);
 	pthread_join(t, NULL);
-	check(other == 0, "a new grant under rdpmc=1 succeeds (%s)", other ? strerror(-other) : "0");
-	r = ioctl(dev_fd, MSRBATCH_IOC_PCE_REVOKE, 0) ? -errno : 0;
-	check(r == 0 && !pce_on(), "revoke: no PCE");
+	ksft_test_result(other == 0, "a new grant under rdpmc=1 succeeds (%s)\n", other ? strerror(-other) : "0");
+	r = pce_revoke(dev_fd);
+	ksft_test_result(r == 0 && !pce_on(), "revoke: no PCE\n");
 	close(dev_fd);
-	check(knob_write(saved) == 0 && knob_read() == saved, "rdpmc put back to %d", saved);
-	return tally();
+	ksft_test_result(knob_write(saved) == 0 && knob_read() == saved, "rdpmc put back to %d\n", saved);
+	tests_done();
 }

@@ -15,19 +15,8 @@ if [ ! -e /sys/bus/event_source/devices/cpu ]; then
 fi
 check "perf has a cpu PMU with an rdpmc knob" test -f /sys/bus/event_source/devices/cpu/rdpmc
 check "with the stand-in, msrbatch holds it (rmmod refused)" sh -c "[ $stand_in = 0 ] || ! rmmod msrbatch_test_pmu"
-# Its checks count as this script's.
-out=/tmp/pce_policy_test.$$
-pce_policy_test >"$out" 2>&1
-rc=$?
-grep -vE '^[0-9]+ passed, [0-9]+ failed' "$out"
-tally=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n1)
-rm -f "$out"
-if [ -n "$tally" ]; then
-	p=$((p + ${tally%% passed*}))
-	t=${tally#*passed, }
-	f=$((f + ${t%% failed*}))
-fi
-check "pce_policy_test printed its tally and exited 0 (exit $rc)" test -n "$tally" -a "$rc" -eq 0
+# Its checks nested as a subtest of this script.
+subtest pce_policy_test pce_policy_test
 if [ "$stand_in" = 1 ]; then
 	check "msrbatch unloaded" rmmod msrbatch
 	if grep -q '^msrbatch ' /proc/modules; then

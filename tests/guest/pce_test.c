@@ -32,20 +32,10 @@
 
 static int ncpus;
 
-static int dev_open(void)
-{
-	int fd = open("/dev/msrbatch", O_RDWR | O_CLOEXEC);
-
-	if (fd < 0)
-		perror("open /dev/msrbatch");
-	return fd;
-}
-
 /* Bit mask of the CPUs whose CR4 has PCE set, or -1. */
 static long pce_cpus(int fd)
 {
 	struct msrbatch_op ops[64];
-	struct msrbatch_batch b;
 	long mask = 0;
 	int i;
 
@@ -54,11 +44,7 @@ static long pce_cpus(int fd)
 		ops[i].op = MSRBATCH_OP_RDCR4;
 		ops[i].cpu = i;
 	}
-	memset(&b, 0, sizeof(b));
-	b.version = MSRBATCH_ABI_VERSION;
-	b.nr_ops = ncpus;
-	b.ops = (__u64)(uintptr_t)ops;
-	if (ioctl(fd, MSRBATCH_IOC_BATCH, &b))
+	if (batch(fd, ops, ncpus, 0, NULL))
 		return -1;
 	for (i = 0; i < ncpus; i++)
 		if (ops[i].status == 0 && (ops[i].val[0] & CR4_PCE))
@@ -84,28 +70,18 @@ static long pce_cpus_settled(int fd)
 	return m;
 }
 
-static int pce_grant(int fd)
-{
-	return ioctl(fd, MSRBATCH_IOC_PCE_GRANT, 0) ? -errno : 0;
-}
-
-static int pce_revoke(int fd)
-{
-	return ioctl(fd, MSRBATCH_IOC_PCE_REVOKE, 0) ? -errno : 0;
-}
-
 static void test_grant_revoke(int fd)
 {
 	char msg[160];
 	long m;
 	int i, off = 0;
 
-	check(!pce_on(), "no grant: user RDPMC faults with #GP (PCE clear)");
-	check(pce_grant(fd) == 0, "grant");
-	check(pce_on(), "granted: user RDPMC allowed (PCE set)");
-	check(pce_grant(fd) == -EBUSY, "second grant on the same thread -> EBUSY");
-	check(ioctl(fd, MSRBATCH_IOC_PCE_GRANT, MSRBATCH_PCE_F_INHERIT << 1) == -1 && errno == EINVAL,
-	      "grant with an unknown flag -> EINVAL");
+	ksft_test_result(!pce_on(), "no grant: user RDPMC raises a general protection fault (PCE clear)\n");
+	ksft_test_result(pce_grant(fd, 0) == 0, "grant\n");
+	ksft_test_result(pce_on(), "granted: user RDPMC allowed (PCE set)\n");
+	ksft_test_result(pce_grant(fd, 0) == -EBUSY, "second grant on the same thread -> EBUSY\n");
+	ksft_test_result(ioctl(fd, MSRBATCH_IOC_PCE_GRANT, MSRBATCH_PCE_F_INHERIT << 1) == -1 && errno == EINVAL,
+			 "grant with an unknown flag -> EINVAL\n");
 
 	for (i = 0; i < 300; i++) {
 		pin(i % ncpus);
@@ -117,20 +93,20 @@ static void test_grant_revoke(int fd)
 	}
 	snprintf(msg, sizeof(msg), "granted thread sees PCE in all 300 probes over %d CPUs, migrating and sleeping (%d misses)",
 		 ncpus, off);
-	check(off == 0, "%s", msg);
+	ksft_test_result(off == 0, "%s\n", msg);
 
 	pin(ncpus - 1);
 	m = pce_cpus(fd);
 	snprintf(msg, sizeof(msg), "while granted, pinned to CPU %d: PCE set on exactly that CPU (mask %#lx)",
 		 ncpus - 1, m);
-	check(m == 1l << (ncpus - 1), "%s", msg);
+	ksft_test_result(m == 1l << (ncpus - 1), "%s\n", msg);
 
-	check(pce_revoke(fd) == 0, "revoke");
-	check(!pce_on(), "revoked: user RDPMC faults again");
+	ksft_test_result(pce_revoke(fd) == 0, "revoke\n");
+	ksft_test_result(!pce_on(), "revoked: user RDPMC faults again\n");
 	m = pce_cpus(fd);
 	snprintf(msg, sizeof(msg), "after revoke: PCE clear on every CPU (mask %#lx)", m);
-	check(m == 0, "%s", msg);
-	check(pce_revoke(fd) == -ENOENT, "revoke without a grant -> ENOENT");
+	ksft_test_result(m == 0, "%s\n", msg);
+	ksft_test_result(pce_revoke(fd) == -ENOENT, "revoke without a grant -> ENOENT\n");
 	unpin(ncpus);
 }
 
@@ -158,7 +134,7 @@ static void test_bystander(int fd)
 		_exit(0);
 	}
 	close(pipefd[1]);
-	check(pce_grant(fd) == 0, "grant (bystander test)");
+	ksft_test_result(pce_grant(fd, 0) == 0, "grant (bystander test)\n");
 	for (i = 0; i < 4000; i++) {
 		cpu = (i / 200) % ncpus;
 		pin(cpu);
@@ -170,10 +146,10 @@ static void test_bystander(int fd)
 	waitpid(pid, &status, 0);
 	close(pipefd[0]);
 	snprintf(msg, sizeof(msg), "bystander process on the same CPUs saw PCE %d times in 4000 probes", seen);
-	check(seen == 0, "%s", msg);
+	ksft_test_result(seen == 0, "%s\n", msg);
 	snprintf(msg, sizeof(msg), "granted thread kept PCE through 4000 switches with it (%d misses)", off);
-	check(off == 0, "%s", msg);
-	check(pce_revoke(fd) == 0, "revoke (bystander test)");
+	ksft_test_result(off == 0, "%s\n", msg);
+	ksft_test_result(pce_revoke(fd) == 0, "revoke (bystander test)\n");
 	unpin(ncpus);
 }
 
@@ -181,7 +157,7 @@ static void *thread_grant_and_exit(void *arg)
 {
 	int fd = *(int *)arg;
 
-	return (void *)(long)(pce_grant(fd) == 0 && pce_on());
+	return (void *)(long)(pce_grant(fd, 0) == 0 && pce_on());
 }
 
 static volatile int stop_flag, granted_flag;
@@ -200,7 +176,7 @@ static void *thread_spin_until_revoked(void *arg)
 	int fd = *(int *)arg;
 	long long start;
 
-	if (pce_grant(fd) || !pce_on())
+	if (pce_grant(fd, 0) || !pce_on())
 		return NULL;
 	granted_flag = 1;
 	while (!stop_flag)
@@ -221,25 +197,25 @@ static void test_lifetimes(void)
 	long m;
 
 	/* close ends the grant (same thread) */
-	fd = dev_open();
-	check(pce_grant(fd) == 0 && pce_on(), "grant, then close the file");
+	fd = dev_open(O_RDWR);
+	ksft_test_result(pce_grant(fd, 0) == 0 && pce_on(), "grant, then close the file\n");
 	close(fd);
-	check(!pce_on(), "close by the granted thread ends the grant");
+	ksft_test_result(!pce_on(), "close by the granted thread ends the grant\n");
 
 	/* thread exit ends the grant; the file reaps it */
-	fd = dev_open();
-	fd2 = dev_open();
+	fd = dev_open(O_RDWR);
+	fd2 = dev_open(O_RDWR);
 	pthread_create(&t, NULL, thread_grant_and_exit, &fd);
 	pthread_join(t, &ret);
-	check(ret == (void *)1, "a thread granted itself and saw PCE");
+	ksft_test_result(ret == (void *)1, "a thread granted itself and saw PCE\n");
 	m = pce_cpus_settled(fd2);
 	snprintf(msg, sizeof(msg), "after that thread exited: PCE clear on every CPU (mask %#lx)", m);
-	check(m == 0, "%s", msg);
-	check(pce_grant(fd) == 0 && pce_revoke(fd) == 0, "the file still works after its granted thread died");
+	ksft_test_result(m == 0, "%s\n", msg);
+	ksft_test_result(pce_grant(fd, 0) == 0 && pce_revoke(fd) == 0, "the file still works after its granted thread died\n");
 	close(fd);
 
 	/* close by another thread while the granted one spins in user mode */
-	fd = dev_open();
+	fd = dev_open(O_RDWR);
 	stop_flag = granted_flag = 0;
 	pthread_create(&t, NULL, thread_spin_until_revoked, &fd);
 	while (!granted_flag)
@@ -249,10 +225,10 @@ static void test_lifetimes(void)
 	pthread_join(t, NULL);
 	snprintf(msg, sizeof(msg), "close by another thread ends a running thread's grant (PCE off after %lld ns)",
 		 saw_off_after_ns);
-	check(saw_off_after_ns >= 0, "%s", msg);
+	ksft_test_result(saw_off_after_ns >= 0, "%s\n", msg);
 	m = pce_cpus_settled(fd2);
 	snprintf(msg, sizeof(msg), "afterwards PCE clear on every CPU (mask %#lx)", m);
-	check(m == 0, "%s", msg);
+	ksft_test_result(m == 0, "%s\n", msg);
 	close(fd2);
 }
 
@@ -269,18 +245,18 @@ static void test_exec(void)
 	rc = p ? pclose(p) : -1;
 	line[strcspn(line, "\n")] = 0;
 	snprintf(msg, sizeof(msg), "msrbatch exec --rdpmc runs CMD with PCE (%s, exit %d)", line, rc);
-	check(strcmp(line, "pce=on") == 0 && rc == 0, "%s", msg);
+	ksft_test_result(strcmp(line, "pce=on") == 0 && rc == 0, "%s\n", msg);
 	p = popen("pce_test --probe", "r");
 	if (!p || !fgets(line, sizeof(line), p))
 		line[0] = 0;
 	if (p)
 		pclose(p);
 	line[strcspn(line, "\n")] = 0;
-	check(strcmp(line, "pce=off") == 0, "the same CMD without exec --rdpmc has no PCE");
-	fd = dev_open();
+	ksft_test_result(strcmp(line, "pce=off") == 0, "the same CMD without exec --rdpmc has no PCE\n");
+	fd = dev_open(O_RDWR);
 	m = pce_cpus_settled(fd);
 	snprintf(msg, sizeof(msg), "after exec --rdpmc ended: PCE clear on every CPU (mask %#lx)", m);
-	check(m == 0, "%s", msg);
+	ksft_test_result(m == 0, "%s\n", msg);
 	close(fd);
 }
 
@@ -291,7 +267,7 @@ static void *thread_grant_then_block(void *arg)
 	int fd = *(int *)arg;
 	char c;
 
-	if (pce_grant(fd))
+	if (pce_grant(fd, 0))
 		return NULL;
 	granted_flag = 1;
 	/* Blocks in the kernel; the close by the main thread leaves this
@@ -311,14 +287,14 @@ static void test_unload(void)
 
 	if (pipe(sleeper_pipe))
 		return;
-	fd = dev_open();
+	fd = dev_open(O_RDWR);
 	granted_flag = 0;
 	pthread_create(&t, NULL, thread_grant_then_block, &fd);
 	while (!granted_flag)
 		usleep(1000);
 	close(fd);
 	rc = system("rmmod msrbatch 2>/dev/null");
-	check(rc != 0, "rmmod refused while a grant (of a blocked thread) outlives its file");
+	ksft_test_result(rc != 0, "rmmod refused while a grant (of a blocked thread) outlives its file\n");
 	if (write(sleeper_pipe[1], "x", 1) != 1)
 		return;
 	pthread_join(t, NULL);
@@ -326,13 +302,13 @@ static void test_unload(void)
 	for (i = 0; i < 100 && (rc = system("rmmod msrbatch 2>/dev/null")); i++)
 		usleep(10000);
 	snprintf(msg, sizeof(msg), "rmmod succeeds once that thread has exited and its grant is freed (%d retries)", i);
-	check(rc == 0, "%s", msg);
+	ksft_test_result(rc == 0, "%s\n", msg);
 	rc = system("insmod /lib/modules/msrbatch.ko");
-	check(rc == 0, "module loads again");
-	fd = dev_open();
+	ksft_test_result(rc == 0, "module loads again\n");
+	fd = dev_open(O_RDWR);
 	m = fd < 0 ? -1 : pce_cpus_settled(fd);
 	snprintf(msg, sizeof(msg), "after unload and reload: PCE clear on every CPU (mask %#lx)", m);
-	check(m == 0, "%s", msg);
+	ksft_test_result(m == 0, "%s\n", msg);
 	if (fd >= 0)
 		close(fd);
 }
@@ -346,19 +322,19 @@ int main(int argc, char **argv)
 		printf("pce=%s\n", pce_on() ? "on" : "off");
 		return 0;
 	}
-	setvbuf(stdout, NULL, _IOLBF, 0);
+	ksft_print_header();
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	if (ncpus > 64)
 		ncpus = 64;
 	printf("# msrbatch PCE grant test, %d CPUs\n", ncpus);
-	fd = dev_open();
+	fd = dev_open(O_RDWR);
 	if (fd < 0)
-		return 1;
+		ksft_exit_fail_msg("cannot open /dev/msrbatch\n");
 	test_grant_revoke(fd);
 	test_bystander(fd);
 	close(fd);
 	test_lifetimes();
 	test_exec();
 	test_unload();
-	return tally();
+	tests_done();
 }

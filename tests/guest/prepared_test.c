@@ -26,23 +26,6 @@
 
 static int ncpus;
 
-/* Prepares ops; returns the handle or -errno; *p gets the request back. */
-static int prepare(int fd, struct msrbatch_op *ops, unsigned int n, struct msrbatch_prepare *p)
-{
-	memset(p, 0, sizeof(*p));
-	p->version = MSRBATCH_ABI_VERSION;
-	p->nr_ops = n;
-	p->ops = (__u64)(uintptr_t)ops;
-	return ioctl(fd, MSRBATCH_IOC_PREPARE, p) ? -errno : (int)p->handle;
-}
-
-static int run(int fd, int handle)
-{
-	int r = ioctl(fd, MSRBATCH_IOC_RUN, (unsigned long)handle);
-
-	return r < 0 ? -errno : r;
-}
-
 static struct msrbatch_result *map(int fd, struct msrbatch_prepare *p)
 {
 	void *m = mmap(NULL, p->mmap_size, PROT_READ, MAP_SHARED, fd, p->mmap_offset);
@@ -63,7 +46,7 @@ static void write_param(const char *v)
 
 static void test_basics(void)
 {
-	int fd = open("/dev/msrbatch", O_RDWR), h, i, r, good = 1;
+	int fd = dev_open(O_RDWR), h, i, r, good = 1;
 	struct msrbatch_op ops[64];
 	struct msrbatch_prepare p;
 	struct msrbatch_result *res;
@@ -72,92 +55,92 @@ static void test_basics(void)
 	for (i = 0; i < 64; i++)
 		ops[i] = mkop(i % 2 ? MSRBATCH_OP_RDTSC : MSRBATCH_OP_RDMSR, 0, i % 2 ? 0 : PAT, 0, 0);
 	h = prepare(fd, ops, 64, &p);
-	check(h >= 0 && p.err_index == MSRBATCH_NO_INDEX && p.mmap_size >= 64 * sizeof(*res) &&
-	      p.mmap_offset == (__u64)h * MSRBATCH_PREPARED_STRIDE,
-	      "prepare 64 ops: handle %d, results at offset %#llx, %llu bytes", h,
-	      (unsigned long long)p.mmap_offset, (unsigned long long)p.mmap_size);
+	ksft_test_result(h >= 0 && p.err_index == MSRBATCH_NO_INDEX && p.mmap_size >= 64 * sizeof(*res) &&
+			 p.mmap_offset == (__u64)h * MSRBATCH_PREPARED_STRIDE,
+			 "prepare 64 ops: handle %d, results at offset %#llx, %llu bytes\n", h,
+			 (unsigned long long)p.mmap_offset, (unsigned long long)p.mmap_size);
 	res = map(fd, &p);
-	check(res != NULL, "the results map read-only");
+	ksft_test_result(res != NULL, "the results map read-only\n");
 	if (!res)
 		return;
-	check(res[0].status == 0 && res[0].val[0] == 0, "before the first run the results are zero");
+	ksft_test_result(res[0].status == 0 && res[0].val[0] == 0, "before the first run the results are zero\n");
 	/* Changing the caller's copy after PREPARE changes nothing. */
 	ops[0] = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, 0x777, 0);
-	r = run(fd, h);
-	check(r == 0, "run returns the number of failed ops (%d)", r);
+	r = run_prepared(fd, h);
+	ksft_test_result(r == 0, "run returns the number of failed ops (%d)\n", r);
 	t0 = res[1].val[0];
 	for (i = 0; i < 64; i++)
 		good &= res[i].status == 0 && res[i].val[0] != 0;
-	check(good && res[0].val[0] == res[2].val[0], "every op's result is in the mapping (PAT %#llx)",
-	      (unsigned long long)res[0].val[0]);
-	r = run(fd, h);
-	check(r == 0 && res[1].val[0] > t0, "a second run updates them (TSC %llu -> %llu)",
-	      (unsigned long long)t0, (unsigned long long)res[1].val[0]);
-	check(mmap(NULL, p.mmap_size + 4096, PROT_READ, MAP_SHARED, fd, p.mmap_offset) == MAP_FAILED &&
-	      errno == EINVAL, "a mapping larger than the results: EINVAL");
-	check(mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, p.mmap_offset + 4096) == MAP_FAILED &&
-	      errno == EINVAL, "a mapping inside a results area: EINVAL");
-	check(mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 7ull * MSRBATCH_PREPARED_STRIDE) == MAP_FAILED &&
-	      errno == EINVAL, "a mapping of no prepared batch: EINVAL");
-	check(run(fd, 63) == -ENOENT && run(fd, -1) == -ENOENT, "run of no such handle: ENOENT");
-	check(ioctl(fd, MSRBATCH_IOC_UNPREPARE, (unsigned long)h) == 0, "unprepare");
-	check(run(fd, h) == -ENOENT && ioctl(fd, MSRBATCH_IOC_UNPREPARE, (unsigned long)h) == -1 &&
-	      errno == ENOENT, "after unprepare: run and unprepare ENOENT");
-	check(res[1].val[0] != 0, "the mapping still shows the last results after unprepare");
+	ksft_test_result(good && res[0].val[0] == res[2].val[0], "every op's result is in the mapping (PAT %#llx)\n",
+			 (unsigned long long)res[0].val[0]);
+	r = run_prepared(fd, h);
+	ksft_test_result(r == 0 && res[1].val[0] > t0, "a second run updates them (TSC %llu -> %llu)\n",
+			 (unsigned long long)t0, (unsigned long long)res[1].val[0]);
+	ksft_test_result(mmap(NULL, p.mmap_size + 4096, PROT_READ, MAP_SHARED, fd, p.mmap_offset) == MAP_FAILED &&
+			 errno == EINVAL, "a mapping larger than the results: EINVAL\n");
+	ksft_test_result(mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, p.mmap_offset + 4096) == MAP_FAILED &&
+			 errno == EINVAL, "a mapping inside a results area: EINVAL\n");
+	ksft_test_result(mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 7ull * MSRBATCH_PREPARED_STRIDE) == MAP_FAILED &&
+			 errno == EINVAL, "a mapping of no prepared batch: EINVAL\n");
+	ksft_test_result(run_prepared(fd, 63) == -ENOENT && run_prepared(fd, -1) == -ENOENT, "run of no such handle: ENOENT\n");
+	ksft_test_result(ioctl(fd, MSRBATCH_IOC_UNPREPARE, (unsigned long)h) == 0, "unprepare\n");
+	ksft_test_result(run_prepared(fd, h) == -ENOENT && ioctl(fd, MSRBATCH_IOC_UNPREPARE, (unsigned long)h) == -1 &&
+			 errno == ENOENT, "after unprepare: run and unprepare ENOENT\n");
+	ksft_test_result(res[1].val[0] != 0, "the mapping still shows the last results after unprepare\n");
 	munmap(res, p.mmap_size);
 	close(fd);
 }
 
 static void test_validation(void)
 {
-	int fd = open("/dev/msrbatch", O_RDWR), ro = open("/dev/msrbatch", O_RDONLY), i, h;
+	int fd = dev_open(O_RDWR), ro = dev_open(O_RDONLY), i, h;
 	struct msrbatch_op ops[3] = { mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0), mkop(99, 0, 0, 0, 0) };
 	struct msrbatch_prepare p;
 
 	h = prepare(fd, ops, 2, &p);
-	check(h == -EOPNOTSUPP && p.err_index == 1, "an invalid op is refused with its index (%d, %u)", h,
-	      p.err_index);
+	ksft_test_result(h == -EOPNOTSUPP && p.err_index == 1, "an invalid op is refused with its index (%d, %u)\n", h,
+			 p.err_index);
 	h = prepare(fd, ops, 0, &p);
-	check(h == -EINVAL, "no ops: EINVAL");
+	ksft_test_result(h == -EINVAL, "no ops: EINVAL\n");
 	memset(&p, 0, sizeof(p));
 	p.version = MSRBATCH_ABI_VERSION;
 	p.nr_ops = 1;
 	p.ops = (__u64)(uintptr_t)ops;
 	p.reserved = 1;
-	check(ioctl(fd, MSRBATCH_IOC_PREPARE, &p) == -1 && errno == EINVAL, "reserved field: EINVAL");
+	ksft_test_result(ioctl(fd, MSRBATCH_IOC_PREPARE, &p) == -1 && errno == EINVAL, "reserved field: EINVAL\n");
 	ops[0] = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, 0, 0);
 	h = prepare(ro, ops, 1, &p);
-	check(h == -EBADF && p.err_index == 0, "a write batch on a read-only descriptor: EBADF");
+	ksft_test_result(h == -EBADF && p.err_index == 0, "a write batch on a read-only descriptor: EBADF\n");
 	ops[0] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
 	for (i = 0; i < MSRBATCH_MAX_PREPARED; i++)
 		if (prepare(fd, ops, 1, &p) != i)
 			break;
-	check(i == MSRBATCH_MAX_PREPARED && prepare(fd, ops, 1, &p) == -ENOSPC,
-	      "%d prepared batches per descriptor, then ENOSPC", i);
+	ksft_test_result(i == MSRBATCH_MAX_PREPARED && prepare(fd, ops, 1, &p) == -ENOSPC,
+			 "%d prepared batches per descriptor, then ENOSPC\n", i);
 	close(fd);	/* frees them all: KASAN and kmemleak-free if right */
 	close(ro);
 }
 
 static void test_writes_rechecked(void)
 {
-	int fd = open("/dev/msrbatch", O_RDWR), h, r;
+	int fd = dev_open(O_RDWR), h, r;
 	struct msrbatch_op op;
 	struct msrbatch_prepare p;
 
 	op = mkop(MSRBATCH_OP_WRMSR, 1, TSC_AUX, 1, 0);	/* CPU 1's own TSC_AUX value */
 	h = prepare(fd, &op, 1, &p);
-	check(h >= 0 && run(fd, h) == 0, "a prepared write runs");
+	ksft_test_result(h >= 0 && run_prepared(fd, h) == 0, "a prepared write runs\n");
 	write_param("off");
-	r = run(fd, h);
+	r = run_prepared(fd, h);
 	write_param("default");
-	check(r == -EPERM, "allow_writes=off after prepare: the next run is EPERM (%d)", r);
-	check(run(fd, h) == 0, "and runs again once allowed");
+	ksft_test_result(r == -EPERM, "allow_writes=off after prepare: the next run is EPERM (%d)\n", r);
+	ksft_test_result(run_prepared(fd, h) == 0, "and runs again once allowed\n");
 	close(fd);
 }
 
 static void test_fork_and_close(void)
 {
-	int fd = open("/dev/msrbatch", O_RDWR), h, status = -1;
+	int fd = dev_open(O_RDWR), h, status = -1;
 	struct msrbatch_op op = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
 	struct msrbatch_result *res;
 	struct msrbatch_prepare p;
@@ -168,7 +151,7 @@ static void test_fork_and_close(void)
 	res = map(fd, &p);
 	if (h < 0 || !res)
 		return;
-	run(fd, h);
+	run_prepared(fd, h);
 	before = res[0].val[0];
 	pid = fork();
 	if (pid == 0) {
@@ -176,13 +159,13 @@ static void test_fork_and_close(void)
 		 * descriptor is. */
 		int unmapped = msync(res, 4096, MS_ASYNC) == -1 && errno == ENOMEM;
 
-		_exit(unmapped && run(fd, h) == 0 ? 0 : 1);
+		_exit(unmapped && run_prepared(fd, h) == 0 ? 0 : 1);
 	}
 	waitpid(pid, &status, 0);
-	check(WIFEXITED(status) && WEXITSTATUS(status) == 0 && res[0].val[0] > before,
-	      "a child has no mapping but runs the inherited descriptor's batch; the parent's mapping shows it");
+	ksft_test_result(WIFEXITED(status) && WEXITSTATUS(status) == 0 && res[0].val[0] > before,
+			 "a child has no mapping but runs the inherited descriptor's batch; the parent's mapping shows it\n");
 	close(fd);
-	check(res[0].val[0] > before, "after close the mapping still reads (the last results)");
+	ksft_test_result(res[0].val[0] > before, "after close the mapping still reads (the last results)\n");
 	munmap(res, p.mmap_size);
 }
 
@@ -195,7 +178,7 @@ static void *run_churn(void *arg)
 
 	(void)arg;
 	while (!churn_stop)
-		if (run(churn_fd, churn_handle) >= 0)
+		if (run_prepared(churn_fd, churn_handle) >= 0)
 			n++;
 	return (void *)n;
 }
@@ -209,7 +192,7 @@ static void test_unprepare_during_runs(void)
 	void *n;
 	int i, rounds;
 
-	churn_fd = open("/dev/msrbatch", O_RDWR);
+	churn_fd = dev_open(O_RDWR);
 	for (i = 0; i < 256; i++)
 		ops[i] = mkop(MSRBATCH_OP_RDMSR, i % ncpus, PAT, 0, 0);
 	for (rounds = 0; rounds < 20; rounds++) {
@@ -227,12 +210,12 @@ static void test_unprepare_during_runs(void)
 		}
 	}
 	close(churn_fd);
-	check(total > 0, "20 rounds of unprepare while 3 threads run the batch (%ld runs) end cleanly", total);
+	ksft_test_result(total > 0, "20 rounds of unprepare while 3 threads run the batch (%ld runs) end cleanly\n", total);
 }
 
 static void test_hotplug(void)
 {
-	int fd = open("/dev/msrbatch", O_RDWR), h1, h2, cpu = ncpus - 1;
+	int fd = dev_open(O_RDWR), h1, h2, cpu = ncpus - 1;
 	struct msrbatch_op one = mkop(MSRBATCH_OP_RDTSCP, cpu, 0, 0, 0);
 	struct msrbatch_op two[2] = { mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0), mkop(MSRBATCH_OP_RDTSC, cpu, 0, 0, 0) };
 	struct msrbatch_prepare p;
@@ -240,20 +223,20 @@ static void test_hotplug(void)
 	h1 = prepare(fd, &one, 1, &p);
 	h2 = prepare(fd, two, 2, &p);
 	if (cpu < 1 || cpu_set_online(cpu, 0)) {
-		printf("ok - # SKIP hotplug: cannot take CPU %d offline\n", cpu);
+		ksft_test_result_skip("hotplug: cannot take CPU %d offline\n", cpu);
 		close(fd);
 		return;
 	}
-	check(run(fd, h1) == -ENXIO && run(fd, h2) == -ENXIO,
-	      "CPU %d offline: batches prepared for it are ENXIO", cpu);
+	ksft_test_result(run_prepared(fd, h1) == -ENXIO && run_prepared(fd, h2) == -ENXIO,
+			 "CPU %d offline: batches prepared for it are ENXIO\n", cpu);
 	cpu_set_online(cpu, 1);
-	check(run(fd, h1) == 0 && run(fd, h2) == 0, "CPU %d back: they run again", cpu);
+	ksft_test_result(run_prepared(fd, h1) == 0 && run_prepared(fd, h2) == 0, "CPU %d back: they run again\n", cpu);
 	close(fd);
 }
 
 int main(void)
 {
-	setvbuf(stdout, NULL, _IOLBF, 0);
+	ksft_print_header();
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	printf("# msrbatch prepared batches, %d CPUs\n", ncpus);
 	test_basics();
@@ -262,5 +245,5 @@ int main(void)
 	test_fork_and_close();
 	test_unprepare_during_runs();
 	test_hotplug();
-	return tally();
+	tests_done();
 }

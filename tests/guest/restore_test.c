@@ -26,17 +26,6 @@
 static int ncpus, ctl;
 static __u64 orig[64];
 
-static int batch(int fd, struct msrbatch_op *ops, int n)
-{
-	struct msrbatch_batch b;
-
-	memset(&b, 0, sizeof(b));
-	b.version = MSRBATCH_ABI_VERSION;
-	b.nr_ops = n;
-	b.ops = (__u64)(uintptr_t)ops;
-	return ioctl(fd, MSRBATCH_IOC_BATCH, &b) ? -errno : 0;
-}
-
 /* Writes value + cpu to TSC_AUX of every CPU (or reads into out[]). */
 static int all_aux(int fd, int write, __u64 value, __u64 *out)
 {
@@ -50,7 +39,7 @@ static int all_aux(int fd, int write, __u64 value, __u64 *out)
 		ops[i].reg = TSC_AUX;
 		ops[i].arg[0] = write ? value + i : 0;
 	}
-	r = batch(fd, ops, ncpus);
+	r = batch(fd, ops, ncpus, 0, NULL);
 	for (i = 0; out && i < ncpus; i++)
 		out[i] = ops[i].val[0];
 	return r;
@@ -70,28 +59,19 @@ static int restored(void)
 	return 1;
 }
 
-static int open_restoring(void)
-{
-	int fd = open("/dev/msrbatch", O_RDWR);
-
-	if (fd >= 0 && ioctl(fd, MSRBATCH_IOC_RESTORE_ON_CLOSE, 0))
-		perror("RESTORE_ON_CLOSE");
-	return fd;
-}
-
 static void test_close(void)
 {
-	int fd = open_restoring(), ro = open("/dev/msrbatch", O_RDONLY);
+	int fd = open_restoring(), ro = dev_open(O_RDONLY);
 
-	check(ioctl(ro, MSRBATCH_IOC_RESTORE_ON_CLOSE, 0) == -1 && errno == EBADF,
-	      "a read-only descriptor cannot ask for restore (EBADF)");
-	check(ioctl(fd, MSRBATCH_IOC_RESTORE_ON_CLOSE, 1) == -1 && errno == EINVAL, "argument not 0: EINVAL");
+	ksft_test_result(ioctl(ro, MSRBATCH_IOC_RESTORE_ON_CLOSE, 0) == -1 && errno == EBADF,
+			 "a read-only descriptor cannot ask for restore (EBADF)\n");
+	ksft_test_result(ioctl(fd, MSRBATCH_IOC_RESTORE_ON_CLOSE, 1) == -1 && errno == EINVAL, "argument not 0: EINVAL\n");
 	close(ro);
 	all_aux(fd, 1, 0x500, NULL);
 	all_aux(fd, 1, 0x600, NULL);	/* the second write must not be what is restored */
-	check(!restored(), "written: TSC_AUX changed on every CPU");
+	ksft_test_result(!restored(), "written: TSC_AUX changed on every CPU\n");
 	close(fd);
-	check(restored(), "close: TSC_AUX back to its first value on every CPU");
+	ksft_test_result(restored(), "close: TSC_AUX back to its first value on every CPU\n");
 }
 
 static void test_restore_now(void)
@@ -99,11 +79,11 @@ static void test_restore_now(void)
 	int fd = open_restoring(), r;
 
 	all_aux(fd, 1, 0x700, NULL);
-	r = ioctl(fd, MSRBATCH_IOC_RESTORE_NOW, 0);
-	check(r == 0 && restored(), "RESTORE_NOW puts everything back and returns 0 failures");
+	r = restore_now(fd);
+	ksft_test_result(r == 0 && restored(), "RESTORE_NOW puts everything back and returns 0 failures\n");
 	all_aux(ctl, 1, 0x800, NULL);	/* another file's write: not ours to undo */
 	close(fd);
-	check(!restored(), "after RESTORE_NOW the log is empty: close undoes nothing another file did");
+	ksft_test_result(!restored(), "after RESTORE_NOW the log is empty: close undoes nothing another file did\n");
 	{
 		int i;
 		struct msrbatch_op ops[64];
@@ -115,9 +95,9 @@ static void test_restore_now(void)
 			ops[i].reg = TSC_AUX;
 			ops[i].arg[0] = orig[i];
 		}
-		batch(ctl, ops, ncpus);
+		batch(ctl, ops, ncpus, 0, NULL);
 	}
-	check(restored(), "(TSC_AUX put back by hand)");
+	ksft_test_result(restored(), "(TSC_AUX put back by hand)\n");
 }
 
 /* A child writes in a loop; SIGKILL lands between or during batches. */
@@ -141,7 +121,7 @@ static void test_kill(int rounds)
 		waitpid(pid, &status, 0);
 		good += WIFSIGNALED(status) && restored();
 	}
-	check(good == rounds, "SIGKILL of a process writing in a loop: restored every time (%d of %d)", good, rounds);
+	ksft_test_result(good == rounds, "SIGKILL of a process writing in a loop: restored every time (%d of %d)\n", good, rounds);
 }
 
 static void test_offline(void)
@@ -154,7 +134,7 @@ static void test_offline(void)
 	lseek(kmsg, 0, SEEK_END);
 	all_aux(fd, 1, 0x900, NULL);
 	if (cpu < 1 || cpu_set_online(cpu, 0)) {
-		printf("ok - # SKIP offline CPU at close: cannot take CPU %d offline\n", cpu);
+		ksft_test_result_skip("offline CPU at close: cannot take CPU %d offline\n", cpu);
 		close(fd);
 		return;
 	}
@@ -173,24 +153,24 @@ static void test_offline(void)
 		all_aux(ctl, 0, 0, now);
 		orig[cpu] = now[cpu];
 	}
-	check(found && restored(), "close with CPU %d offline: the others restored, CPU %d reported in the log",
-	      cpu, cpu);
+	ksft_test_result(found && restored(), "close with CPU %d offline: the others restored, CPU %d reported in the log\n",
+			 cpu, cpu);
 	close(kmsg);
 }
 
 int main(int argc, char **argv)
 {
-	setvbuf(stdout, NULL, _IOLBF, 0);
+	ksft_print_header();
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	if (ncpus > 64)
 		ncpus = 64;
-	ctl = open("/dev/msrbatch", O_RDWR);
+	ctl = dev_open(O_RDWR);
 	if (ctl < 0 || all_aux(ctl, 0, 0, orig))
-		return 1;
+		ksft_exit_fail_msg("cannot read TSC_AUX on every CPU\n");
 	printf("# msrbatch restore on close, %d CPUs\n", ncpus);
 	test_close();
 	test_restore_now();
 	test_kill(argc > 1 ? atoi(argv[1]) : 10);
 	test_offline();
-	return tally();
+	tests_done();
 }

@@ -1,34 +1,39 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
-# Runs every guest test program; each prints "ok"/"not ok" lines and a
-# closing "N passed, N failed". Sums them up and fails if any test failed,
-# any program exited non-zero, or any program printed no tally.
+# Runs guest tests and prints KTAP (tools/testing/kunit/kunit.py parse reads
+# it): each test's own TAP/KTAP output nested as a subtest
+# (tests/guest/ktap.sh), then its result. Counts the checks of all of them
+# and fails if a check failed, a test exited non-zero, or a test's output has
+# no plan (it died before its end) or a plan its results do not match.
+. "$(dirname "$0")/ktap.sh"
 total_p=0
 total_f=0
+total_s=0
 bad=0
+i=0
+echo "KTAP version 1"
+echo "1..$#"
 for t in "$@"; do
-	echo "### $t"
+	i=$((i + 1))
 	out=/tmp/test-$$.log
 	start=$(date +%s)
 	sh -c "$t" >"$out" 2>&1
 	rc=$?
-	cat "$out"
-	echo "### $t: $(($(date +%s) - start)) s"
-	tally=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n1)
-	if [ -z "$tally" ]; then
-		echo "### $t: no tally line (exit $rc): FAILED"
-		bad=$((bad + 1))
-		continue
-	fi
-	p=${tally%% passed*}
-	f=${tally#*passed, }
-	f=${f%% failed*}
-	total_p=$((total_p + p))
-	total_f=$((total_f + f))
-	if [ "$rc" -ne 0 ] || [ "$f" -ne 0 ]; then
-		echo "### $t: exit $rc, $f failed: FAILED"
+	ktap_nest "$t" "$out" "$out.counts"
+	rm -f "$out"
+	echo "# $t: $(($(date +%s) - start)) s, $ktap_p passed, $ktap_f failed, $ktap_s skipped"
+	total_p=$((total_p + ktap_p))
+	total_f=$((total_f + ktap_f))
+	total_s=$((total_s + ktap_s))
+	why=$(ktap_why "$rc")
+	if [ -z "$why" ]; then
+		echo "ok $i $t"
+	else
+		echo "# $t: $why: FAILED"
+		echo "not ok $i $t"
 		bad=$((bad + 1))
 	fi
 done
-echo "guest: $total_p passed, $((total_f + bad)) failed"
+echo "# guest: $total_p passed, $((total_f + bad)) failed, $total_s skipped"
+echo "# Totals: pass:$total_p fail:$((total_f + bad)) xfail:0 xpass:0 skip:$total_s error:0"
 [ "$bad" -eq 0 ] && [ "$total_f" -eq 0 ]

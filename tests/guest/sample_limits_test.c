@@ -32,7 +32,6 @@
 #include <time.h>
 
 #include "testlib.h"
-#include "samplelib.h"
 
 
 static int ncpus;
@@ -48,7 +47,7 @@ static int prepare_n(int fd, int cpus, unsigned int per_cpu, __u16 code, int end
 	for (c = 0; c < cpus; c++)
 		for (i = 0; i < per_cpu; i++)
 			ops[n++] = mkop(end_tsc && i == per_cpu - 1 ? MSRBATCH_OP_RDTSC : code, c, 0, 0, 0);
-	h = prepare(fd, ops, n);
+	h = prepare(fd, ops, n, NULL);
 	free(ops);
 	return h;
 }
@@ -59,20 +58,6 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static long vmalloc_used_kb(void)
-{
-	FILE *f = fopen("/proc/meminfo", "r");
-	char line[128];
-	long v = -1;
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmallocUsed: %ld kB", &v) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return v;
 }
 
 /* Reads and checks every record up to data_head; returns -1 on a malformed one. */
@@ -128,7 +113,7 @@ static void test_watermark(void)
 		req_init(&r, h, 1000000, 1);
 		r.watermark = cases[i].watermark;
 		s = sample(fd, &r);
-		check(s >= 0, "watermark %u of a %u-byte data area: accepted (%d)", r.watermark, PAGE, s);
+		ksft_test_result(s >= 0, "watermark %u of a %u-byte data area: accepted (%d)\n", r.watermark, PAGE, s);
 		if (s < 0) {
 			close(fd);
 			continue;
@@ -140,10 +125,10 @@ static void test_watermark(void)
 		pr = poll(&pfd, 1, 1500);	/* ~1500 records of ~4 fit */
 		unread = pg->data_head - pg->data_tail;
 		lost = pg->lost;
-		check(pr == 1 && (pfd.revents & POLLIN),
-		      "%u-op records, watermark %u: poll() wakes the reader of a full ring "
-		      "(poll %d, revents 0x%x, %llu unread, %llu lost)",
-		      cases[i].nr_ops, r.watermark, pr, pfd.revents, unread, lost);
+		ksft_test_result(pr == 1 && (pfd.revents & POLLIN),
+				 "%u-op records, watermark %u: poll() wakes the reader of a full ring "
+				 "(poll %d, revents 0x%x, %llu unread, %llu lost)\n",
+				 cases[i].nr_ops, r.watermark, pr, pfd.revents, unread, lost);
 		ioctl(s, MSRBATCH_SAMPLER_IOC_STOP, 0);
 		munmap(pg, r.mmap_size);
 		close(s);
@@ -184,8 +169,9 @@ static void *stop_racer(void *arg)
 	return NULL;
 }
 
-static void test_stoprace(int rounds)
+static void test_stoprace(void)
 {
+	enum { rounds = 60 };
 	static const struct { int cpu_b; long delay_b; const char *what; } variants[] = {
 		{ 0, 0, "both on CPU 0" },
 		{ 0, 300, "both on CPU 0, the second 300 us later" },
@@ -237,12 +223,12 @@ static void test_stoprace(int rounds)
 			munmap(m, r.mmap_size);
 			close(s);
 		}
-		check(made == rounds && !nonzero, "%s: %d rounds of two STOPs, every STOP returned 0 (%d did not)",
-		      variants[v].what, made, nonzero);
-		check(!no_flag && !no_hup,
-		      "%s: after a STOP returned 0 the ring says STOPPED and poll() says POLLHUP "
-		      "(%d STOPs returned before the flag, %d before POLLHUP)",
-		      variants[v].what, no_flag, no_hup);
+		ksft_test_result(made == rounds && !nonzero, "%s: %d rounds of two STOPs, every STOP returned 0 (%d did not)\n",
+				 variants[v].what, made, nonzero);
+		ksft_test_result(!no_flag && !no_hup,
+				 "%s: after a STOP returned 0 the ring says STOPPED and poll() says POLLHUP "
+				 "(%d STOPs returned before the flag, %d before POLLHUP)\n",
+				 variants[v].what, no_flag, no_hup);
 	}
 	close(fd);
 }
@@ -280,7 +266,7 @@ static void test_fail(void)
 	mprotect(ro, PAGE, PROT_READ);
 	for (i = 0; i < 100; i++)
 		efault += sample(fd, ro) == -EFAULT;
-	check(efault == 100, "a request that cannot be written back: EFAULT, 100 of 100 (%d)", efault);
+	ksft_test_result(efault == 100, "a request that cannot be written back: EFAULT, 100 of 100 (%d)\n", efault);
 	munmap(ro, PAGE);
 
 	/* No descriptor left: EMFILE from get_unused_fd_flags(). */
@@ -297,16 +283,16 @@ static void test_fail(void)
 		wrote_back += r.mmap_size != 0;
 	}
 	setrlimit(RLIMIT_NOFILE, &old);
-	check(emfile == 100, "no descriptor left: EMFILE, 100 of 100 (%d)", emfile);
+	ksft_test_result(emfile == 100, "no descriptor left: EMFILE, 100 of 100 (%d)\n", emfile);
 	printf("# EMFILE: the request was written back as a success %d times (mmap_size %llu, err_index 0x%x)\n",
 	      wrote_back, (unsigned long long)r.mmap_size, r.err_index);
 	sleep_us(50000);
 	after = vmalloc_used_kb();
-	check(after - before < 1024, "200 failed starts with 256 KiB rings leaked no ring (VmallocUsed %ld -> %ld kB)",
-	      before, after);
+	ksft_test_result(after - before < 1024, "200 failed starts with 256 KiB rings leaked no ring (VmallocUsed %ld -> %ld kB)\n",
+			 before, after);
 	i = count_samplers_possible(fd, h);
-	check(i == MSRBATCH_MAX_SAMPLERS, "and no sampler count: %d samplers can still start (%d)",
-	      MSRBATCH_MAX_SAMPLERS, i);
+	ksft_test_result(i == MSRBATCH_MAX_SAMPLERS, "and no sampler count: %d samplers can still start (%d)\n",
+			 MSRBATCH_MAX_SAMPLERS, i);
 	close(fd);
 }
 
@@ -326,7 +312,7 @@ static void test_garbage(void)
 
 	req_init(&r, h, MSRBATCH_SAMPLE_MIN_PERIOD_NS, 1);
 	s = sample(fd, &r);
-	check(s >= 0, "sampler at the minimum period, one page (%d)", s);
+	ksft_test_result(s >= 0, "sampler at the minimum period, one page (%d)\n", s);
 	if (s < 0)
 		return;
 	pg = mmap(NULL, r.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED, s, 0);
@@ -371,10 +357,10 @@ static void test_garbage(void)
 			pg->data_tail = pg->data_head;
 		}
 	}
-	check(!bad && !over, "after 2 s of garbage tails and scribbles, a sane tail reads well-formed records "
-	      "(%ld malformed, %ld times more unread than the ring)", bad, over);
+	ksft_test_result(!bad && !over, "after 2 s of garbage tails and scribbles, a sane tail reads well-formed records "
+			 "(%ld malformed, %ld times more unread than the ring)\n", bad, over);
 	ioctl(s, MSRBATCH_SAMPLER_IOC_STOP, 0);
-	check(pg->flags & MSRBATCH_RING_STOPPED, "STOP still works");
+	ksft_test_result(pg->flags & MSRBATCH_RING_STOPPED, "STOP still works\n");
 	munmap(pg, r.mmap_size);
 	close(s);
 	close(fd);
@@ -392,9 +378,9 @@ static void test_private(void)
 	req_init(&r, h, 1000000, 1);
 	s = sample(fd, &r);
 	pg = mmap(NULL, r.mmap_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, s, 0);
-	check(pg == MAP_FAILED && errno == EINVAL,
-	      "a MAP_PRIVATE mapping (the kernel would never see its data_tail) is refused with EINVAL "
-	      "(as perf does)");
+	ksft_test_result(pg == MAP_FAILED && errno == EINVAL,
+			 "a MAP_PRIVATE mapping (the kernel would never see its data_tail) is refused with EINVAL "
+			 "(as perf does)\n");
 	if (pg != MAP_FAILED) {
 		/* What a reader of it gets: the first store to data_tail makes the
 		 * control page a private copy; data_head then never moves again. */
@@ -532,18 +518,18 @@ static void test_load(void)
 	close(down[0]);
 	memset(&res, 0, sizeof(res));
 	x = read(up[0], &res, sizeof(res)) == sizeof(res);
-	check(x && res.opened, "uid 1000, no capabilities, opens /dev/msrbatch (allowlist-confined)");
-	check(res.too_fast == -ERANGE && res.too_fast_index == 0,
-	      "64 CPUIDs per CPU every 100 us (over %d ops/s on a CPU): ERANGE naming CPU 0's first op (%d, %u)",
-	      MSRBATCH_SAMPLE_MAX_OPS_PER_SEC, res.too_fast, res.too_fast_index);
-	check(res.started == MSRBATCH_MAX_SAMPLERS_CONFINED && res.refusal == -ENOSPC,
-	      "a confined user starts %d samplers, then ENOSPC (%d, %d)", MSRBATCH_MAX_SAMPLERS_CONFINED,
-	      res.started, res.refusal);
+	ksft_test_result(x && res.opened, "uid 1000, no capabilities, opens /dev/msrbatch (allowlist-confined)\n");
+	ksft_test_result(res.too_fast == -ERANGE && res.too_fast_index == 0,
+			 "64 CPUIDs per CPU every 100 us (over %d ops/s on a CPU): ERANGE naming CPU 0's first op (%d, %u)\n",
+			 MSRBATCH_SAMPLE_MAX_OPS_PER_SEC, res.too_fast, res.too_fast_index);
+	ksft_test_result(res.started == MSRBATCH_MAX_SAMPLERS_CONFINED && res.refusal == -ENOSPC,
+			 "a confined user starts %d samplers, then ENOSPC (%d, %d)\n", MSRBATCH_MAX_SAMPLERS_CONFINED,
+			 res.started, res.refusal);
 	fd = dev_open(O_RDONLY);
 	h = prepare_n(fd, 1, 1, MSRBATCH_OP_RDTSC, 0);
 	req_init(&r, h, 1000000, 1);
 	x = sample(fd, &r);
-	check(x >= 0, "while uid 1000 holds %d samplers, root can still start one (%d)", res.started, x);
+	ksft_test_result(x >= 0, "while uid 1000 holds %d samplers, root can still start one (%d)\n", res.started, x);
 	if (x >= 0)
 		close(x);
 	close(fd);
@@ -556,41 +542,26 @@ static void test_load(void)
 	 * ops a second, at this guest's measured cost per op.
 	 */
 	worst = res.cost_us / MSRBATCH_SAMPLE_MAX_OPS * MSRBATCH_SAMPLE_MAX_OPS_PER_SEC / 1e6;
-	check(res.cost_us > 0 && worst < 0.5,
-	      "the limits bound the timer load: %d ops/s x %.3f us per op = %.1f%% of a CPU",
-	      MSRBATCH_SAMPLE_MAX_OPS_PER_SEC, res.cost_us / MSRBATCH_SAMPLE_MAX_OPS, 100 * worst);
+	ksft_test_result(res.cost_us > 0 && worst < 0.5,
+			 "the limits bound the timer load: %d ops/s x %.3f us per op = %.1f%% of a CPU\n",
+			 MSRBATCH_SAMPLE_MAX_OPS_PER_SEC, res.cost_us / MSRBATCH_SAMPLE_MAX_OPS, 100 * worst);
 }
 
 int main(int argc, char **argv)
 {
-	static const char *all[] = { "watermark", "stoprace", "fail", "garbage", "private", "load" };
-	const char **parts = all;
-	int nparts = 6, i;
+	static const struct test_part parts[] = {
+		{ "watermark", test_watermark },
+		{ "stoprace", test_stoprace },
+		{ "fail", test_fail },
+		{ "garbage", test_garbage },
+		{ "private", test_private },
+		{ "load", test_load },
+	};
 
-	setvbuf(stdout, NULL, _IOLBF, 0);
+	ksft_print_header();
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	if (ncpus > 64)
 		ncpus = 64;
-	if (argc > 1) {
-		parts = (const char **)argv + 1;
-		nparts = argc - 1;
-	}
-	for (i = 0; i < nparts; i++) {
-		printf("# part %s\n", parts[i]);
-		if (!strcmp(parts[i], "watermark"))
-			test_watermark();
-		else if (!strcmp(parts[i], "stoprace"))
-			test_stoprace(60);
-		else if (!strcmp(parts[i], "fail"))
-			test_fail();
-		else if (!strcmp(parts[i], "garbage"))
-			test_garbage();
-		else if (!strcmp(parts[i], "private"))
-			test_private();
-		else if (!strcmp(parts[i], "load"))
-			test_load();
-		else
-			check(0, "unknown part %s", parts[i]);
-	}
-	return tally();
+	run_parts(parts, ARRAY_SIZE(parts), argc, argv);
+	tests_done();
 }

@@ -20,7 +20,6 @@
 #include <time.h>
 
 #include "testlib.h"
-#include "samplelib.h"
 
 #define TSC_AUX 0xc0000103u
 
@@ -135,20 +134,13 @@ static int prepare_all(int fd, int more)
 			ops[n++] = mkop(MSRBATCH_OP_RDTSC, c, 0, 0, 0);
 		}
 	}
-	return prepare(fd, ops, n);
+	return prepare(fd, ops, n, NULL);
 }
 
 /* The status a plain batch gets for RDPMC 0 on CPU 0. */
 static int rdpmc_status(int fd)
 {
-	struct msrbatch_op op = mkop(MSRBATCH_OP_RDPMC, 0, 0, 0, 0);
-	struct msrbatch_batch b;
-
-	memset(&b, 0, sizeof(b));
-	b.version = MSRBATCH_ABI_VERSION;
-	b.nr_ops = 1;
-	b.ops = (__u64)(uintptr_t)&op;
-	return ioctl(fd, MSRBATCH_IOC_BATCH, &b) ? -errno : op.status;
+	return one_op(fd, MSRBATCH_OP_RDPMC, 0, 0, 0, NULL);
 }
 
 /* ---- the records, and stop ------------------------------------------------ */
@@ -166,19 +158,19 @@ static void test_basic(void)
 	req_init(&r, h, 1000000, 64);
 	r.err_index = 7;
 	s = sample(fd, &r);
-	check(s >= 0, "sampler on %d CPUs at 1 ms from an O_RDONLY descriptor (%d)", ncpus, s);
+	ksft_test_result(s >= 0, "sampler on %d CPUs at 1 ms from an O_RDONLY descriptor (%d)\n", ncpus, s);
 	if (s < 0)
 		return;
-	check(r.err_index == MSRBATCH_NO_INDEX && r.mmap_size == 65 * PAGE,
-	      "answer: err_index none, mmap_size %llu (control page + 64)", (unsigned long long)r.mmap_size);
-	check(fcntl(s, F_GETFD) == FD_CLOEXEC, "sampler descriptor is close-on-exec");
+	ksft_test_result(r.err_index == MSRBATCH_NO_INDEX && r.mmap_size == 65 * PAGE,
+			 "answer: err_index none, mmap_size %llu (control page + 64)\n", (unsigned long long)r.mmap_size);
+	ksft_test_result(fcntl(s, F_GETFD) == FD_CLOEXEC, "sampler descriptor is close-on-exec\n");
 	/* The device and the batch may go: the sampler keeps its copy. */
-	check(ioctl(fd, MSRBATCH_IOC_UNPREPARE, h) == 0, "unprepare while sampling");
+	ksft_test_result(ioctl(fd, MSRBATCH_IOC_UNPREPARE, h) == 0, "unprepare while sampling\n");
 	close(fd);
-	check(ring_map(&rg, s, r.mmap_size) == 0, "mmap the ring");
-	check(rg.page->version == MSRBATCH_RING_VERSION && rg.page->data_offset == PAGE &&
-	      rg.page->data_size == 64 * PAGE && rg.page->period_ns == 1000000 && rg.page->flags == 0,
-	      "control page: version, data at one page, 64 pages, period, not stopped");
+	ksft_test_result(ring_map(&rg, s, r.mmap_size) == 0, "mmap the ring\n");
+	ksft_test_result(rg.page->version == MSRBATCH_RING_VERSION && rg.page->data_offset == PAGE &&
+			 rg.page->data_size == 64 * PAGE && rg.page->period_ns == 1000000 && rg.page->flags == 0,
+			 "control page: version, data at one page, 64 pages, period, not stopped\n");
 	memset(&sn, 0, sizeof(sn));
 	sn.nr = 4;
 	sn.aux_op = 1;
@@ -190,33 +182,33 @@ static void test_basic(void)
 		ok_online &= sn.online[c] == 1;
 		ok_samples &= sn.samples[c] >= 20;
 	}
-	check(ok_online, "one ONLINE record per CPU at start");
-	check(ok_samples, "samples of every CPU (cpu0: %lu in ~200 ms at 1 ms)", sn.samples[0]);
-	check(!sn.bad && !sn.seq_back && !sn.faults,
-	      "every record well formed, seq rising per CPU, no faults (bad %lu, back %lu, faults %lu)",
-	      sn.bad, sn.seq_back, sn.faults);
-	check(!sn.aux_wrong, "each CPU's ops ran on that CPU (RDTSCP's TSC_AUX is the record's CPU)");
-	check(rg.page->lost == 0, "a reader that keeps up (256 KiB ring) loses nothing (%llu lost)",
-	      (unsigned long long)rg.page->lost);
-	check(ioctl(s, MSRBATCH_SAMPLER_IOC_STOP, 1) == -1 && errno == EINVAL, "STOP with an argument: EINVAL");
-	check(ioctl(s, MSRBATCH_IOC_INFO, 0) == -1 && errno == ENOTTY, "a device ioctl on a sampler: ENOTTY");
-	check(ioctl(s, MSRBATCH_SAMPLER_IOC_STOP, 0) == 0, "STOP");
-	check(ioctl(s, MSRBATCH_SAMPLER_IOC_STOP, 0) == 0, "STOP again: 0");
+	ksft_test_result(ok_online, "one ONLINE record per CPU at start\n");
+	ksft_test_result(ok_samples, "samples of every CPU (cpu0: %lu in ~200 ms at 1 ms)\n", sn.samples[0]);
+	ksft_test_result(!sn.bad && !sn.seq_back && !sn.faults,
+			 "every record well formed, seq rising per CPU, no faults (bad %lu, back %lu, faults %lu)\n",
+			 sn.bad, sn.seq_back, sn.faults);
+	ksft_test_result(!sn.aux_wrong, "each CPU's ops ran on that CPU (RDTSCP's TSC_AUX is the record's CPU)\n");
+	ksft_test_result(rg.page->lost == 0, "a reader that keeps up (256 KiB ring) loses nothing (%llu lost)\n",
+			 (unsigned long long)rg.page->lost);
+	ksft_test_result(ioctl(s, MSRBATCH_SAMPLER_IOC_STOP, 1) == -1 && errno == EINVAL, "STOP with an argument: EINVAL\n");
+	ksft_test_result(ioctl(s, MSRBATCH_IOC_INFO, 0) == -1 && errno == ENOTTY, "a device ioctl on a sampler: ENOTTY\n");
+	ksft_test_result(ioctl(s, MSRBATCH_SAMPLER_IOC_STOP, 0) == 0, "STOP\n");
+	ksft_test_result(ioctl(s, MSRBATCH_SAMPLER_IOC_STOP, 0) == 0, "STOP again: 0\n");
 	ring_read(&rg, &sn);
 	for (c = 0; c < ncpus; c++)
 		ok_offline &= sn.offline[c] == 1;
-	check(ok_offline, "one OFFLINE record per CPU at stop");
-	check(rg.page->flags & MSRBATCH_RING_STOPPED, "ring says stopped");
+	ksft_test_result(ok_offline, "one OFFLINE record per CPU at stop\n");
+	ksft_test_result(rg.page->flags & MSRBATCH_RING_STOPPED, "ring says stopped\n");
 	head = rg.page->data_head;
 	sleep_ms(20);
-	check(rg.page->data_head == head, "nothing appended after stop");
+	ksft_test_result(rg.page->data_head == head, "nothing appended after stop\n");
 	pfd.fd = s;
 	pfd.events = POLLIN;
-	check(poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLHUP) && !(pfd.revents & POLLIN),
-	      "poll after stop, all read: POLLHUP, no POLLIN (revents 0x%x)", pfd.revents);
+	ksft_test_result(poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLHUP) && !(pfd.revents & POLLIN),
+			 "poll after stop, all read: POLLHUP, no POLLIN (revents 0x%x)\n", pfd.revents);
 	close(s);
-	check(rg.page->data_head == head && rg.page->version == MSRBATCH_RING_VERSION,
-	      "mapping readable after the last close");
+	ksft_test_result(rg.page->data_head == head && rg.page->version == MSRBATCH_RING_VERSION,
+			 "mapping readable after the last close\n");
 	munmap(rg.page, rg.size);
 }
 
@@ -257,10 +249,10 @@ static void test_stop_wakes(void)
 	ioctl(s, MSRBATCH_SAMPLER_IOC_STOP, 0);
 	pthread_join(t, NULL);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	check(w.r == 1 && (w.revents & POLLHUP) && (w.revents & POLLIN) &&
-	      (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 2000,
-	      "STOP wakes a reader in poll() with POLLHUP and POLLIN (the unread records) (r %d, revents 0x%x)",
-	      w.r, w.revents);
+	ksft_test_result(w.r == 1 && (w.revents & POLLHUP) && (w.revents & POLLIN) &&
+			 (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 2000,
+			 "STOP wakes a reader in poll() with POLLHUP and POLLIN (the unread records) (r %d, revents 0x%x)\n",
+			 w.r, w.revents);
 	close(s);
 	close(fd);
 }
@@ -279,7 +271,7 @@ static void test_refusals(void)
 		req_init(&r, h, 1000000, 1);                                   \
 		setup;                                                         \
 		s = sample(fd, &r);                                            \
-		check(s == -(err), what ": %s (got %d)", #err, s);             \
+		ksft_test_result(s == -(err), what ": %s (got %d)\n", #err, s); \
 		if (s >= 0)                                                    \
 			close(s);                                              \
 	} while (0)
@@ -295,26 +287,26 @@ static void test_refusals(void)
 	REFUSE(r.watermark = PAGE, EINVAL, "watermark of the whole ring");
 	REFUSE(r.handle = 63, ENOENT, "no such prepared batch");
 	req_init(&r, h, 1000000, 1);
-	check(ioctl(wfd, MSRBATCH_IOC_SAMPLE, &r) == -1 && errno == EBADF,
-	      "O_WRONLY descriptor: EBADF");
-	check(ioctl(fd, MSRBATCH_IOC_SAMPLE, (void *)16) == -1 && errno == EFAULT, "bad pointer: EFAULT");
+	ksft_test_result(ioctl(wfd, MSRBATCH_IOC_SAMPLE, &r) == -1 && errno == EBADF,
+			 "O_WRONLY descriptor: EBADF\n");
+	ksft_test_result(ioctl(fd, MSRBATCH_IOC_SAMPLE, (void *)16) == -1 && errno == EFAULT, "bad pointer: EFAULT\n");
 
 	/* Ops a sampler may not run: the first is named. */
 	ops[0] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
 	ops[1] = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, 0, 0);
-	h = prepare(fd, ops, 2);
+	h = prepare(fd, ops, 2, NULL);
 	REFUSE((void)0, EINVAL, "a batch that writes");
-	check(r.err_index == 1, "err_index names the WRMSR (%u)", r.err_index);
+	ksft_test_result(r.err_index == 1, "err_index names the WRMSR (%u)\n", r.err_index);
 	ops[1] = mkop(MSRBATCH_OP_DELAY, 0, 0, 1000, 0);
-	h = prepare(fd, ops, 2);
+	h = prepare(fd, ops, 2, NULL);
 	REFUSE((void)0, EINVAL, "a batch with a DELAY");
 	ops[1] = mkop(MSRBATCH_OP_RDCR4, 0, 0, 0, 0);
-	h = prepare(fd, ops, 2);
+	h = prepare(fd, ops, 2, NULL);
 	REFUSE((void)0, EINVAL, "a batch with RDCR4");
 	/* 65 ops on CPU 0, interleaved with another CPU's: the 65th of CPU 0. */
 	for (i = 0; i < 80; i++)
 		ops[i] = mkop(MSRBATCH_OP_RDTSC, (ncpus > 1 && i % 10 == 9) ? 1 : 0, 0, 0, 0);
-	h = prepare(fd, ops, 80);
+	h = prepare(fd, ops, 80, NULL);
 	REFUSE((void)0, E2BIG, "65 ops on one CPU");
 	{
 		int cpu0 = 0, want = -1;
@@ -322,8 +314,8 @@ static void test_refusals(void)
 		for (i = 0; i < 80; i++)
 			if (ops[i].cpu == 0 && ++cpu0 == 65)
 				want = i;
-		check((int)r.err_index == want, "err_index names CPU 0's 65th op (%u, want %d)",
-		      r.err_index, want);
+		ksft_test_result((int)r.err_index == want, "err_index names CPU 0's 65th op (%u, want %d)\n",
+				 r.err_index, want);
 	}
 	/* The per-CPU op rate: 7 ops every 100 us are 70000 a second. */
 	for (i = 0; i < 7; i++)
@@ -331,12 +323,12 @@ static void test_refusals(void)
 	ops[7] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
 	ops[8] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
 	ops[9] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
-	h = prepare(fd, ops, 10);	/* CPU 0: 7 ops (with 2 CPUs), else 10 */
+	h = prepare(fd, ops, 10, NULL);	/* CPU 0: 7 ops (with 2 CPUs), else 10 */
 	req_init(&r, h, MSRBATCH_SAMPLE_MIN_PERIOD_NS, 1);
 	s = sample(fd, &r);
-	check(s == -ERANGE && r.err_index == 0,
-	      "over %d ops a second on one CPU: ERANGE naming its first op (%d, %u)",
-	      MSRBATCH_SAMPLE_MAX_OPS_PER_SEC, s, r.err_index);
+	ksft_test_result(s == -ERANGE && r.err_index == 0,
+			 "over %d ops a second on one CPU: ERANGE naming its first op (%d, %u)\n",
+			 MSRBATCH_SAMPLE_MAX_OPS_PER_SEC, s, r.err_index);
 	if (s >= 0)
 		close(s);
 	{
@@ -344,18 +336,18 @@ static void test_refusals(void)
 
 		for (i = 0; i < 6; i++)
 			ops[i] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
-		h = prepare(fd, ops, 6);
+		h = prepare(fd, ops, 6, NULL);
 		req_init(&r, h, MSRBATCH_SAMPLE_MIN_PERIOD_NS, 1);
 		a = sample(fd, &r);
-		h = prepare(fd, ops, 1);
+		h = prepare(fd, ops, 1, NULL);
 		req_init(&r, h, MSRBATCH_SAMPLE_MIN_PERIOD_NS, 1);
 		b = sample(fd, &r);
-		check(a >= 0 && b == -EBUSY,
-		      "60000 ops/s on CPU 0, then 10000 more: the first runs, the second EBUSY (%d, %d)", a, b);
+		ksft_test_result(a >= 0 && b == -EBUSY,
+				 "60000 ops/s on CPU 0, then 10000 more: the first runs, the second EBUSY (%d, %d)\n", a, b);
 		if (a >= 0)
 			close(a);
 		c = sample(fd, &r);
-		check(c >= 0, "after the first is closed, the second runs (%d)", c);
+		ksft_test_result(c >= 0, "after the first is closed, the second runs (%d)\n", c);
 		if (b >= 0)
 			close(b);
 		if (c >= 0)
@@ -363,17 +355,17 @@ static void test_refusals(void)
 	}
 	for (i = 0; i < 80; i++)
 		ops[i] = mkop(MSRBATCH_OP_RDTSC, (ncpus > 1 && i % 10 == 9) ? 1 : 0, 0, 0, 0);
-	h = prepare(fd, ops, 64);
+	h = prepare(fd, ops, 64, NULL);
 	req_init(&r, h, 1000000, 1);
 	s = sample(fd, &r);
-	check(s >= 0, "64 ops on one CPU: allowed (%d)", s);
+	ksft_test_result(s >= 0, "64 ops on one CPU: allowed (%d)\n", s);
 	if (s >= 0) {
 		void *m;
 
 		m = mmap(NULL, r.mmap_size + PAGE, PROT_READ, MAP_SHARED, s, 0);
-		check(m == MAP_FAILED && errno == EINVAL, "mmap larger than the ring: EINVAL");
+		ksft_test_result(m == MAP_FAILED && errno == EINVAL, "mmap larger than the ring: EINVAL\n");
 		m = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, s, PAGE);
-		check(m == MAP_FAILED && errno == EINVAL, "mmap at an offset: EINVAL");
+		ksft_test_result(m == MAP_FAILED && errno == EINVAL, "mmap at an offset: EINVAL\n");
 		close(s);
 	}
 	close(fd);
@@ -393,37 +385,21 @@ static void test_limit(void)
 		if (s[n] < 0)
 			break;
 	}
-	check(n == MSRBATCH_MAX_SAMPLERS, "%d samplers at once (%d)", MSRBATCH_MAX_SAMPLERS, n);
+	ksft_test_result(n == MSRBATCH_MAX_SAMPLERS, "%d samplers at once (%d)\n", MSRBATCH_MAX_SAMPLERS, n);
 	req_init(&r, h, 50000000, 1);
 	x = sample(fd, &r);
-	check(x == -ENOSPC, "one more: ENOSPC (%d)", x);
+	ksft_test_result(x == -ENOSPC, "one more: ENOSPC (%d)\n", x);
 	if (x >= 0)
 		close(x);
 	if (n > 0)
 		close(s[--n]);
 	x = sample(fd, &r);
-	check(x >= 0, "after a close: another one (%d)", x);
+	ksft_test_result(x >= 0, "after a close: another one (%d)\n", x);
 	if (x >= 0)
 		close(x);
 	while (n > 0)
 		close(s[--n]);
 	close(fd);
-}
-
-/* ---- a reader that stops reading ------------------------------------------ */
-
-static long vmalloc_used_kb(void)
-{
-	FILE *f = fopen("/proc/meminfo", "r");
-	char line[128];
-	long v = -1;
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmallocUsed: %ld kB", &v) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return v;
 }
 
 static void test_slow_reader(void)
@@ -441,7 +417,7 @@ static void test_slow_reader(void)
 	req_init(&r, h, 1000000, 1);
 	r.watermark = PAGE / 2;
 	s = sample(fd, &r);
-	check(s >= 0, "sampler at 1 ms, one page, watermark half a page (%d)", s);
+	ksft_test_result(s >= 0, "sampler at 1 ms, one page, watermark half a page (%d)\n", s);
 	if (s < 0)
 		return;
 	ring_map(&rg, s, r.mmap_size);
@@ -449,20 +425,20 @@ static void test_slow_reader(void)
 	pfd.events = POLLIN;
 	i = poll(&pfd, 1, 2000);
 	unread = rg.page->data_head - rg.page->data_tail;
-	check(i == 1 && (pfd.revents & POLLIN) && unread >= PAGE / 2,
-	      "poll wakes at the watermark (%llu unread)", (unsigned long long)unread);
+	ksft_test_result(i == 1 && (pfd.revents & POLLIN) && unread >= PAGE / 2,
+			 "poll wakes at the watermark (%llu unread)\n", (unsigned long long)unread);
 	sleep_ms(100);	/* ~100 samples per CPU: far more than a page */
 	unread = rg.page->data_head - rg.page->data_tail;
-	check(unread <= PAGE, "never more unread than the ring holds (%llu)", (unsigned long long)unread);
-	check(rg.page->lost > 0, "a full ring counts lost records (%llu)", (unsigned long long)rg.page->lost);
+	ksft_test_result(unread <= PAGE, "never more unread than the ring holds (%llu)\n", (unsigned long long)unread);
+	ksft_test_result(rg.page->lost > 0, "a full ring counts lost records (%llu)\n", (unsigned long long)rg.page->lost);
 	memset(&sn, 0, sizeof(sn));
 	sn.nr = 6;
 	sn.aux_op = 1;
 	ring_read(&rg, &sn);
-	check(!sn.bad && !sn.aux_wrong && !sn.seq_back, "records written before the ring filled are intact");
+	ksft_test_result(!sn.bad && !sn.aux_wrong && !sn.seq_back, "records written before the ring filled are intact\n");
 	i = rdpmc_status(fd);
-	check((i != 0) == (sn.faults > 0), "failed bits agree with a plain batch's RDPMC status (%d): %lu samples with one",
-	      i, sn.faults);
+	ksft_test_result((i != 0) == (sn.faults > 0), "failed bits agree with a plain batch's RDPMC status (%d): %lu samples with one\n",
+			 i, sn.faults);
 	for (i = 0; i < 20; i++) {
 		sleep_ms(2);
 		ring_read(&rg, &sn);
@@ -473,11 +449,11 @@ static void test_slow_reader(void)
 		samples += sn.samples[c];
 		lost += sn.lost[c];
 	}
-	check(lost > 0 && lost == rg.page->lost,
-	      "once read again, LOST records account for every lost record (%lu of %llu)", lost,
-	      (unsigned long long)rg.page->lost);
-	check(!sn.bad && sn.pads > 0, "the ring wrapped, with PAD records (%lu), and stayed well formed",
-	      sn.pads);
+	ksft_test_result(lost > 0 && lost == rg.page->lost,
+			 "once read again, LOST records account for every lost record (%lu of %llu)\n", lost,
+			 (unsigned long long)rg.page->lost);
+	ksft_test_result(!sn.bad && sn.pads > 0, "the ring wrapped, with PAD records (%lu), and stayed well formed\n",
+			 sn.pads);
 	printf("# slow reader: %lu samples read, %lu lost\n", samples, lost);
 	munmap(rg.page, rg.size);
 	close(s);
@@ -494,8 +470,8 @@ static void test_slow_reader(void)
 	}
 	sleep_ms(50);
 	after = vmalloc_used_kb();
-	check(i == 16 && after - before < 8192, "16 x 4 MiB rings made and closed: VmallocUsed %ld -> %ld kB",
-	      before, after);
+	ksft_test_result(i == 16 && after - before < 8192, "16 x 4 MiB rings made and closed: VmallocUsed %ld -> %ld kB\n",
+			 before, after);
 	close(fd);
 }
 
@@ -511,7 +487,7 @@ static void test_hotplug(void)
 	unsigned long long off_seq;
 
 	if (ncpus < 2) {
-		skip("hotplug while sampling", "one CPU");
+		ksft_test_result_skip("hotplug while sampling: one CPU\n");
 		close(fd);
 		return;
 	}
@@ -524,7 +500,7 @@ static void test_hotplug(void)
 	ring_read(&rg, &sn);
 	before = sn.samples[cpu];
 	if (cpu_set_online(cpu, 0)) {
-		skip("hotplug while sampling", "cannot take the CPU offline");
+		ksft_test_result_skip("hotplug while sampling: cannot take the CPU offline\n");
 		close(s);
 		close(fd);
 		return;
@@ -535,16 +511,16 @@ static void test_hotplug(void)
 	during = sn.samples[cpu];
 	sleep_ms(30);
 	ring_read(&rg, &sn);
-	check(sn.offline[cpu] == 1 && sn.samples[cpu] == during,
-	      "CPU %d offline: an OFFLINE record (%lu), then no samples (%lu then %lu; %llu lost)", cpu,
-	      sn.offline[cpu], during, sn.samples[cpu], (unsigned long long)rg.page->lost);
-	check(sn.samples[0] > before, "the other CPU kept sampling");
+	ksft_test_result(sn.offline[cpu] == 1 && sn.samples[cpu] == during,
+			 "CPU %d offline: an OFFLINE record (%lu), then no samples (%lu then %lu; %llu lost)\n", cpu,
+			 sn.offline[cpu], during, sn.samples[cpu], (unsigned long long)rg.page->lost);
+	ksft_test_result(sn.samples[0] > before, "the other CPU kept sampling\n");
 	cpu_set_online(cpu, 1);
 	sleep_ms(30);
 	ring_read(&rg, &sn);
-	check(sn.online[cpu] == 2 && sn.samples[cpu] > during && sn.last_seq[cpu] > off_seq,
-	      "CPU %d back: ONLINE again, samples resume at a later period", cpu);
-	check(!sn.bad && !sn.aux_wrong && !sn.seq_back, "records stayed well formed and on their CPU");
+	ksft_test_result(sn.online[cpu] == 2 && sn.samples[cpu] > during && sn.last_seq[cpu] > off_seq,
+			 "CPU %d back: ONLINE again, samples resume at a later period\n", cpu);
+	ksft_test_result(!sn.bad && !sn.aux_wrong && !sn.seq_back, "records stayed well formed and on their CPU\n");
 	munmap(rg.page, rg.size);
 	close(s);
 	close(fd);
@@ -564,27 +540,27 @@ static void test_unmap(void)
 	req_init(&r, h, MSRBATCH_SAMPLE_MIN_PERIOD_NS, MSRBATCH_SAMPLE_MAX_RING_PAGES);
 	s = sample(fd, &r);
 	during = vmalloc_used_kb();
-	check(during - before >= 3072, "a 4 MiB ring shows in VmallocUsed (%ld -> %ld kB)", before, during);
+	ksft_test_result(during - before >= 3072, "a 4 MiB ring shows in VmallocUsed (%ld -> %ld kB)\n", before, during);
 	ring_map(&rg, s, r.mmap_size);
 	munmap(rg.page, rg.size);
 	sleep_ms(20);
-	check(ring_map(&rg2, s, r.mmap_size) == 0, "unmap while running, map again");
+	ksft_test_result(ring_map(&rg2, s, r.mmap_size) == 0, "unmap while running, map again\n");
 	memset(&sn, 0, sizeof(sn));
 	sn.aux_op = 1;
 	sleep_ms(5);
 	ring_read(&rg2, &sn);
-	check(!sn.bad && sn.samples[0] > 0, "records readable in the new mapping");
+	ksft_test_result(!sn.bad && sn.samples[0] > 0, "records readable in the new mapping\n");
 	/* A mapping holds the file, as with perf: the last reference stops it. */
 	close(s);
 	head = rg2.page->data_head;
 	sleep_ms(10);
-	check(rg2.page->data_head != head && !(rg2.page->flags & MSRBATCH_RING_STOPPED),
-	      "close while mapped: the mapping holds the sampler, which keeps running");
+	ksft_test_result(rg2.page->data_head != head && !(rg2.page->flags & MSRBATCH_RING_STOPPED),
+			 "close while mapped: the mapping holds the sampler, which keeps running\n");
 	munmap(rg2.page, rg2.size);
 	sleep_ms(20);
 	after = vmalloc_used_kb();
-	check(after - before < 1024, "munmap of the last reference frees the 4 MiB ring (VmallocUsed %ld -> %ld kB)",
-	      before, after);
+	ksft_test_result(after - before < 1024, "munmap of the last reference frees the 4 MiB ring (VmallocUsed %ld -> %ld kB)\n",
+			 before, after);
 	close(fd);
 }
 
@@ -673,7 +649,7 @@ static void test_races(int rounds)
 			sleep_ms(2);
 			ring_read(&rg, &sn);
 			if (sn.bad || sn.aux_wrong)
-				check(0, "round %d: bad records under races", i);
+				ksft_test_result(0, "round %d: bad records under races\n", i);
 			if (i % 4 == 0)
 				munmap(rg.page, rg.size);	/* else: unmapped after close */
 			atomic_store(&shared_fd, -1);
@@ -691,9 +667,9 @@ static void test_races(int rounds)
 		pthread_join(t[--nt], NULL);
 	sleep_ms(50);
 	after = vmalloc_used_kb();
-	check(made == rounds, "%d start/close rounds racing STOP, poll, munmap%s (%d started; %d)", rounds,
-	      ncpus > 1 ? " and hotplug" : "", made, err);
-	check(after - before < 2048, "no ring leaked (VmallocUsed %ld -> %ld kB)", before, after);
+	ksft_test_result(made == rounds, "%d start/close rounds racing STOP, poll, munmap%s (%d started; %d)\n", rounds,
+			 ncpus > 1 ? " and hotplug" : "", made, err);
+	ksft_test_result(after - before < 2048, "no ring leaked (VmallocUsed %ld -> %ld kB)\n", before, after);
 	close(fd);
 }
 
@@ -701,7 +677,7 @@ int main(int argc, char **argv)
 {
 	int rounds = argc > 1 ? atoi(argv[1]) : 30;
 
-	setvbuf(stdout, NULL, _IOLBF, 0);
+	ksft_print_header();
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	if (ncpus > 64)
 		ncpus = 64;
@@ -713,5 +689,5 @@ int main(int argc, char **argv)
 	test_hotplug();
 	test_unmap();
 	test_races(rounds);
-	return tally();
+	tests_done();
 }

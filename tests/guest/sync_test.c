@@ -24,16 +24,6 @@
 
 static int ncpus, fd;
 
-static int run_once(struct msrbatch_op *ops, unsigned int n, __u32 flags, struct msrbatch_batch *b)
-{
-	memset(b, 0, sizeof(*b));
-	b->version = MSRBATCH_ABI_VERSION;
-	b->flags = flags;
-	b->nr_ops = n;
-	b->ops = (__u64)(uintptr_t)ops;
-	return ioctl(fd, MSRBATCH_IOC_BATCH, b) ? -errno : 0;
-}
-
 /*
  * Under TCG, 4 vCPUs share the host's cores: a vCPU the host does not run
  * for 20 ms makes a synchronised batch time out (nothing ran). Try again a
@@ -43,7 +33,7 @@ static int run(struct msrbatch_op *ops, unsigned int n, __u32 flags, struct msrb
 {
 	int r, tries = 0;
 
-	while ((r = run_once(ops, n, flags, b)) == -ETIMEDOUT && ++tries < 10)
+	while ((r = batch(fd, ops, n, flags, b)) == -ETIMEDOUT && ++tries < 10)
 		printf("# ETIMEDOUT, again\n");
 	return r;
 }
@@ -60,12 +50,12 @@ static void test_timestamps(void)
 	r = run(ops, 9, MSRBATCH_F_TIMESTAMPS, &b);
 	for (i = 1; i < 9; i++)
 		good &= ops[i].val[1] > ops[i - 1].val[1];
-	check(r == 0 && good && ops[0].val[1] != 0 && ops[0].val[0] != 0,
-	      "F_TIMESTAMPS: val[1] of every op is the TSC right after it, increasing (last gap %llu ticks: the 100 us delay)",
-	      (unsigned long long)(ops[8].val[1] - ops[7].val[1]));
+	ksft_test_result(r == 0 && good && ops[0].val[1] != 0 && ops[0].val[0] != 0,
+			 "F_TIMESTAMPS: val[1] of every op is the TSC right after it, increasing (last gap %llu ticks: the 100 us delay)\n",
+			 (unsigned long long)(ops[8].val[1] - ops[7].val[1]));
 	ops[3] = mkop(MSRBATCH_OP_RDTSCP, 1, 0, 0, 0);
 	r = run(ops, 9, MSRBATCH_F_TIMESTAMPS, &b);
-	check(r == -EINVAL && b.err_index == 3, "F_TIMESTAMPS with an op that returns val[1] (RDTSCP): EINVAL at its index");
+	ksft_test_result(r == -EINVAL && b.err_index == 3, "F_TIMESTAMPS with an op that returns val[1] (RDTSCP): EINVAL at its index\n");
 }
 
 /* Program the same register on every CPU at once, then read all at once. */
@@ -88,16 +78,16 @@ static void test_sync_program(void)
 	r = run(ops, 2 * ncpus, MSRBATCH_F_SYNC_START, &b);
 	for (i = 0; i < ncpus; i++)
 		good &= ops[2 * i].status == 0 && ops[2 * i + 1].val[1] == (__u64)(0x100 + i);
-	check(r == 0 && good && b.out_flags == MSRBATCH_OUT_RAN,
-	      "F_SYNC_START: the same register written on all %d CPUs together and read back on each (r=%d, start spread %llu ticks)",
-	      ncpus, r, (unsigned long long)b.start_spread);
+	ksft_test_result(r == 0 && good && b.out_flags == MSRBATCH_OUT_RAN,
+			 "F_SYNC_START: the same register written on all %d CPUs together and read back on each (r=%d, start spread %llu ticks)\n",
+			 ncpus, r, (unsigned long long)b.start_spread);
 	for (i = 0; !good && i < ncpus; i++)
 		printf("# cpu %d: write status %d, rdtscp status %d aux %#llx\n", i, ops[2 * i].status,
 		       ops[2 * i + 1].status, (unsigned long long)ops[2 * i + 1].val[1]);
 	for (i = 0; i < ncpus; i++)
 		ops[i] = mkop(MSRBATCH_OP_WRMSR, i, TSC_AUX, saved[i], 0);
 	r = run(ops, ncpus, MSRBATCH_F_SYNC_START, &b);
-	check(r == 0, "TSC_AUX restored on every CPU");
+	ksft_test_result(r == 0, "TSC_AUX restored on every CPU\n");
 	free(ops);
 	free(saved);
 }
@@ -112,20 +102,20 @@ static void test_spread(void)
 	for (i = 0; i < ncpus && i < 64; i++)
 		ops[i] = mkop(MSRBATCH_OP_RDTSC, i, 0, 0, 0);
 	r = run(ops, i, 0, &b);
-	check(r == 0 && b.start_spread < 1000000000ull,
-	      "without F_SYNC_START a batch on %d CPUs reports its start spread too (%llu ticks)", i,
-	      (unsigned long long)b.start_spread);
+	ksft_test_result(r == 0 && b.start_spread < 1000000000ull,
+			 "without F_SYNC_START a batch on %d CPUs reports its start spread too (%llu ticks)\n", i,
+			 (unsigned long long)b.start_spread);
 	r = run(ops, i, MSRBATCH_F_SYNC_START, &b);
 	for (i = 0; i < ncpus && i < 64; i++) {
 		lo = ops[i].val[0] < lo ? ops[i].val[0] : lo;
 		hi = ops[i].val[0] > hi ? ops[i].val[0] : hi;
 	}
 	/* Each CPU stamps its start, then reads the TSC as its first op. */
-	check(r == 0 && b.start_spread <= hi - lo + 100000,
-	      "the reported spread (%llu) matches the CPUs' first reads (%llu apart)",
-	      (unsigned long long)b.start_spread, (unsigned long long)(hi - lo));
+	ksft_test_result(r == 0 && b.start_spread <= hi - lo + 100000,
+			 "the reported spread (%llu) matches the CPUs' first reads (%llu apart)\n",
+			 (unsigned long long)b.start_spread, (unsigned long long)(hi - lo));
 	r = run(ops, 1, MSRBATCH_F_SYNC_START, &b);
-	check(r == 0 && b.start_spread == 0, "one CPU: spread 0");
+	ksft_test_result(r == 0 && b.start_spread == 0, "one CPU: spread 0\n");
 }
 
 static volatile int stop_hotplug;
@@ -176,7 +166,7 @@ static void test_hotplug(int seconds)
 			ops[i] = mkop(MSRBATCH_OP_RDTSC, i, 0, 0, 0);
 			ops[i].status = 4242;
 		}
-		r = run_once(ops, n, MSRBATCH_F_SYNC_START, &b);
+		r = batch(fd, ops, n, MSRBATCH_F_SYNC_START, &b);
 		if (r == 0) {
 			ok++;
 			for (i = 0; i < n; i++)
@@ -197,22 +187,22 @@ static void test_hotplug(int seconds)
 	stop_hotplug = 1;
 	pthread_join(t, &ret);
 	flips = (long)ret;
-	check(ok > 0 && other == 0 && partial == 0,
-	      "%d s of synchronised batches while CPU %d went off and on %ld times: %ld ran whole, %ld ENXIO, %ld ETIMEDOUT (a vCPU not scheduled in time), none half run",
-	      seconds, ncpus - 1, flips, ok, offline, timeouts);
+	ksft_test_result(ok > 0 && other == 0 && partial == 0,
+			 "%d s of synchronised batches while CPU %d went off and on %ld times: %ld ran whole, %ld ENXIO, %ld ETIMEDOUT (a vCPU not scheduled in time), none half run\n",
+			 seconds, ncpus - 1, flips, ok, offline, timeouts);
 }
 
 int main(int argc, char **argv)
 {
-	setvbuf(stdout, NULL, _IOLBF, 0);
+	ksft_print_header();
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-	fd = open("/dev/msrbatch", O_RDWR);
+	fd = dev_open(O_RDWR);
 	if (fd < 0)
-		return 1;
+		ksft_exit_fail_msg("cannot open /dev/msrbatch\n");
 	printf("# msrbatch synchronised start and timestamps, %d CPUs\n", ncpus);
 	test_timestamps();
 	test_sync_program();
 	test_spread();
 	test_hotplug(argc > 1 ? atoi(argv[1]) : 5);
-	return tally();
+	tests_done();
 }

@@ -1,53 +1,98 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * What the C guest tests share: the TAP-like check lines and the closing
- * "N passed, N failed" tally that run-all.sh reads, building an op, taking a
- * CPU off- and online, pinning, and the user-mode RDPMC probe that tells
- * CR4.PCE apart. Included by one test program each, which defines
- * _GNU_SOURCE before its first include.
+ * What the C guest tests share, in one place: kselftest's KTAP output
+ * (kselftest.h from the kernel tree's tools/testing/selftests, which
+ * tests/harness/guest.sh puts on the include path), opening the device, one
+ * wrapper per ioctl, building an op, taking a CPU off- and online, pinning,
+ * the user-mode RDPMC probe that tells CR4.PCE apart, and the sampler's
+ * request. Included by one test program each, which defines _GNU_SOURCE
+ * before its first include.
+ *
+ * A test prints ksft_print_header() first, one ksft_test_result*() line per
+ * check (a skip says why: ksft_test_result_skip("what: why\n")), and ends with
+ * tests_done(). tests/guest/run-all.sh nests each program's KTAP under its own
+ * and counts the results.
  */
 #ifndef MSRBATCH_TESTLIB_H
 #define MSRBATCH_TESTLIB_H
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
-#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/msrbatch.h>
 
-static int passed, failed;
+#include "kselftest.h"
 
-/* Prints "ok - ..." or "not ok - ..." and counts it. */
-static inline __attribute__((format(printf, 2, 3))) void check(int cond, const char *fmt, ...)
+#define PAGE 4096u
+
+/*
+ * Ends the program: the plan (known only now: which checks a run makes
+ * depends on its CPUs), kselftest's totals, and exit status KSFT_PASS, or
+ * KSFT_FAIL when a check failed.
+ */
+static inline __noreturn void tests_done(void)
 {
-	va_list ap;
-
-	printf("%s - ", cond ? "ok" : "not ok");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	if (cond)
-		passed++;
-	else
-		failed++;
+	ksft_set_plan(ksft_test_num());
+	ksft_finished();
 }
 
-/* A check that could not run, and why. */
-static inline void skip(const char *what, const char *why)
+/* A part of a test program that can be run alone (run_parts). */
+struct test_part {
+	const char *name;
+	void (*run)(void);
+};
+
+/* Runs the parts named in argv[1..], or all n of them; an unknown name fails. */
+static inline void run_parts(const struct test_part *parts, int n, int argc, char **argv)
 {
-	printf("ok - # SKIP %s: %s\n", what, why);
+	int i, j;
+
+	for (i = 1; i < (argc > 1 ? argc : n + 1); i++) {
+		const char *name = argc > 1 ? argv[i] : parts[i - 1].name;
+
+		for (j = 0; j < n && strcmp(parts[j].name, name); j++)
+			;
+		ksft_print_msg("part %s\n", name);
+		if (j < n)
+			parts[j].run();
+		else
+			ksft_test_result_fail("unknown part %s\n", name);
+	}
 }
 
-/* Prints the tally; the program's exit status. */
-static inline int tally(void)
+/* Opens /dev/msrbatch close-on-exec; the descriptor, or -1 with errno set (and said). */
+static inline int dev_open(int flags)
 {
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	int fd = open("/dev/msrbatch", flags | O_CLOEXEC), err = errno;
+
+	if (fd < 0) {
+		ksft_print_msg("open /dev/msrbatch (flags %#x): %s\n", flags, strerror(err));
+		errno = err;
+	}
+	return fd;
+}
+
+/* Runs n ops; 0 or -errno; the header is left in *out when given. */
+static inline int batch(int fd, struct msrbatch_op *ops, unsigned int n, __u32 flags,
+			struct msrbatch_batch *out)
+{
+	struct msrbatch_batch b = {
+		.version = MSRBATCH_ABI_VERSION, .flags = flags, .nr_ops = n, .ops = (__u64)(uintptr_t)ops,
+	};
+	int r = ioctl(fd, MSRBATCH_IOC_BATCH, &b) ? -errno : 0;
+
+	if (out)
+		*out = b;
+	return r;
 }
 
 static inline struct msrbatch_op mkop(__u16 code, __u32 cpu, __u32 reg, __u64 a0, __u64 a1)
@@ -61,6 +106,80 @@ static inline struct msrbatch_op mkop(__u16 code, __u32 cpu, __u32 reg, __u64 a0
 	op.arg[0] = a0;
 	op.arg[1] = a1;
 	return op;
+}
+
+/* One op: the ioctl's -errno, else the op's status; *val its value when given. */
+static inline int one_op(int fd, __u16 code, __u32 cpu, __u32 reg, __u64 arg, __u64 *val)
+{
+	struct msrbatch_op op = mkop(code, cpu, reg, arg, 0);
+	int r = batch(fd, &op, 1, 0, NULL);
+
+	if (val)
+		*val = op.val[0];
+	return r ? r : op.status;
+}
+
+/* Prepares n ops; the handle or -errno; the request is left in *out when given. */
+static inline int prepare(int fd, struct msrbatch_op *ops, unsigned int n,
+			  struct msrbatch_prepare *out)
+{
+	struct msrbatch_prepare p = {
+		.version = MSRBATCH_ABI_VERSION, .nr_ops = n, .ops = (__u64)(uintptr_t)ops,
+	};
+	int r = ioctl(fd, MSRBATCH_IOC_PREPARE, &p) ? -errno : (int)p.handle;
+
+	if (out)
+		*out = p;
+	return r;
+}
+
+/* Runs a prepared batch; the ioctl's result or -errno. */
+static inline int run_prepared(int fd, int handle)
+{
+	int r = ioctl(fd, MSRBATCH_IOC_RUN, (unsigned long)handle);
+
+	return r < 0 ? -errno : r;
+}
+
+/* MSRBATCH_IOC_PCE_GRANT with arg (0: this thread); 0 or -errno. */
+static inline int pce_grant(int fd, unsigned long arg)
+{
+	return ioctl(fd, MSRBATCH_IOC_PCE_GRANT, arg) ? -errno : 0;
+}
+
+static inline int pce_revoke(int fd)
+{
+	return ioctl(fd, MSRBATCH_IOC_PCE_REVOKE, 0) ? -errno : 0;
+}
+
+/* Opens the device read-write with MSRBATCH_IOC_RESTORE_ON_CLOSE set. */
+static inline int open_restoring(void)
+{
+	int fd = dev_open(O_RDWR);
+
+	if (fd >= 0 && ioctl(fd, MSRBATCH_IOC_RESTORE_ON_CLOSE, 0))
+		ksft_perror("RESTORE_ON_CLOSE");
+	return fd;
+}
+
+/* MSRBATCH_IOC_RESTORE_NOW: what it restored, or -errno. */
+static inline int restore_now(int fd)
+{
+	int r = ioctl(fd, MSRBATCH_IOC_RESTORE_NOW, 0);
+
+	return r < 0 ? -errno : r;
+}
+
+/* The kernel's taint mask, or ~0 if unreadable. */
+static inline unsigned long tainted(void)
+{
+	char buf[32] = "";
+	int fd = open("/proc/sys/kernel/tainted", O_RDONLY);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+
+	if (fd >= 0)
+		close(fd);
+	return n <= 0 ? ~0ul : strtoul(buf, NULL, 10);
 }
 
 /* Takes CPU cpu offline (on = 0) or online (on = 1); 0 or -1. */
@@ -132,6 +251,54 @@ static inline int pce_on(void)
 		return sig != SIGSEGV;
 	asm volatile("rdpmc" : "=a"(lo), "=d"(hi) : "c"(0));
 	return 1;
+}
+
+/* ---- the sampler (MSRBATCH_IOC_SAMPLE) ------------------------------------ */
+
+static inline void req_init(struct msrbatch_sample_req *r, int handle, __u64 period, __u32 pages)
+{
+	memset(r, 0, sizeof(*r));
+	r->version = MSRBATCH_ABI_VERSION;
+	r->handle = handle;
+	r->period_ns = period;
+	r->ring_pages = pages;
+}
+
+/* Starts a sampler; its descriptor or -errno. */
+static inline int sample(int fd, struct msrbatch_sample_req *r)
+{
+	int s = ioctl(fd, MSRBATCH_IOC_SAMPLE, r);
+
+	return s < 0 ? -errno : s;
+}
+
+/* VmallocUsed from /proc/meminfo in KiB, or -1. */
+static inline long vmalloc_used_kb(void)
+{
+	char line[128];
+	long kb = -1;
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmallocUsed: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+static inline void sleep_us(long us)
+{
+	struct timespec ts = { us / 1000000, (us % 1000000) * 1000L };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static inline void sleep_ms(long ms)
+{
+	sleep_us(ms * 1000);
 }
 
 #endif /* MSRBATCH_TESTLIB_H */

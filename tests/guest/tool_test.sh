@@ -203,9 +203,37 @@ if [ "$version" -eq 0 ]; then
 	check "pmu reports no PMU (CPUID.0AH version 0, RDPMC faults)" grep -q "^no PMU: " /tmp/pmu.out
 	check "pmu --json: not present, RDPMC 0 faulted" \
 		sh -c "msrbatch pmu --json | grep -q '\"present\":false.*\"rdpmc_ok\":false'"
-	msrbatch stat -e instructions -- true >/tmp/stat.out 2>&1
+	# perf stat's habits without a PMU: CMD runs, its output alone on
+	# stdout, the counts <not supported> on stderr, CMD's exit status.
+	msrbatch stat -e instructions,cycles -- sh -c 'echo out; exit 3' >/tmp/stat.out 2>/tmp/stat.err
 	rc=$?
-	check "stat without a PMU says so and exits non-zero ($rc)" sh -c "[ $rc -ne 0 ] && grep -q 'no PMU' /tmp/stat.out"
+	sed 's/^/# /' /tmp/stat.err
+	check "stat without a PMU runs CMD and exits with its status (3: $rc)" [ $rc -eq 3 ]
+	check "... CMD's output alone on stdout" [ "$(cat /tmp/stat.out)" = out ]
+	check "... <not supported> per event, perf's table on stderr" \
+		sh -c "grep -q '^ Performance counter stats for .CPU(s) 0. while .sh -c echo out; exit 3. ran:$' /tmp/stat.err && grep -qx '   <not supported>      instructions' /tmp/stat.err && grep -qx '   <not supported>      cycles' /tmp/stat.err"
+	check "... the elapsed time, and why on stderr" \
+		sh -c "grep -q '^ *[0-9]*\.[0-9]\{9\} seconds time elapsed$' /tmp/stat.err && grep -q 'CPU 0: no PMU.*<not supported>' /tmp/stat.err"
+	out=$(msrbatch stat -x, -e instructions -C 0-1 -A -- true 2>&1 | grep -v '^msrbatch:')
+	check "stat -x, -A -C 0-1: perf's CSV per CPU ($out)" \
+		[ "$out" = "$(printf 'CPU0,<not supported>,,instructions,0,100.00,,\nCPU1,<not supported>,,instructions,0,100.00,,')" ]
+	out=$(msrbatch stat -j -e instructions -a -- true 2>&1 | grep -v '^msrbatch:')
+	check "stat -j -a: perf's JSON ($out)" \
+		[ "$out" = '{"counter-value" : "<not supported>", "unit" : "", "event" : "instructions", "event-runtime" : 0, "pcnt-running" : 100.00}' ]
+	rm -f /tmp/stat.o
+	msrbatch stat -o /tmp/stat.o -e cycles -- sh -c 'kill -TERM $$' 2>/tmp/stat.err
+	rc=$?
+	check "stat: a CMD killed by SIGTERM exits 128+15 ($rc)" [ $rc -eq 143 ]
+	check "stat -o FILE: the counts in FILE, not on stderr" \
+		sh -c "grep -q '<not supported>      cycles' /tmp/stat.o && ! grep -q 'not supported>  ' /tmp/stat.err"
+	msrbatch stat -I 100 -x, -e cycles -- sleep 0.45 >/tmp/stat.out 2>&1
+	rows=$(grep -c '^[0-9]*\.[0-9]*,<not supported>,,cycles,' /tmp/stat.out)
+	check "stat -I 100 -x,: a row per interval of 100 ms and the last part, time first ($rows rows for 0.45 s)" \
+		sh -c "[ $rows -ge 5 ] && [ $rows -le 8 ]"
+	msrbatch stat -r 0 -e cycles -- true >/tmp/stat.out 2>&1
+	rc=$?
+	check "stat -r 0 is refused with words ($rc)" sh -c "[ $rc -eq 2 ] && grep -q 'at least 1' /tmp/stat.out"
+	check "pmu -C 0-1: one report per CPU" [ "$(msrbatch pmu -C 0-1 --json | wc -l)" -eq 2 ]
 else
 	check "pmu reports version $version" grep -q "architectural perfmon version $version" /tmp/pmu.out
 fi
@@ -216,6 +244,10 @@ for v in 0x4300c0 0x41013c 0x1d300c5 0x10043412e 0xf00ff00ff 0x0; do
 	[ "$((back))" -eq "$((v))" ] || { rt=$((rt + 1)); echo "# evsel $v -> $spec -> $back"; }
 done
 check "evsel decode/encode round trips" [ "$rt" -eq 0 ]
+# A reader that goes away ends the tool by SIGPIPE, without a word.
+{ sleep 0.3; msrbatch evsel 0x4300c0; echo $? >/tmp/pipe.rc; } 2>/tmp/pipe.err | true
+check "evsel | (closed pipe): SIGPIPE, 141 ($(cat /tmp/pipe.rc)), nothing on stderr" \
+	sh -c "[ \"\$(cat /tmp/pipe.rc)\" -eq 141 ] && [ ! -s /tmp/pipe.err ]"
 check "evsel encodes instructions,usr,os,en" [ "$(msrbatch evsel instructions,usr,os,en)" = 0x4300c0 ]
 check "evsel names architectural events" sh -c "msrbatch evsel 0x43003c | grep -q '# cycles'"
 msrbatch stat -e instructions,cycles,branches -C 1 --counters 2 --dry-run -- true >/tmp/dry.out

@@ -37,6 +37,7 @@ host_checks() {
 	KSRC="$KSRC" tests/harness/test-c-api.sh &&
 	tests/harness/test-c-header.sh &&
 	tests/harness/test-man.sh &&
+	tests/harness/test-design-map.sh &&
 	"$KSRC/scripts/checkpatch.pl" --no-tree --quiet --strict -f include/uapi/linux/msrbatch.h
 }
 

@@ -139,13 +139,17 @@ guest_userspace() {
 			gcc -static -O2 -Wall -Wextra -Werror -I"$MSRB_TOP/include/uapi" -o "$GUEST_OUT/cbin/$name" "$c" || return
 		fi
 	done
-	# Each C test is built 64-bit and, as NAME-32, 32-bit (compat ioctl path).
+	# Each C test is built 64-bit and, as NAME-32, 32-bit (compat ioctl path),
+	# with kselftest.h from the kernel tree's selftests (KTAP output).
+	local ksft="$KSRC/tools/testing/selftests"
+	[ -f "$ksft/kselftest.h" ] || { echo "msrbatch: no $ksft/kselftest.h (KSRC, tests/harness/provision.sh)" >&2; return 1; }
 	for c in "$MSRB_TOP"/tests/guest/*.c; do
 		[ -e "$c" ] || continue
 		local bin="$GUEST_OUT/cbin/$(basename "$c" .c)"
-		guest_stale "$bin" "$c" "$uapi" || guest_stale "$bin-32" "$c" "$uapi" || continue
-		gcc -static -O2 -Wall -Wextra -Werror -I"$MSRB_TOP/include/uapi" -o "$bin" "$c" || return
-		gcc -m32 -static -O2 -Wall -Wextra -Werror -I"$MSRB_TOP/include/uapi" -o "$bin-32" "$c" || return
+		guest_stale "$bin" "$c" "$uapi" "$MSRB_TOP/tests/guest/testlib.h" "$ksft/kselftest.h" ||
+			guest_stale "$bin-32" "$c" "$uapi" "$MSRB_TOP/tests/guest/testlib.h" "$ksft/kselftest.h" || continue
+		gcc -static -O2 -Wall -Wextra -Werror -I"$MSRB_TOP/include/uapi" -I"$ksft" -o "$bin" "$c" || return
+		gcc -m32 -static -O2 -Wall -Wextra -Werror -I"$MSRB_TOP/include/uapi" -I"$ksft" -o "$bin-32" "$c" || return
 	done
 }
 

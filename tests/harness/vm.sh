@@ -6,8 +6,8 @@
 #                 panic, oops, splat, timeout or failed load/unload).
 # vm.sh demo:     the newcomer's tour: a sample batch script on every CPU.
 # vm.sh selftest: proves the harness fails on a failing command, a panic and
-#                 a timeout, and that make vm-run's CMD reaches the guest's
-#                 shell byte for byte.
+#                 a timeout, that run-all.sh fails a failing test, and that
+#                 make vm-run's CMD reaches the guest's shell byte for byte.
 set -uo pipefail
 . "$(dirname "$0")/guest.sh"
 
@@ -41,6 +41,32 @@ selftest_make() {
 	return $rc
 }
 
+# run-all.sh (run here by busybox sh, as in the guest) passes tests that pass
+# or skip, and fails a failed check, a test that exits non-zero, one that
+# stops before its plan and one whose plan its results do not match.
+selftest_run_all() {
+	local rc=0 want cmd got out
+	while IFS='|' read -r want cmd; do
+		out=$(cd /tmp && /bin/busybox sh "$MSRB_TOP/tests/guest/run-all.sh" "$cmd" 2>&1)
+		got=$?
+		[ "$got" -eq 0 ] && got=pass || got=fail
+		if [ "$got" = "$want" ] && printf '%s\n' "$out" | grep -q '^# guest: '; then
+			echo "selftest: run-all.sh: $want: $cmd: ok"
+		else
+			echo "selftest: run-all.sh gave $got, not $want, for: $cmd: FAIL"
+			printf '%s\n' "$out" | sed 's/^/  /'
+			rc=1
+		fi
+	done <<-'EOF'
+		pass|printf 'TAP version 13\nok 1 a\nok 2 b # SKIP why\n1..2\n'
+		fail|printf 'TAP version 13\nok 1 a\nnot ok 2 b\n1..2\n'
+		fail|printf 'TAP version 13\nok 1 a\n1..1\n'; exit 1
+		fail|printf 'TAP version 13\nok 1 a\n'
+		fail|printf 'TAP version 13\nok 1 a\n1..2\n'
+	EOF
+	return $rc
+}
+
 selftest() {
 	# Four independent boots, side by side (faster than one after another:
 	# about 25 s against 41 s for three on the debug kernel here): what make
@@ -50,6 +76,7 @@ selftest() {
 	local logs="$GUEST_DIR/runs" fails=0
 	mkdir -p "$logs"
 	selftest_make || fails=1
+	selftest_run_all || fails=1
 	guest_boot selftest-bytes "$SELFTEST_CMD" 120 '' >"$logs/selftest-bytes.txt" 2>&1 &
 	local bytes_pid=$!
 	guest_boot selftest-exit 'cat /proc/modules; exit 3' 120 '' --allow-unload-failure >"$logs/selftest-exit.txt" 2>&1 &

@@ -13,7 +13,7 @@ mod stat;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use exit::{Exit, Failure};
-use msrbatch::number::{parse_duration, parse_u32, parse_u64};
+use msrbatch::number::{parse_duration, parse_u64};
 use msrbatch::{refusal, script, Backend, Device};
 use output::Format;
 use std::io::Read;
@@ -78,20 +78,25 @@ enum Cmd {
         restore: RestoreArg,
     },
     /// Sample a script that only reads: the kernel runs it on each of its
-    /// CPUs every period (-i) into a ring; one row per sample, with
-    /// turbostat's TSC_MHz, Avg_MHz, Busy%, Bzy_MHz, Pkg_J/PkgWatt and
-    /// Cor_J/CorWatt where the script reads their MSRs on that CPU, and a
-    /// line for each CPU going online or offline and each loss.
+    /// CPUs every period (-i) into a ring; turbostat's table: per period a
+    /// header, a summary row (CPU -) and a row per CPU, with Avg_MHz, Busy%,
+    /// Bzy_MHz, TSC_MHz (and Pkg/Cor energy) where the script reads their
+    /// MSRs, --add columns, and each op's value.
     #[command(
         long_about = "Sample a script that only reads (rdmsr, rdpmc, rdtsc, rdtscp, cpuid): the \
-kernel runs each CPU's ops every period (-i) into a ring this command reads; one row per sample \
-(cpu, seq: the period it was due in, tsc: before the first op, then each op's value). Derived \
-columns, each where the script reads its sources on a CPU: TSC_MHz (from the samples' TSC over \
-seq x period), Avg_MHz, Busy% and Bzy_MHz (IA32_APERF and IA32_MPERF), Pkg_J and PkgWatt (Intel \
-MSR_PKG_ENERGY_STATUS with MSR_RAPL_POWER_UNIT; AMD MSR_AMD_PKG_ENERGY_STATUS with \
-MSR_AMD_RAPL_POWER_UNIT), Cor_J and CorWatt (MSR_AMD_CORE_ENERGY_STATUS). CPUs going online or \
-offline and samples lost to a full ring are lines of their own (table: '#' lines). The script's \
-batch flags are ignored."
+kernel runs each CPU's ops every period (-i) into a ring this command reads. As turbostat prints \
+it: per period a header, a summary row (CPU '-': each derived column's mean over the CPUs, each \
+--add delta column's sum) and one row per CPU in CPU order; a CPU that produced no sample in a \
+period has a row of '-' (CSV and JSON: a 'missed' record), periods without any sample a line. \
+Columns: CPU, Avg_MHz, Busy% and Bzy_MHz (IA32_APERF and IA32_MPERF), TSC_MHz (the TSC's rate \
+measured against CLOCK_MONOTONIC; the time between two samples is their TSC ticks over it), Pkg_J \
+and PkgWatt (Intel MSR_PKG_ENERGY_STATUS with MSR_RAPL_POWER_UNIT; AMD \
+MSR_AMD_PKG_ENERGY_STATUS with MSR_AMD_RAPL_POWER_UNIT), Cor_J and CorWatt \
+(MSR_AMD_CORE_ENERGY_STATUS), each where the script reads its sources; the --add columns; then \
+each op's value, named after its MSR (MSR_0x.. without a name), TSC, TSCP, PMCn or CPUID_leaf.sub. \
+--show and --hide pick columns. CPUs going online or offline and samples lost to a full ring are \
+lines of their own (table: '#' lines). Ctrl-C stops sampling and prints the last period; a closed \
+output pipe ends the command quietly. The script's batch flags are ignored."
     )]
     Sample(sample::SampleArgs),
     /// Read an MSR, with msr-tools' rdmsr options, output and exit statuses.
@@ -102,9 +107,9 @@ batch flags are ignored."
     /// 23H; AMD 80000001H and 80000022H; the original Pentium's CESR, CTR0
     /// and CTR1 on family 5), live or from a CPUID dump.
     Pmu {
-        /// CPU to ask.
-        #[arg(short = 'C', long = "cpu", default_value_t = 0, value_parser = parse_u32)]
-        cpu: u32,
+        /// CPUs to ask, as a list: 0-3,5 (all: every online CPU).
+        #[arg(short = 'C', long = "cpu", value_name = "CPUS", default_value = "0")]
+        cpu: String,
         /// Decode every CPU of this CPUID dump (`cpuid -r` or AIDA64
         /// format) instead of asking the device.
         #[arg(long, value_name = "FILE")]
@@ -128,7 +133,8 @@ batch flags are ignored."
         #[arg(long)]
         pentium: bool,
     },
-    /// Count events while CMD runs pinned to one CPU.
+    /// Count events on a list of CPUs while CMD runs pinned to them, and
+    /// print the counts as perf stat does (on standard error, or -o FILE).
     Stat(stat::StatArgs),
     /// Write the man page (roff) to stdout.
     #[command(hide = true, name = "__man")]
@@ -308,7 +314,9 @@ fn check_cpus(file: &str, s: &script::Script) -> Result<(), Failure> {
 /// cleared (a sampler has none).
 fn sample_script(device: &str, a: &sample::SampleArgs) -> Result<Exit, Failure> {
     let mut s = read_script(&a.file)?;
+    sample::apply_adds(&mut s, &a.add);
     sample::check_sampleable(&a.file, &s)?;
+    a.check_columns(&s).map_err(Failure::nothing_ran)?;
     s.batch
         .stop_on_error(false)
         .sync_start(false)
@@ -359,6 +367,7 @@ fn run_script(device: &str, file: &str, a: &RunArgs<'_>) -> Result<Exit, Failure
         run.start_spread = Some(s.batch.start_spread());
         not_run.count(s.batch.results());
         output::print_results(a.format, &run, s.batch.results().zip(&s.origins));
+        output::report_masked_writes(s.batch.results().map(|r| (r.op, r.value.is_ok())));
     } else {
         let prepared = dev.prepare(&s.batch).map_err(refused)?;
         for iteration in 0..repeat {
@@ -370,6 +379,7 @@ fn run_script(device: &str, file: &str, a: &RunArgs<'_>) -> Result<Exit, Failure
             not_run.count(prepared.results());
             output::print_results(a.format, &run, prepared.results().zip(&s.origins));
         }
+        output::report_masked_writes(prepared.results().map(|r| (r.op, r.value.is_ok())));
     }
     not_run.report();
     Ok(if all_ok {
@@ -460,6 +470,9 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             cpuid_dump,
             json,
         } => {
+            let online = msrbatch::online_cpus().unwrap_or_default();
+            let cpus = msrbatch::number::parse_cpu_list(&cpu, &online)
+                .map_err(|e| Failure::nothing_ran(format!("-C {cpu}: {e}")))?;
             // A dump is decoded without the device.
             let dev = match cpuid_dump {
                 Some(_) => None,
@@ -468,7 +481,7 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             let dev = dev.as_ref().map(|d| d as &dyn Backend);
             pmu::pmu(
                 dev,
-                cpu,
+                &cpus,
                 cpuid_dump.as_deref(),
                 json,
                 &mut std::io::stdout(),
@@ -523,6 +536,11 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
 }
 
 fn main() -> ExitCode {
+    // A reader that goes away ends the tool quietly, as it ends C tools
+    // (`msrbatch sample ... | head`): SIGPIPE's default action, not Rust's
+    // EPIPE errors (and println!'s panic on them).
+    // SAFETY: SIG_DFL installs no handler.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let args: Vec<String> = std::env::args().collect();
     let prog = prog(&args);
     let exit = match Cli::try_parse_from(&args) {

@@ -288,6 +288,7 @@ pub fn wrmsr(device: &str, a: &WrmsrArgs) -> Result<Exit, Failure> {
         }
     }
     run(&dev, &mut batch, &cpus)?;
+    crate::output::report_masked_writes(batch.results().map(|r| (r.op, r.value.is_ok())));
     check_writes(a.regno, batch.results())?;
     Ok(Exit::Success)
 }

@@ -78,7 +78,7 @@ pub fn csv_reg(op: &Op) -> String {
 
 /// A JSON object whose members keep the order they were added in (as
 /// scripts and the guest tests read them), written by serde_json.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct JsonObject(Vec<(String, Box<RawValue>)>);
 
 impl JsonObject {
@@ -96,7 +96,7 @@ impl JsonObject {
 
     /// Adds member `key`, the number `text` exactly as written (`null` if
     /// empty).
-    pub fn push_number(&mut self, key: &'static str, text: &str) {
+    pub fn push_number(&mut self, key: impl Into<String>, text: &str) {
         let text = if text.is_empty() { "null" } else { text };
         let value = RawValue::from_string(text.to_string()).expect("a number is JSON");
         self.0.push((key.into(), value));
@@ -110,6 +110,38 @@ impl Serialize for JsonObject {
             m.serialize_entry(k, v)?;
         }
         m.end()
+    }
+}
+
+impl JsonObject {
+    /// The object as `perf stat -j` prints it: `{"key" : value, ...}`.
+    pub fn perf_text(&self) -> String {
+        let mut out = Vec::new();
+        let mut ser = serde_json::Serializer::with_formatter(&mut out, PerfFormatter);
+        self.serialize(&mut ser).expect("plain data serializes");
+        String::from_utf8(out).expect("serde_json writes UTF-8")
+    }
+}
+
+/// serde_json's compact layout with perf's separators: `" : "` between a
+/// key and its value, `", "` between members.
+struct PerfFormatter;
+
+impl serde_json::ser::Formatter for PerfFormatter {
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b", ")
+        }
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b" : ")
     }
 }
 
@@ -260,6 +292,74 @@ impl NotRun {
             eprintln!("msrbatch: {n}");
         }
     }
+}
+
+/// What the allowlist's write masks did to `ops`' writes that ran (those
+/// `ran` says did): one note per MSR whose mask is not all ones, naming
+/// the bits the write could not change (the kernel merges a masked write,
+/// as msr-safe does: bits outside the mask keep the MSR's value). For a
+/// descriptor opened without CAP_SYS_RAWIO, against the list in force.
+pub fn masked_write_notes(
+    list: &msrbatch::allowlist::Allowlist,
+    ops: impl Iterator<Item = (Op, bool)>,
+) -> Vec<String> {
+    let mut notes: Vec<(u32, u64, u64)> = Vec::new();
+    for (op, ran) in ops {
+        let (msr, asked) = match op {
+            // A WRMSR writes every bit: those outside the mask are kept.
+            Op::WrMsr { msr, .. } => (msr, u64::MAX),
+            Op::RmwMsr { msr, clear, set } => (msr, clear | set),
+            _ => continue,
+        };
+        let Some(mask) = list.mask(msr).filter(|&m| m != u64::MAX) else {
+            continue;
+        };
+        let kept = asked & !mask;
+        if ran && kept != 0 && !notes.iter().any(|n| n.0 == msr) {
+            notes.push((msr, mask, kept));
+        }
+    }
+    notes
+        .into_iter()
+        .map(|(msr, mask, kept)| {
+            let name = msr_name(msr).unwrap_or_else(|| format!("{msr:#x}"));
+            format!(
+                "{name}: the allowlist's write mask {mask:#x} kept bits {kept:#x} at the MSR's value \
+                 (a masked write changes only the mask's bits, as msr-safe's does)"
+            )
+        })
+        .collect()
+}
+
+/// Prints [`masked_write_notes`] on stderr when this process lacks
+/// CAP_SYS_RAWIO (its descriptor then got the allowlist) and can read the
+/// list in force.
+pub fn report_masked_writes(ops: impl Iterator<Item = (Op, bool)>) {
+    if has_rawio() {
+        return;
+    }
+    let Ok(text) = msrbatch::allowlist::read(msrbatch::allowlist::ALLOWLIST_PATH) else {
+        return;
+    };
+    let Ok(list) = msrbatch::allowlist::Allowlist::parse(&text) else {
+        return;
+    };
+    for n in masked_write_notes(&list, ops) {
+        eprintln!("msrbatch: note: {n}");
+    }
+}
+
+/// Whether this process has CAP_SYS_RAWIO (bit 17 of CapEff in
+/// /proc/self/status); unknown counts as having it (no note).
+fn has_rawio() -> bool {
+    const CAP_SYS_RAWIO: u32 = 17;
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let hex = s.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+            u64::from_str_radix(hex.trim(), 16).ok()
+        })
+        .is_none_or(|caps| caps & (1 << CAP_SYS_RAWIO) != 0)
 }
 
 /// One table line: the cells padded to `width`, two spaces apart, no
@@ -550,6 +650,79 @@ mod tests {
             CSV_HEADER.split(',').count(),
             csv_result(&run(0, None), 4, &pat).split(',').count()
         );
+    }
+
+    #[test]
+    fn masked_writes_say_what_they_kept() {
+        let list = msrbatch::allowlist::Allowlist::parse(
+            "0x10 0xffffffffffffffff\n0xc0000103 0xff\n0x1a0 0x0\n",
+        )
+        .unwrap();
+        let ops = [
+            (
+                Op::WrMsr {
+                    msr: 0xc0000103,
+                    value: 0x1ff,
+                },
+                true,
+            ),
+            (
+                Op::WrMsr {
+                    msr: 0xc0000103,
+                    value: 1,
+                },
+                true,
+            ),
+            (
+                Op::WrMsr {
+                    msr: 0x10,
+                    value: 5,
+                },
+                true,
+            ),
+            (
+                Op::RmwMsr {
+                    msr: 0xc0000103,
+                    clear: 0xf,
+                    set: 1,
+                },
+                true,
+            ),
+        ];
+        let notes = masked_write_notes(&list, ops.into_iter());
+        assert_eq!(
+            notes,
+            ["IA32_TSC_AUX: the allowlist's write mask 0xff kept bits 0xffffffffffffff00 at the MSR's value (a masked write changes only the mask's bits, as msr-safe's does)"]
+        );
+        // An RMW within the mask, a write that did not run: nothing to say.
+        let quiet = [
+            (
+                Op::RmwMsr {
+                    msr: 0xc0000103,
+                    clear: 0xf,
+                    set: 1,
+                },
+                true,
+            ),
+            (
+                Op::WrMsr {
+                    msr: 0xc0000103,
+                    value: 0x1ff,
+                },
+                false,
+            ),
+            (Op::RdMsr { msr: 0xc0000103 }, true),
+        ];
+        assert!(masked_write_notes(&list, quiet.into_iter()).is_empty());
+        let rmw = [(
+            Op::RmwMsr {
+                msr: 0xc0000103,
+                clear: 0xf00,
+                set: 0,
+            },
+            true,
+        )];
+        assert!(masked_write_notes(&list, rmw.into_iter())[0].contains("kept bits 0xf00"));
     }
 
     #[test]

@@ -28,12 +28,12 @@ pub fn evsel_encode_default(spec: &str) -> msrbatch::Result<u64> {
     })
 }
 
-/// `msrbatch pmu`: decodes CPU `cpu` through `dev`, or every CPU of the
-/// CPUID dump `dump` (then `dev` is not used); `json` prints one JSON object
-/// per CPU and line.
+/// `msrbatch pmu`: decodes each of `cpus` through `dev`, or every CPU of
+/// the CPUID dump `dump` (then `dev` is not used); `json` prints one JSON
+/// object per CPU and line.
 pub fn pmu(
     dev: Option<&dyn Backend>,
-    cpu: u32,
+    cpus: &[u32],
     dump: Option<&str>,
     json: bool,
     out: &mut dyn Write,
@@ -45,10 +45,15 @@ pub fn pmu(
             .iter()
             .map(|c| (c.label.clone(), c.pmu()))
             .collect(),
-        (None, Some(dev)) => vec![(
-            format!("CPU {cpu}"),
-            probe(dev, cpu).map_err(|e| e.to_string())?,
-        )],
+        (None, Some(dev)) => cpus
+            .iter()
+            .map(|&cpu| {
+                Ok((
+                    format!("CPU {cpu}"),
+                    probe(dev, cpu).map_err(|e| e.to_string())?,
+                ))
+            })
+            .collect::<Result<_, String>>()?,
         (None, None) => return Err("no device and no --cpuid-dump".into()),
     };
     let w = |e: std::io::Error| e.to_string();
@@ -91,7 +96,7 @@ mod tests {
 
     fn run(dev: Option<&dyn Backend>, dump: Option<&str>, json: bool) -> String {
         let mut out = Vec::new();
-        pmu(dev, 0, dump, json, &mut out).unwrap();
+        pmu(dev, &[0], dump, json, &mut out).unwrap();
         String::from_utf8(out).unwrap()
     }
 
@@ -203,10 +208,28 @@ mod tests {
             .starts_with("Linux's intel_core2_event_constraints: "));
     }
 
+    /// -C takes a list: one report per CPU asked for.
+    #[test]
+    fn pmu_live_on_a_cpu_list() {
+        let m = SimPmu::from_file(testdata("raptorlake-hybrid.txt")).unwrap();
+        let mut out = Vec::new();
+        pmu(Some(&m), &[1, 0], None, true, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let v: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(v.len(), 2, "{text}");
+        assert_eq!(
+            (&v[0]["core_type"], &v[1]["core_type"]),
+            (&"atom".into(), &"core".into())
+        );
+    }
+
     #[test]
     fn pmu_dump_errors() {
         let mut out = Vec::new();
-        let e = pmu(None, 0, Some("/nonexistent/dump"), false, &mut out).unwrap_err();
+        let e = pmu(None, &[0], Some("/nonexistent/dump"), false, &mut out).unwrap_err();
         assert!(e.contains("/nonexistent/dump"), "{e}");
     }
 }

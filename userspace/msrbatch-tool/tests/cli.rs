@@ -495,3 +495,32 @@ fn limits_are_named_before_the_ioctl() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A closed pipe on stdout (`| head`) ends the tool by SIGPIPE, as it ends
+/// C tools: no "Broken pipe" message, no panic.
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::process::ExitStatusExt;
+    let mut fds = [0; 2];
+    // SAFETY: pipe() writes two new descriptors into the array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both descriptors are new, and owned here alone.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(r);
+    for args in [&["evsel", "0x4300c0"][..], &["__man"], &["evsel", "--help"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_msrbatch"))
+            .args(args)
+            .stdout(w.try_clone().unwrap())
+            .output()
+            .expect("run msrbatch");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGPIPE),
+            "{args:?}: {:?}, {stderr}",
+            out.status
+        );
+        assert_eq!(stderr, "", "{args:?}");
+    }
+}

@@ -3,12 +3,13 @@
 //! ([`sampler::Sample`](crate::sampler::Sample)).
 //!
 //! Each column exists only where the CPU's sampled ops include what it is
-//! computed from ([`Sources::of`]); the interval is the periods between the
-//! two samples times the period (the periods they were due in, not when the
-//! timer ran):
+//! computed from ([`Sources::of`]). The interval is measured, not nominal:
+//! the TSC ticks between the two samples (every sample carries the TSC)
+//! over the TSC's rate, which the caller measures against a clock (TSC
+//! ticks per second of `CLOCK_MONOTONIC`; not the periods the samples were
+//! due in, since a timer runs late or early, nor CPUID leaf 15H):
 //!
-//! - `TSC_MHz`: TSC ticks over the interval, from the TSC every sample
-//!   carries (not CPUID leaf 15H).
+//! - `TSC_MHz`: the TSC's measured rate.
 //! - `Avg_MHz`: IA32_APERF ticks over the interval.
 //! - `Busy%`: 100 × IA32_MPERF ticks / TSC ticks.
 //! - `Bzy_MHz`: `TSC_MHz` × APERF ticks / MPERF ticks.
@@ -115,30 +116,33 @@ fn value(s: &Sample, i: usize) -> Option<u64> {
 }
 
 /// The columns between `prev` and `cur`, two samples of one CPU with
-/// sources `src`, `period_ns` apart per period. `None` if `cur` is not a
-/// later period than `prev`, or the TSC did not advance.
-pub fn derive(src: &Sources, period_ns: u64, prev: &Sample, cur: &Sample) -> Option<Derived> {
-    let periods = cur.seq.checked_sub(prev.seq).filter(|&n| n > 0)?;
-    let interval_ns = periods.checked_mul(period_ns)?;
-    let secs = interval_ns as f64 / 1e9;
+/// sources `src`, on a TSC that ticks `tsc_hz` times a second. `None` if
+/// `cur` is not a later period than `prev`, the TSC did not advance, or
+/// `tsc_hz` is not positive.
+pub fn derive(src: &Sources, tsc_hz: f64, prev: &Sample, cur: &Sample) -> Option<Derived> {
+    cur.seq.checked_sub(prev.seq).filter(|&n| n > 0)?;
     let tsc = cur.tsc.wrapping_sub(prev.tsc);
-    if tsc == 0 || tsc > i64::MAX as u64 {
+    if tsc == 0 || tsc > i64::MAX as u64 || tsc_hz.is_nan() || tsc_hz <= 0.0 {
         return None;
     }
+    let ticks = tsc as f64;
+    // Per second of the interval: x * tsc_hz / ticks (in this order, exact
+    // for round figures).
+    let rate = |x: f64| x * tsc_hz / ticks;
     let delta = |i: Option<usize>| Some(value(cur, i?)?.wrapping_sub(value(prev, i?)?) as f64);
     let (aperf, mperf) = (delta(src.aperf), delta(src.mperf));
-    let tsc_mhz = tsc as f64 / secs / 1e6;
+    let tsc_mhz = tsc_hz / 1e6;
     let energy = |e: Option<(usize, usize)>| {
         let (counter, unit) = e?;
         let counts = energy_counts(value(prev, counter)?, value(cur, counter)?);
         let joules = counts as f64 * energy_unit_joules(value(cur, unit)?);
-        Some((joules, joules / secs))
+        Some((joules, rate(joules)))
     };
     let (pkg, core) = (energy(src.pkg), energy(src.core));
     Some(Derived {
-        interval_ns,
+        interval_ns: (ticks / tsc_hz * 1e9).round() as u64,
         tsc_mhz,
-        avg_mhz: aperf.map(|a| a / secs / 1e6),
+        avg_mhz: aperf.map(|a| rate(a) / 1e6),
         busy_pct: mperf.map(|m| 100.0 * m / tsc as f64),
         bzy_mhz: aperf
             .zip(mperf)
@@ -164,12 +168,12 @@ impl Tracker {
     }
 
     /// The columns from `s`'s CPU's previous sample to `s` (`None` for its
-    /// first); `s` becomes the previous one.
-    pub fn push(&mut self, src: &Sources, period_ns: u64, s: &Sample) -> Option<Derived> {
+    /// first), on a TSC of `tsc_hz`; `s` becomes the previous one.
+    pub fn push(&mut self, src: &Sources, tsc_hz: f64, s: &Sample) -> Option<Derived> {
         let d = self
             .last
             .get(&s.cpu)
-            .and_then(|prev| derive(src, period_ns, prev, s));
+            .and_then(|prev| derive(src, tsc_hz, prev, s));
         self.last.insert(s.cpu, s.clone());
         d
     }
@@ -212,7 +216,7 @@ mod tests {
         assert_eq!(energy_counts(0x1_0000_0005, 0x7), 2);
     }
 
-    /// 1 ms periods, 2 apart: 4.8 M TSC ticks is 2400 MHz; APERF 6 M and
+    /// A 2.4 GHz TSC: 4.8 M TSC ticks is 2 ms; APERF 6 M and
     /// MPERF 4 M ticks: Avg_MHz 3000, Busy% 83.3, Bzy_MHz 3600; 0x200
     /// counts of 61 µJ is 31.25 mJ, 15.625 W over 2 ms.
     #[test]
@@ -227,7 +231,7 @@ mod tests {
         assert!(src.has_frequency() && src.has_package_energy() && !src.has_core_energy());
         let a = sample(10, 1_000_000, 0, &[100, 50, 0xFFFF_FF00, 0xA0E03]);
         let b = sample(12, 5_800_000, 0, &[6_000_100, 4_000_050, 0x100, 0xA0E03]);
-        let d = derive(&src, 1_000_000, &a, &b).unwrap();
+        let d = derive(&src, 2.4e9, &a, &b).unwrap();
         assert_eq!(d.interval_ns, 2_000_000);
         assert_eq!(d.tsc_mhz, 2400.0);
         assert_eq!(d.avg_mhz, Some(3000.0));
@@ -237,11 +241,28 @@ mod tests {
         assert_eq!(d.pkg_watts, Some(15.625));
         assert_eq!((d.core_joules, d.core_watts), (None, None));
         // Not a later period: nothing.
-        assert_eq!(derive(&src, 1_000_000, &b, &a), None);
-        assert_eq!(derive(&src, 1_000_000, &b, &b), None);
+        assert_eq!(derive(&src, 2.4e9, &b, &a), None);
+        assert_eq!(derive(&src, 2.4e9, &b, &b), None);
+        // No measured rate: nothing.
+        assert_eq!(derive(&src, 0.0, &a, &b), None);
+        assert_eq!(derive(&src, f64::NAN, &a, &b), None);
+        // The rate, not the periods the samples were due in: a timer that
+        // ran late (2 periods of 1 ms, 4 ms of TSC ticks) does not make
+        // the TSC look twice as fast.
+        let late = sample(
+            12,
+            1_000_000 + 9_600_000,
+            0,
+            &[12_000_100, 8_000_050, 0x100, 0xA0E03],
+        );
+        let d = derive(&src, 2.4e9, &a, &late).unwrap();
+        assert_eq!(
+            (d.interval_ns, d.tsc_mhz, d.avg_mhz),
+            (4_000_000, 2400.0, Some(3000.0))
+        );
         // A faulted APERF: no frequency columns, the rest still.
         let c = sample(13, 8_200_000, 0b1, &[0, 6_000_050, 0x300, 0xA0E03]);
-        let d = derive(&src, 1_000_000, &b, &c).unwrap();
+        let d = derive(&src, 2.4e9, &b, &c).unwrap();
         assert_eq!((d.avg_mhz, d.bzy_mhz), (None, None));
         assert_eq!(d.busy_pct.map(|p| (p * 1e6).round()), Some(83_333_333.0));
         assert_eq!(d.pkg_joules, Some(512.0 / 16384.0));
@@ -267,7 +288,7 @@ mod tests {
             0,
             &[0xA1003, 1000 + 65536, 5000 + 4 * 65536, 0, 0],
         );
-        let d = derive(&src, 1_000_000, &a, &b).unwrap();
+        let d = derive(&src, 1e9, &a, &b).unwrap();
         assert_eq!(d.tsc_mhz, 1000.0);
         assert_eq!((d.core_joules, d.core_watts), (Some(1.0), Some(1000.0)));
         assert_eq!((d.pkg_joules, d.pkg_watts), (Some(4.0), Some(4000.0)));
@@ -285,19 +306,16 @@ mod tests {
         let src = Sources::of(&[rd(IA32_APERF), rd(IA32_MPERF)]);
         let mut t = Tracker::new();
         let mut s = sample(0, 1000, 0, &[0, 0]);
-        assert_eq!(t.push(&src, 1_000_000, &s), None);
+        assert_eq!(t.push(&src, 2e9, &s), None);
         let other = Sample {
             cpu: 1,
             ..s.clone()
         };
-        assert_eq!(t.push(&src, 1_000_000, &other), None);
+        assert_eq!(t.push(&src, 2e9, &other), None);
         s = sample(1, 2_001_000, 0, &[2_000_000, 1_000_000]);
-        let d = t.push(&src, 1_000_000, &s).unwrap();
+        let d = t.push(&src, 2e9, &s).unwrap();
         assert_eq!((d.tsc_mhz, d.bzy_mhz), (2000.0, Some(4000.0)));
         t.forget(0);
-        assert_eq!(
-            t.push(&src, 1_000_000, &sample(2, 4_001_000, 0, &[0, 0])),
-            None
-        );
+        assert_eq!(t.push(&src, 2e9, &sample(2, 4_001_000, 0, &[0, 0])), None);
     }
 }

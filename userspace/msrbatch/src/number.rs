@@ -196,10 +196,44 @@ pub fn parse_cpu_list(s: &str, all: &[u32]) -> Result<Vec<u32>, NumberError> {
     Ok(cpus)
 }
 
+/// A CPU list as the kernel writes one (`0-3,8`): sorted, each CPU once,
+/// runs as ranges; what [`parse_cpu_list`] reads.
+pub fn format_cpu_list(cpus: &[u32]) -> String {
+    let mut sorted = cpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            sorted[i].to_string()
+        } else {
+            format!("{}-{}", sorted[i], sorted[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use NumberErrorKind::*;
+
+    #[test]
+    fn cpu_lists_round_trip() {
+        assert_eq!(format_cpu_list(&[5, 0, 1, 2, 3, 3, 8, 7]), "0-3,5,7-8");
+        assert_eq!(format_cpu_list(&[]), "");
+        let cpus = [0, 2, 3, 4, 9];
+        assert_eq!(
+            parse_cpu_list(&format_cpu_list(&cpus), &[]),
+            Ok(cpus.to_vec())
+        );
+    }
 
     #[test]
     fn the_number_grammar() {

@@ -12,6 +12,7 @@
 //! library's errors ([`crate::Error`]) carry these words, and so does the C
 //! API's `msrbatch_last_error()`.
 
+use crate::number::format_cpu_list;
 use crate::sampler::{SamplerConfig, PERIOD_NS};
 use crate::uapi::*;
 use crate::{Errno, Op};
@@ -164,33 +165,11 @@ pub fn check_cpus(ops: &[(u32, Op)], possible: &[u32]) -> Result<(), Refusal> {
             format!(
                 "CPU {} does not exist: this machine's CPUs are {}",
                 ops[i].0,
-                cpu_list(possible)
+                format_cpu_list(possible)
             ),
         )),
         None => Ok(()),
     }
-}
-
-/// A CPU list as the kernel writes one (`0-3,8`).
-fn cpu_list(cpus: &[u32]) -> String {
-    let mut sorted = cpus.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < sorted.len() {
-        let mut j = i;
-        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
-            j += 1;
-        }
-        parts.push(if i == j {
-            sorted[i].to_string()
-        } else {
-            format!("{}-{}", sorted[i], sorted[j])
-        });
-        i = j + 1;
-    }
-    parts.join(",")
 }
 
 /// The checks of a sampler of `ops` with `cfg` that need nothing but those,

@@ -17,7 +17,7 @@
 //! Checks: only the errnos the ABI documents; on success every status is 0,
 //! -EIO, -ECANCELED or -ETIME and `nr_failed` counts them; a rejected batch leaves the
 //! ops untouched; IA32_PAT always reads the same; TSC_AUX names the CPU
-//! outside write batches. Prints the figures and `N passed, N failed`.
+//! outside write batches. Prints the figures and KTAP (`tally.rs`).
 //!
 //! Run without CAP_SYS_RAWIO (as a member of the node's group, with an
 //! allowlist loaded that lists IA32_PAT and IA32_TSC_AUX), each thread learns
@@ -30,6 +30,7 @@
 //! its write mask, TSC_AUX names its CPU even in write batches (a masked
 //! write changes only the bits inside the mask).
 
+mod tally;
 use msrbatch::allowlist::{self, Allowlist, Extras};
 use msrbatch_sys as sys;
 use msrbatch_sys::uapi::*;
@@ -38,6 +39,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tally::Tally;
 
 const PAT: u32 = 0x277;
 const TSC_AUX: u32 = 0xc000_0103;
@@ -876,17 +878,12 @@ fn main() {
     for p in problems.iter() {
         println!("# {p}");
     }
-    let mut failed = 0;
-    let mut check = |ok: bool, what: &str| {
-        println!("{} - {what}", if ok { "ok" } else { "not ok" });
-        failed += u32::from(!ok);
-    };
-    check(
+    let mut t = Tally::new();
+    t.check(
         problems.is_empty(),
         "every result consistent, every errno documented",
     );
-    check(crashed == 0, "no fuzz thread crashed");
-    check(restored, "TSC_AUX names its CPU on every CPU afterwards");
-    println!("{} passed, {failed} failed", 3 - failed);
-    std::process::exit(i32::from(failed > 0));
+    t.check(crashed == 0, "no fuzz thread crashed");
+    t.check(restored, "TSC_AUX names its CPU on every CPU afterwards");
+    t.finish();
 }

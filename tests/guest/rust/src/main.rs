@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Guest integration tests of the Rust library against the loaded module,
 //! including the differential test against the in-tree msr driver.
-//! Prints one `ok`/`not ok` line per check and `N passed, N failed`.
+//! Prints KTAP: one `ok N`/`not ok N` line per check (`tally.rs`).
 
 use msrbatch::{Batch, Device, Errno, Op, Value};
 use msrbatch_sys::uapi;
@@ -66,27 +66,25 @@ fn differential(t: &mut Tally, dev: &Device, cpus: &[u32]) {
 fn every_op(t: &mut Tally, dev: &Device, cpus: &[u32]) {
     let mut batch = Batch::new();
     for &cpu in cpus {
-        batch.push(cpu, Op::RdMsr { msr: TSC_AUX });
-        batch.push(
-            cpu,
+        for op in [
+            Op::RdMsr { msr: TSC_AUX },
             Op::RmwMsr {
                 msr: TSC_AUX,
                 clear: 0,
                 set: 0,
             },
-        );
-        batch.push(cpu, Op::RdTsc);
-        batch.push(cpu, Op::RdTscp);
-        batch.push(
-            cpu,
+            Op::RdTsc,
+            Op::RdTscp,
             Op::Cpuid {
                 leaf: 0,
                 subleaf: 0,
             },
-        );
-        batch.push(cpu, Op::Delay { ns: 1000 });
-        batch.push(cpu, Op::RdCr4);
-        batch.push(cpu, Op::RdPmc { ecx: 0x7fff_0000 });
+            Op::Delay { ns: 1000 },
+            Op::RdCr4,
+            Op::RdPmc { ecx: 0x7fff_0000 },
+        ] {
+            batch.push(cpu, op);
+        }
     }
     t.check(
         dev.run(&mut batch).is_ok(),
@@ -201,7 +199,7 @@ fn errors(t: &mut Tally, dev: &Device) {
             format!("library: offline CPU {last} -> {e:?}, back online: {restored}"),
         );
     } else {
-        println!("ok - # SKIP library: offline CPU: cannot take a CPU offline");
+        t.skip("library: offline CPU", "cannot take a CPU offline");
     }
     // What the safe API cannot express, through the raw layer.
     let fd = std::os::fd::AsFd::as_fd(dev.file());
@@ -252,17 +250,18 @@ fn prepared(t: &mut Tally, dev: &Device, cpus: &[u32]) {
     // Ops whose results do not change from run to run.
     let mut batch = Batch::new();
     for &cpu in cpus {
-        batch.push(cpu, Op::RdMsr { msr: 0x277 });
-        batch.push(cpu, Op::RdMsr { msr: TSC_AUX });
-        batch.push(
-            cpu,
+        for op in [
+            Op::RdMsr { msr: 0x277 },
+            Op::RdMsr { msr: TSC_AUX },
             Op::Cpuid {
                 leaf: 0,
                 subleaf: 0,
             },
-        );
-        batch.push(cpu, Op::RdPmc { ecx: 0x7fff_0000 });
-        batch.push(cpu, Op::RdCr4);
+            Op::RdPmc { ecx: 0x7fff_0000 },
+            Op::RdCr4,
+        ] {
+            batch.push(cpu, op);
+        }
     }
     let p = match dev.prepare(&batch) {
         Ok(p) => p,
@@ -469,14 +468,13 @@ fn sync_and_timestamps(t: &mut Tally, dev: &Device, cpus: &[u32]) {
 }
 
 fn main() {
-    let mut t = Tally::default();
+    let mut t = Tally::new();
     println!("# msrbatch Rust library guest tests");
     let dev = match Device::open() {
         Ok(d) => d,
         Err(e) => {
-            println!("not ok - open: {e}");
-            println!("0 passed, 1 failed");
-            std::process::exit(1);
+            t.check(false, format!("open: {e}"));
+            t.finish();
         }
     };
     let info = dev.info();

@@ -2,13 +2,15 @@
 //! `msrbatch-stress --seconds S`: a thread per CPU issuing batches on every
 //! CPU and taking PCE grants, while another thread takes CPUs offline and
 //! online in a loop and another opens and closes the device. The only error
-//! allowed is ENXIO (a target CPU went offline). Prints figures and
-//! `N passed, N failed`.
+//! allowed is ENXIO (a target CPU went offline). Prints figures and KTAP
+//! (`tally.rs`).
 
+mod tally;
 use msrbatch::{Batch, Device, Errno, Op};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tally::Tally;
 
 fn set_online(cpu: usize, on: bool) -> bool {
     std::fs::write(
@@ -164,11 +166,9 @@ fn main() {
             "CPUs actually went offline and online",
         ),
     ];
-    let mut failed = 0;
+    let mut t = Tally::new();
     for (ok, what) in checks {
-        println!("{} - {what}", if ok { "ok" } else { "not ok" });
-        failed += u32::from(!ok);
+        t.check(ok, what);
     }
-    println!("{} passed, {failed} failed", checks.len() as u32 - failed);
-    std::process::exit(i32::from(failed > 0));
+    t.finish();
 }

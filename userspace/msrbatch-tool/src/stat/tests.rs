@@ -7,6 +7,7 @@ use super::*;
 use clap::Parser;
 use msrbatch::msr;
 use msrbatch::sim::Phase;
+use std::time::Duration;
 
 #[derive(Parser)]
 struct T {
@@ -18,6 +19,31 @@ fn args(argv: &[&str]) -> StatArgs {
     T::try_parse_from(std::iter::once("stat").chain(argv.iter().copied()))
         .unwrap()
         .a
+}
+
+/// CMD's run: exit status `status`, 1 ms.
+fn ran(status: i32) -> Result<Ran, String> {
+    Ok(Ran {
+        status,
+        elapsed: Duration::from_millis(1),
+    })
+}
+
+/// Counts on CPU 0 of `dev`, warnings dropped.
+fn count0<B: Backend + ?Sized>(
+    dev: &B,
+    a: &StatArgs,
+    out: &mut dyn Write,
+    run: &mut Workload<'_>,
+) -> Result<i32, String> {
+    count(dev, a, &[0], out, &mut Vec::new(), run)
+}
+
+/// Whether the table `text` has a row counting `n` of `event`.
+fn has_count(text: &str, n: u64, event: &str) -> bool {
+    let n = n.to_string();
+    text.lines()
+        .any(|l| l.split_whitespace().take(2).eq([n.as_str(), event]))
 }
 
 fn testdata(name: &str) -> String {
@@ -89,6 +115,13 @@ fn dry_run_of_the_seed_event_on_every_dump() {
             (false, false) => unreachable!("no Intel version 1 dump here"),
         }
         assert!(text.contains("# group 1: restore what was saved"), "{name}");
+        // The dry run's words the guest's pentium_test.sh looks for.
+        assert!(
+            text.contains(
+                "# group 1: save every MSR it touches on CPU 0, stop, zero and program ("
+            ),
+            "{name}"
+        );
     }
 }
 
@@ -123,14 +156,14 @@ fn stat_refuses_owned_counters_unless_forced() {
     let m = SimPmu::from_file(testdata("skylake.txt")).unwrap();
     m.set_nmi_watchdog(Some(true));
     let a = args(&["-e", "branches", "--", "cmd"]);
-    let e = count(&m, &a, &mut Vec::new(), &mut || Ok(0)).unwrap_err();
+    let e = count0(&m, &a, &mut Vec::new(), &mut |_| ran(0)).unwrap_err();
     assert!(e.contains("refusing") && e.contains("NMI watchdog"), "{e}");
     let a = args(&["--force", "-e", "branches", "--", "cmd"]);
-    assert_eq!(count(&m, &a, &mut Vec::new(), &mut || Ok(3)).unwrap(), 3);
+    assert_eq!(count0(&m, &a, &mut Vec::new(), &mut |_| ran(3)).unwrap(), 3);
     m.set_nmi_watchdog(Some(false));
     assert!(m.wrmsr(0, msr::IA32_PERFEVTSEL0, 0x43_00c4));
     let a = args(&["-e", "branches", "--", "cmd"]);
-    let e = count(&m, &a, &mut Vec::new(), &mut || Ok(0)).unwrap_err();
+    let e = count0(&m, &a, &mut Vec::new(), &mut |_| ran(0)).unwrap_err();
     assert!(e.contains("IA32_PERFEVTSEL0 = 0x4300c4"), "{e}");
 }
 
@@ -138,9 +171,27 @@ fn stat_refuses_owned_counters_unless_forced() {
 fn stat_without_a_pmu() {
     let d = CpuidDump::parse("CPUID 00000000: 0000000D-756E6547-6C65746E-49656E69\n").unwrap();
     let m = SimPmu::new(&d);
-    let a = args(&["-e", "instructions", "--", "cmd"]);
-    let e = count(&m, &a, &mut Vec::new(), &mut || Ok(0)).unwrap_err();
-    assert!(e.contains("no PMU"), "{e}");
+    // As perf: CMD runs (-r times), its counts are <not supported>, and
+    // stat exits with its status; the warning says why.
+    let a = args(&["-r", "2", "-e", "instructions,cycles", "--", "cmd"]);
+    let (mut out, mut warn, mut runs) = (Vec::new(), Vec::new(), 0);
+    let status = count(&m, &a, &[0], &mut out, &mut warn, &mut |_| {
+        runs += 1;
+        ran(7)
+    })
+    .unwrap();
+    assert_eq!((status, runs), (7, 2));
+    let text = String::from_utf8(out).unwrap();
+    for e in ["instructions", "cycles"] {
+        let want = format!("{:>18}      {e}", "<not supported>");
+        assert!(text.lines().any(|l| l == want), "{want} in\n{text}");
+    }
+    assert!(text.contains(" seconds time elapsed"), "{text}");
+    let warn = String::from_utf8(warn).unwrap();
+    assert!(
+        warn.contains("CPU 0: no PMU") && warn.contains("<not supported>"),
+        "{warn}"
+    );
     // A dry run there plans for a version 2 PMU with --counters counters
     // (and the 3 fixed counters of version 2, so general-purpose events
     // show the groups).
@@ -234,7 +285,7 @@ fn count_mix(m: &SimPmu, reps: &str) -> Result<(String, u32), String> {
     ]);
     let mut out = Vec::new();
     let mut runs = 0;
-    let code = count(m, &a, &mut out, &mut || {
+    let code = count0(m, &a, &mut out, &mut |_| {
         runs += 1;
         m.execute(
             0,
@@ -247,12 +298,16 @@ fn count_mix(m: &SimPmu, reps: &str) -> Result<(String, u32), String> {
                     .with("branches", 3),
             ],
         );
-        Ok(0)
+        ran(0)
     })?;
     assert_eq!(code, 0);
     let text = String::from_utf8(out).unwrap();
-    for want in ["2000  instructions:usr", "1100  cycles", "300  branches:os"] {
-        assert!(text.lines().any(|l| l.trim() == want), "{want} in\n{text}");
+    for (n, want) in [
+        (2000, "instructions:usr"),
+        (1100, "cycles"),
+        (300, "branches:os"),
+    ] {
+        assert!(has_count(&text, n, want), "{n} {want} in\n{text}");
     }
     Ok((text, runs))
 }
@@ -263,15 +318,15 @@ fn varying<'a>(
     m: &'a SimPmu,
     runs: &'a std::cell::Cell<u64>,
     per: &'a [(&'static str, u32)],
-) -> impl FnMut() -> Result<i32, String> + 'a {
-    move || {
+) -> impl FnMut(&mut dyn FnMut() -> Result<(), String>) -> Result<Ran, String> + 'a {
+    move |_| {
         runs.set(runs.get() + 1);
         let mut p = Phase::user(1000 + runs.get());
         for &(name, n) in per {
             p = p.with(name, n);
         }
         m.execute(0, &[p]);
-        Ok(0)
+        ran(0)
     }
 }
 
@@ -293,7 +348,7 @@ fn sweep_counts_every_event_exactly_on_a_pentium() {
     ];
     let mut out = Vec::new();
     assert_eq!(
-        count(&m, &a, &mut out, &mut varying(&m, &runs, &per)).unwrap(),
+        count0(&m, &a, &mut out, &mut varying(&m, &runs, &per)).unwrap(),
         0
     );
     // One warm-up run, then one per group.
@@ -338,7 +393,7 @@ fn sweep_spread_over_repetitions_on_8_counters() {
     let a = args(&["-r", "3", "--sweep", &list, "--", "cmd"]);
     let runs = std::cell::Cell::new(0);
     let mut out = Vec::new();
-    count(
+    count0(
         &m,
         &a,
         &mut out,
@@ -390,6 +445,287 @@ fn sweep_dry_run_and_misuse() {
     ] {
         assert!(T2::try_parse_from(argv).is_err(), "{argv:?}");
     }
+}
+
+/// A 4-CPU Skylake: the dump's CPU four times.
+fn skylake4() -> SimPmu {
+    let d = CpuidDump::read(testdata("skylake.txt")).unwrap();
+    SimPmu::new(&CpuidDump {
+        cpus: vec![d.cpus[0].clone(); 4],
+    })
+}
+
+#[test]
+fn cpu_lists_sum_or_split_the_counts() {
+    let m = skylake4();
+    for (argv, want) in [
+        (
+            &["-C", "0,2-3"][..],
+            &[(3, "instructions"), (600, "cycles")][..],
+        ),
+        (
+            &["-C", "0-3"][..],
+            &[(1003, "instructions"), (1600, "cycles")][..],
+        ),
+        (
+            &["-C", "2"][..],
+            &[(2, "instructions"), (200, "cycles")][..],
+        ),
+    ] {
+        let mut v = argv.to_vec();
+        v.extend(["-e", "instructions,cycles", "--", "cmd"]);
+        let a = args(&v);
+        let cpus = a.cpus(&[0, 1, 2, 3]).unwrap();
+        let mut out = Vec::new();
+        count(&m, &a, &cpus, &mut out, &mut Vec::new(), &mut |_| {
+            // CPU 0 retires 1 instruction in 101 cycles, CPU 2 two in
+            // 200, CPU 3 none in 299, CPU 1 1000 in 1000.
+            m.execute(0, &[Phase::user(100).with("instructions", 0)]);
+            m.execute(0, &[Phase::user(0)]);
+            m.execute(0, &[Phase::user(1).with("instructions", 1)]);
+            m.execute(
+                2,
+                &[Phase::user(198), Phase::user(2).with("instructions", 1)],
+            );
+            m.execute(3, &[Phase::user(299)]);
+            m.execute(1, &[Phase::user(1000).with("instructions", 1)]);
+            ran(0)
+        })
+        .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        for &(n, e) in want {
+            assert!(has_count(&text, n, e), "{argv:?}: {n} {e} in\n{text}");
+        }
+        assert!(
+            text.contains(&format!("for 'CPU(s) {}'", argv[1])),
+            "{text}"
+        );
+    }
+    // -A: one row per CPU and event.
+    let a = args(&["-A", "-C", "1,3", "-x", ",", "-e", "cycles", "--", "cmd"]);
+    let mut out = Vec::new();
+    count(&m, &a, &[1, 3], &mut out, &mut Vec::new(), &mut |_| {
+        m.execute(1, &[Phase::user(10)]);
+        m.execute(3, &[Phase::user(30)]);
+        ran(0)
+    })
+    .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        [
+            "CPU1,10,,cycles,1000000,100.00,,",
+            "CPU3,30,,cycles,1000000,100.00,,"
+        ]
+    );
+    for bad in ["0-", "3-1", "x", ""] {
+        assert!(
+            args(&["-C", bad, "-e", "cycles", "--", "c"])
+                .cpus(&[0])
+                .is_err(),
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        args(&["-a", "-e", "cycles", "--", "c"]).cpus(&[0, 1, 5]),
+        Ok(vec![0, 1, 5])
+    );
+}
+
+#[test]
+fn ipc_csv_and_json_of_a_model_run() {
+    let m = SimPmu::from_file(testdata("skylake.txt")).unwrap();
+    // `stat ARGS -e instructions,cycles -- cmd` where CMD retires 2
+    // instructions per cycle for 1000 user cycles: what it printed.
+    let stat = |opts: &[&str]| {
+        let mut argv = opts.to_vec();
+        argv.extend(["-e", "instructions,cycles", "--", "cmd"]);
+        let mut out = Vec::new();
+        count0(&m, &args(&argv), &mut out, &mut |_| {
+            m.execute(0, &[Phase::user(1000).with("instructions", 2)]);
+            ran(0)
+        })
+        .unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    let text = stat(&[]);
+    let line = text.lines().find(|l| l.contains("instructions")).unwrap();
+    assert!(line.ends_with("#    2.00  insn per cycle"), "{line}");
+    assert_eq!(
+        stat(&["-x", ";"]),
+        "2000;;instructions;1000000;100.00;2.00;insn per cycle\n1000;;cycles;1000000;100.00;;\n"
+    );
+    let text = stat(&["-j"]);
+    let v: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(v[0]["counter-value"], "2000.000000");
+    assert_eq!(v[0]["metric-value"], 2.0);
+    assert_eq!(v[1]["event"], "cycles");
+    assert!(T::try_parse_from(["stat", "-j", "-x", ",", "-e", "c", "--", "c"]).is_err());
+}
+
+#[test]
+fn intervals_print_what_each_counted() {
+    let m = SimPmu::from_file(testdata("skylake.txt")).unwrap();
+    let a = args(&[
+        "-I",
+        "100",
+        "-x",
+        ",",
+        "-e",
+        "instructions,cycles",
+        "--",
+        "cmd",
+    ]);
+    let mut out = Vec::new();
+    let mut elapsed = 0;
+    count0(&m, &a, &mut out, &mut |tick| {
+        for n in [100, 200] {
+            m.execute(0, &[Phase::user(n).with("instructions", 3)]);
+            elapsed += 1;
+            tick()?;
+        }
+        m.execute(0, &[Phase::user(50)]);
+        ran(0)
+    })
+    .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+    // Two ticks and the end: three intervals of two events, no totals.
+    assert_eq!(rows.len(), 6, "{text}");
+    let counts: Vec<(&str, &str)> = rows.iter().map(|r| (r[1], r[3])).collect();
+    assert_eq!(
+        counts,
+        [
+            ("300", "instructions"),
+            ("100", "cycles"),
+            ("600", "instructions"),
+            ("200", "cycles"),
+            ("0", "instructions"),
+            ("50", "cycles"),
+        ]
+    );
+    assert_eq!(elapsed, 2);
+    // -I counts every event at once, one run: refused before CMD runs.
+    for argv in [
+        &["-I", "100", "-r", "2", "-e", "cycles", "--", "cmd"][..],
+        &[
+            "-I",
+            "100",
+            "--counters",
+            "1",
+            "-e",
+            "branches,branch-misses,llc-misses,llc-references,event=0x10",
+            "--",
+            "cmd",
+        ][..],
+    ] {
+        let a = args(argv);
+        let mut ran_cmd = false;
+        let m = SimPmu::new(&CpuidDump {
+            cpus: vec![stand_in_pmu(2)],
+        });
+        let e = count0(&m, &a, &mut Vec::new(), &mut |_| {
+            ran_cmd = true;
+            ran(0)
+        })
+        .unwrap_err();
+        assert!(e.contains("-I") && !ran_cmd, "{argv:?}: {e}");
+    }
+}
+
+#[test]
+fn options_as_perf_takes_them() {
+    assert_eq!(parse_interval("100"), Ok(Duration::from_millis(100)));
+    assert_eq!(parse_interval("1s"), Ok(Duration::from_secs(1)));
+    assert_eq!(parse_interval("250ms"), Ok(Duration::from_millis(250)));
+    for bad in ["5", "9ms", "x", "0"] {
+        assert!(parse_interval(bad).is_err(), "{bad}");
+    }
+    // -r 0 is refused, not read as 1.
+    let e = T::try_parse_from(["stat", "-r", "0", "-e", "cycles", "--", "c"])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("at least 1"), "{e}");
+    assert_eq!(format_cpu_list(&[0, 1, 2, 3, 5, 7, 8]), "0-3,5,7-8");
+    // perf's spellings: -x, and -x; attached (CMD's own options after it
+    // or after --).
+    for (argv, sep, cmd) in [
+        (&["-x,", "-e", "c", "--", "true"][..], ",", &["true"][..]),
+        (
+            &["-x;", "-e", "c", "sh", "-c", "-x"],
+            ";",
+            &["sh", "-c", "-x"],
+        ),
+        (
+            &["-x", ":", "-e", "c", "--", "-weird", "-a"],
+            ":",
+            &["-weird", "-a"],
+        ),
+    ] {
+        let a = args(argv);
+        assert_eq!(a.style(), Style::Csv(sep.into()), "{argv:?}");
+        assert_eq!(a.cmd, cmd, "{argv:?}");
+    }
+}
+
+#[test]
+fn a_command_killed_by_a_signal_exits_128_plus_n() {
+    let mut ticks = 0;
+    let r = run_cmd(
+        None,
+        &["sh".into(), "-c".into(), "kill -TERM $$".into()],
+        None,
+        &mut || Ok(()),
+    )
+    .unwrap();
+    assert_eq!(r.status, 128 + libc::SIGTERM);
+    let r = run_cmd(
+        Some(&[0]),
+        &["sh".into(), "-c".into(), "exit 3".into()],
+        None,
+        &mut || Ok(()),
+    )
+    .unwrap();
+    assert_eq!(r.status, 3);
+    let r = run_cmd(
+        None,
+        &["sleep".into(), "0.35".into()],
+        Some(Duration::from_millis(100)),
+        &mut || {
+            ticks += 1;
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert_eq!((r.status, ticks), (0, 3));
+    assert!(r.elapsed >= Duration::from_millis(350), "{:?}", r.elapsed);
+    assert!(run_cmd(None, &["/nonexistent/cmd".into()], None, &mut || Ok(())).is_err());
+    // SIGINT reaches CMD with its default action (stat's own handler is
+    // not inherited), and CMD runs on the CPUs asked for while stat's
+    // affinity is put back.
+    let sh = |script: &str| -> Vec<String> { ["sh", "-c", script].map(String::from).to_vec() };
+    let r = run_cmd(None, &sh("kill -INT $$; sleep 1"), None, &mut || Ok(())).unwrap();
+    assert_eq!(r.status, 128 + libc::SIGINT);
+    let before = std::fs::read_to_string("/proc/self/status").unwrap();
+    let allowed = |s: &str| {
+        s.lines()
+            .find(|l| l.starts_with("Cpus_allowed_list:"))
+            .map(|l| l.split_whitespace().nth(1).unwrap_or("").to_string())
+    };
+    let r = run_cmd(
+        Some(&[0]),
+        &sh("grep -q '^Cpus_allowed_list:[[:space:]]*0$' /proc/self/status"),
+        None,
+        &mut || Ok(()),
+    )
+    .unwrap();
+    assert_eq!(r.status, 0, "CMD pinned to CPU 0");
+    let after = std::fs::read_to_string("/proc/self/status").unwrap();
+    assert_eq!(allowed(&before), allowed(&after));
 }
 
 #[test]

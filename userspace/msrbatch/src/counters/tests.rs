@@ -40,25 +40,11 @@ fn open_refuses_unless_forced() {
     assert!(e.what().starts_with("no PMU: "), "{e}");
 }
 
-const ALL: &[&str] = &[
-    "core2-conroe.txt",
-    "nehalem-ep.txt",
-    "sandybridge.txt",
-    "sandybridge-cpuid-r.txt",
-    "skylake.txt",
-    "icelake-u.txt",
-    "raptorlake-hybrid.txt",
-    "zen2-matisse.txt",
-    "zen4-raphael.txt",
-    "pentium-mmx-tillamook.txt",
-    "pentium-p54c.txt",
-];
-
 #[test]
 fn probe_finds_the_pmu_of_every_real_cpu() {
     // The bug of the seed: probe never set rdpmc_ok, so present() was false
     // on every CPU with a PMU. Probe decides it from RDPMC 0's status.
-    for name in ALL {
+    for name in crate::pmu::tests::ALL_DUMPS {
         let m = model(name);
         for cpu in 0..m.nr_cpus() {
             let p = probe(&m, cpu).unwrap();

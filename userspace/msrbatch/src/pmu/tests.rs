@@ -5,6 +5,21 @@
 
 use super::*;
 
+/// Every real CPU's dump in `testdata`.
+pub(crate) const ALL_DUMPS: &[&str] = &[
+    "core2-conroe.txt",
+    "nehalem-ep.txt",
+    "sandybridge.txt",
+    "sandybridge-cpuid-r.txt",
+    "skylake.txt",
+    "icelake-u.txt",
+    "raptorlake-hybrid.txt",
+    "zen2-matisse.txt",
+    "zen4-raphael.txt",
+    "pentium-mmx-tillamook.txt",
+    "pentium-p54c.txt",
+];
+
 pub(crate) fn dump(name: &str) -> CpuidDump {
     let path = format!("{}/testdata/cpuid/{name}", env!("CARGO_MANIFEST_DIR"));
     CpuidDump::read(&path).unwrap_or_else(|e| panic!("{e}"))

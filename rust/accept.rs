@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The accept pipeline: from a batch header and the ops array in user memory
+//! to ops the module may run, for `MSRBATCH_IOC_BATCH` and
+//! `MSRBATCH_IOC_PREPARE` alike.
+//!
+//! Each step refuses with the errno (and the op to blame) the ABI gives, in
+//! this order:
+//!
+//! 1. [`Incoming::new`]: the header (`batch::check_header`), a descriptor
+//!    open for reading (`EBADF`: every batch returns what it read), an ops
+//!    address that fits (`EFAULT`).
+//! 2. [`Incoming::accept`]: the ops are copied in (`EFAULT`), validated and
+//!    planned (`batch::plan`), checked against the allowlist of a confined
+//!    descriptor, which keeps only batches that read
+//!    ([`Purpose::Keep`], `EPERM`), and pass the write checks
+//!    (`policy::check_writes`).
+//!
+//! What comes out, an [`Accepted`] batch (or a [`Kept`] one), runs as the
+//! checks found it: [`Accepted::run`] masks a confined descriptor's writes,
+//! runs, taints after a write, and copies the results back.
+
+use crate::allowlist::Snapshot;
+use crate::batch::{self, Executed, Plan, Rejected};
+use crate::policy::{self, Access};
+use crate::uapi::{self, Batch, Op};
+use core::mem::MaybeUninit;
+use kernel::{
+    prelude::*,
+    transmute::AsBytes,
+    uaccess::{UserPtr, UserSlice},
+};
+
+/// Copies `dst.len()` ops in from user space, straight into uninitialised
+/// memory (no zero-fill pass: the copy is the batch's biggest cost per op).
+fn read_ops(ptr: UserPtr, dst: &mut [MaybeUninit<Op>]) -> Result<&mut [Op]> {
+    // SAFETY: `dst` is `dst.len()` `MaybeUninit<Op>`, i.e. that many times
+    // `size_of::<Op>()` bytes that may be uninitialised, which is what
+    // `MaybeUninit<u8>` allows.
+    let bytes = unsafe {
+        core::slice::from_raw_parts_mut(dst.as_mut_ptr().cast::<MaybeUninit<u8>>(), size_of_val(dst))
+    };
+    UserSlice::new(ptr, bytes.len()).reader().read_raw(bytes)?;
+    // SAFETY: `read_raw` succeeded, so every op is initialised, and any bit
+    // pattern is a valid `Op` (`FromBytes`).
+    Ok(unsafe { &mut *(core::ptr::from_mut(dst) as *mut [Op]) })
+}
+
+/// Copies `ops` out to the user's array at `ptr`.
+fn write_ops(ptr: UserPtr, ops: &[Op]) -> Result {
+    UserSlice::new(ptr, size_of_val(ops))
+        .writer()
+        .write_slice(AsBytes::as_bytes(ops))
+}
+
+/// Who asks: what the descriptor was opened for and, for one opened without
+/// `CAP_SYS_RAWIO`, the allowlist in force at its open.
+#[derive(Clone, Copy)]
+pub(crate) struct Caller<'a> {
+    pub(crate) access: Access,
+    pub(crate) rules: Option<&'a Snapshot>,
+}
+
+/// What a batch is accepted for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    /// To run now (`MSRBATCH_IOC_BATCH`).
+    Run,
+    /// To keep and run again (`MSRBATCH_IOC_PREPARE`). Masked writes are not
+    /// kept for reruns: a confined descriptor keeps batches that only read.
+    Keep,
+}
+
+/// A batch whose header passed its checks: where its ops are, and how many.
+pub(crate) struct Incoming {
+    ptr: UserPtr,
+    len: usize,
+    flags: u32,
+}
+
+impl Incoming {
+    /// Checks the header `hdr` for a descriptor opened for `access`.
+    #[inline(always)]
+    pub(crate) fn new(hdr: &Batch, access: Access) -> Result<Self, Rejected> {
+        batch::check_header(hdr)?;
+        // Every batch returns what it read: it needs a descriptor open for reading.
+        if !access.read {
+            return Err(EBADF.into());
+        }
+        Ok(Incoming {
+            ptr: UserPtr::from_addr(usize::try_from(hdr.ops).map_err(|_| EFAULT)?),
+            len: hdr.nr_ops as usize,
+            flags: hdr.flags,
+        })
+    }
+
+    /// The number of ops (at most `MSRBATCH_MAX_OPS`).
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Copies the ops into `dst` (as many as it holds: [`Incoming::len`]),
+    /// validates and plans them, checks them against `caller`'s rules and
+    /// the write checks, and hands the [`Accepted`] batch to `then`. (The
+    /// batch is lent, not returned: it is built once, where it stays.)
+    #[inline(always)]
+    pub(crate) fn accept<R>(
+        &self,
+        dst: &mut [MaybeUninit<Op>],
+        caller: Caller<'_>,
+        purpose: Purpose,
+        then: impl FnOnce(Accepted<'_>) -> Result<R, Rejected>,
+    ) -> Result<R, Rejected> {
+        let ops = read_ops(self.ptr, dst)?;
+        // The plan stays where `batch::plan` made it: moved out of the
+        // `Result`, it would be copied (`rep movs`) on the path of
+        // every batch.
+        let mut planned = batch::plan(ops, self.flags);
+        let plan = planned.as_mut().map_err(|r| *r)?;
+        check(ops, plan, caller, purpose)?;
+        // INVARIANT: `plan` was made from `ops`, which passed `caller`'s
+        // checks.
+        then(Accepted {
+            ops,
+            plan,
+            ptr: self.ptr,
+            flags: self.flags,
+            rules: caller.rules,
+        })
+    }
+
+    /// Copies the ops, for [`Purpose::Keep`], into memory of their own and
+    /// checks them as [`Incoming::accept`] does.
+    pub(crate) fn keep(&self, caller: Caller<'_>) -> Result<Kept, Rejected> {
+        let mut ops = KVVec::<Op>::with_capacity(self.len, GFP_KERNEL_ACCOUNT)?;
+        let read = read_ops(self.ptr, &mut ops.spare_capacity_mut()[..self.len])?;
+        let plan = batch::plan(read, self.flags)?;
+        check(read, &plan, caller, Purpose::Keep)?;
+        // SAFETY: `read_ops` initialised the first `len` ops.
+        unsafe { ops.inc_len(self.len) };
+        // INVARIANT: `plan` was made from these ops, which passed the checks.
+        Ok(Kept { ops, plan })
+    }
+}
+
+/// Checks `ops`, planned as `plan`, against `caller`'s rules (for
+/// `purpose`) and the write checks.
+#[inline(always)]
+fn check(ops: &[Op], plan: &Plan, caller: Caller<'_>, purpose: Purpose) -> Result<(), Rejected> {
+    if let Some(r) = caller.rules {
+        r.check(ops)?;
+        if let (Purpose::Keep, Some(index)) = (purpose, plan.first_write()) {
+            return Err(Rejected { err: EPERM, index });
+        }
+    }
+    policy::check_writes(ops, plan, caller.access)?;
+    Ok(())
+}
+
+/// A batch accepted to run now, as `caller` of [`Incoming::accept`].
+///
+/// # Invariants
+///
+/// `plan` was made from `ops` (by `batch::plan`, with `flags`), which passed
+/// the checks of [`Incoming::accept`]: in `rules` if these are given, and
+/// the write checks.
+pub(crate) struct Accepted<'a> {
+    ops: &'a mut [Op],
+    plan: &'a mut Plan,
+    ptr: UserPtr,
+    flags: u32,
+    rules: Option<&'a Snapshot>,
+}
+
+/// A batch that ran.
+pub(crate) struct Ran {
+    pub(crate) ran: Executed,
+    /// The results reached the caller's array.
+    pub(crate) copied: bool,
+}
+
+impl Accepted<'_> {
+    /// The ops, as copied in.
+    pub(crate) fn ops(&self) -> &[Op] {
+        self.ops
+    }
+
+    /// Whether the batch writes MSRs.
+    pub(crate) fn has_writes(&self) -> bool {
+        self.plan.has_writes()
+    }
+
+    /// Copies the ops back to the caller's array unchanged: whether it is
+    /// writable.
+    pub(crate) fn write_back(&self) -> Result {
+        write_ops(self.ptr, self.ops)
+    }
+
+    /// Runs the batch and copies the results back. On a descriptor the
+    /// allowlist confines, writes are masked: each becomes the RMWMSR its
+    /// rules mean, and the caller's op fields are put back afterwards.
+    #[inline(always)]
+    pub(crate) fn run(&mut self) -> Result<Ran, Rejected> {
+        let (ptr, flags, rules) = (self.ptr, self.flags, self.rules);
+        let (ops, plan) = (&mut *self.ops, &mut *self.plan);
+        // Masked writes become the RMWMSRs the rules mean; the plan is made
+        // again from the ops that will run.
+        let masked = match rules {
+            Some(r) if plan.has_writes() => Some(r.mask_writes(ops)?),
+            _ => None,
+        };
+        if masked.as_ref().is_some_and(|m| !m.is_empty()) {
+            *plan = batch::plan(ops, flags | batch::F_MASKED_WRITES)?;
+        }
+        // SAFETY: By the type invariants the write checks allowed the batch's
+        // writes (and, without CAP_SYS_RAWIO, the rules did, each within its
+        // write mask, as masked just above). `plan` is made from `ops`.
+        let ran = unsafe { batch::execute(ops, plan) }?;
+        if plan.has_writes() {
+            policy::taint_if_written(ops);
+        }
+        if let Some(m) = masked {
+            m.restore(ops, flags & uapi::F_TIMESTAMPS != 0);
+        }
+        let copied = write_ops(ptr, ops).is_ok();
+        Ok(Ran { ran, copied })
+    }
+}
+
+/// A batch accepted to be kept: its own copy of the ops, and their plan.
+///
+/// # Invariants
+///
+/// As [`Accepted`]'s: `plan` was made from `ops`, which passed the checks
+/// of [`Incoming::accept`] for [`Purpose::Keep`].
+pub(crate) struct Kept {
+    ops: KVVec<Op>,
+    plan: Plan,
+}
+
+impl Kept {
+    /// The ops and their plan, for a holder that keeps them together (a
+    /// `prepared::Prepared`, whose invariants carry these on).
+    pub(crate) fn into_parts(self) -> (KVVec<Op>, Plan) {
+        (self.ops, self.plan)
+    }
+}
