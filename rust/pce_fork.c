@@ -20,7 +20,13 @@
 
 #include "pce_fork.h"
 
-#if defined(CONFIG_TRACEPOINTS) && defined(CONFIG_PREEMPT_NOTIFIERS)
+/*
+ * A task work hands a module reference it cannot drop itself to the reaper,
+ * which drops it after an RCU Tasks grace period (msrbatch_pce_sync_task_work):
+ * with preemption, that needs RCU Tasks (without it, plain RCU is enough).
+ */
+#if defined(CONFIG_TRACEPOINTS) && defined(CONFIG_PREEMPT_NOTIFIERS) && \
+	(defined(CONFIG_TASKS_RCU) || !defined(CONFIG_PREEMPTION))
 static struct tracepoint *fork_tp;
 
 static void find_fork_tp(struct tracepoint *tp, void *priv)
@@ -29,9 +35,16 @@ static void find_fork_tp(struct tracepoint *tp, void *priv)
 		fork_tp = tp;
 }
 
+/* Worker threads of io_uring, vhost and kernel threads run no user code. */
+static bool runs_user_code(struct task_struct *t)
+{
+	return !(t->flags & (PF_KTHREAD | PF_IO_WORKER | PF_USER_WORKER));
+}
+
 static void fork_probe(void *data, struct task_struct *parent, struct task_struct *child)
 {
-	msrbatch_pce_fork(child);
+	if (runs_user_code(child))
+		msrbatch_pce_fork(child);
 }
 
 void msrbatch_pce_fork_init(void)
@@ -61,6 +74,28 @@ bool msrbatch_pce_fork_supported(void)
 {
 	return fork_tp;
 }
+
+/*
+ * Waits until no task runs in code it was in when this was called, unless it
+ * sleeps there: each has passed through user mode or a voluntary switch.
+ */
+void msrbatch_pce_sync_task_work(void)
+{
+	synchronize_rcu_tasks();
+}
+
+/* Calls func (which must not sleep) for every other thread of current's process. */
+void msrbatch_for_each_other_thread(void (*func)(void *task, void *data),
+				    void *data)
+{
+	struct task_struct *t;
+
+	rcu_read_lock();
+	for_each_thread(current, t)
+		if (t != current && runs_user_code(t))
+			func(t, data);
+	rcu_read_unlock();
+}
 #else
 void msrbatch_pce_fork_init(void)
 {
@@ -73,6 +108,15 @@ void msrbatch_pce_fork_exit(void)
 bool msrbatch_pce_fork_supported(void)
 {
 	return false;
+}
+
+void msrbatch_pce_sync_task_work(void)
+{
+}
+
+void msrbatch_for_each_other_thread(void (*func)(void *task, void *data),
+				    void *data)
+{
 }
 #endif
 
@@ -103,17 +147,4 @@ int msrbatch_task_work_add(void *task, struct callback_head *work,
 bool msrbatch_current_exiting(void)
 {
 	return current->flags & PF_EXITING;
-}
-
-/* Calls func (which must not sleep) for every other thread of current's process. */
-void msrbatch_for_each_other_thread(void (*func)(void *task, void *data),
-				    void *data)
-{
-	struct task_struct *t;
-
-	rcu_read_lock();
-	for_each_thread(current, t)
-		if (t != current)
-			func(t, data);
-	rcu_read_unlock();
 }
