@@ -24,7 +24,7 @@ pub fn exec_rdpmc(dev: &Device, one_thread: bool, cmd: &[String]) -> Result<Exit
             dev.grant_rdpmc_thread()?;
             eprintln!(
                 "msrbatch: warning: this kernel cannot pass the grant on to new threads and \
-                 processes (it lacks CONFIG_TRACEPOINTS): only CMD's first thread has RDPMC"
+                 processes (it lacks the sched_process_fork tracepoint): only CMD's first thread has RDPMC"
             );
             Ok(())
         }),

@@ -154,7 +154,10 @@ output pipe ends the command quietly. The script's batch flags are ignored."
     /// and children inherit it).
     Exec {
         /// Grant user-mode RDPMC (CR4.PCE) to CMD: every thread it has and
-        /// creates and every process it starts, until CMD exits.
+        /// creates and every process it starts, until CMD exits (nothing
+        /// else). On a kernel that cannot pass a grant on (no
+        /// sched_process_fork tracepoint), CMD's first thread only, with a
+        /// warning.
         #[arg(long, required_unless_present = "rdpmc_thread")]
         rdpmc: bool,
         /// Grant it to CMD's first thread only (not to threads it creates or
