@@ -240,12 +240,35 @@ static int family_root(int out)
 	return write(out, r, sizeof(r)) == sizeof(r) ? 0 : 1;
 }
 
+/* What each step of a family must report. */
+static const struct {
+	enum step step;
+	unsigned char want;
+	const char *what;
+} expect[] = {
+	{ S_ROOT, 1, "the granting thread has PCE" },
+	{ S_OLD_THREAD, 1, "a thread created before the grant has PCE" },
+	{ S_NEW_THREAD, 1, "a thread created after the grant has PCE" },
+	{ S_THREAD_GRANT_BUSY, 1, "a member's own grant request is EBUSY (it holds one)" },
+	{ S_FORK, 1, "a forked child has PCE" },
+	{ S_GRANDCHILD, 1, "a child's child has PCE" },
+	{ S_SHELL, 1, "a process started by an exec'd shell wrapper has PCE" },
+	{ S_BYSTANDER, 0, "a process forked before the grant has no PCE" },
+	{ S_MEMBER_REVOKE, 1, "a member's revoke ends its own grant" },
+	{ S_ROOT_AFTER_MEMBER_REVOKE, 1, "... and not the family's" },
+	{ S_REVOKE, 0, "the root revokes" },
+	{ S_WAITING_AFTER_REVOKE, 0, "a member alive at the revoke has no PCE after it" },
+	{ S_THREAD_AFTER_REVOKE, 0, "a thread created after the revoke has no PCE" },
+	{ S_FORK_AFTER_REVOKE, 0, "a child forked after the revoke has no PCE" },
+};
+
 /* 0 when the kernel has no inherited grants (the checks say why). */
 static int test_family(void)
 {
 	unsigned char r[S_NR];
 	int fds[2], status;
 	struct proc unrelated;
+	size_t i;
 	pid_t pid;
 
 	if (pipe(fds)) {
@@ -271,21 +294,9 @@ static int test_family(void)
 	}
 	ksft_test_result(r[S_GRANT] == 0, "grant with MSRBATCH_PCE_F_THREAD | MSRBATCH_PCE_F_INHERIT (errno %d)\n",
 	      r[S_GRANT]);
-	ksft_test_result(r[S_ROOT] == 1, "the granting thread has PCE\n");
-	ksft_test_result(r[S_OLD_THREAD] == 1, "a thread created before the grant has PCE\n");
-	ksft_test_result(r[S_NEW_THREAD] == 1, "a thread created after the grant has PCE\n");
-	ksft_test_result(r[S_THREAD_GRANT_BUSY] == 1, "a member's own grant request is EBUSY (it holds one)\n");
-	ksft_test_result(r[S_FORK] == 1, "a forked child has PCE\n");
-	ksft_test_result(r[S_GRANDCHILD] == 1, "a child's child has PCE\n");
-	ksft_test_result(r[S_SHELL] == 1, "a process started by an exec'd shell wrapper has PCE\n");
-	ksft_test_result(r[S_BYSTANDER] == 0, "a process forked before the grant has no PCE\n");
+	for (i = 0; i < sizeof(expect) / sizeof(expect[0]); i++)
+		ksft_test_result(r[expect[i].step] == expect[i].want, "%s\n", expect[i].what);
 	ksft_test_result(proc_probe(&unrelated) == 0, "an unrelated process has no PCE\n");
-	ksft_test_result(r[S_MEMBER_REVOKE] == 1, "a member's revoke ends its own grant\n");
-	ksft_test_result(r[S_ROOT_AFTER_MEMBER_REVOKE] == 1, "... and not the family's\n");
-	ksft_test_result(r[S_REVOKE] == 0, "the root revokes\n");
-	ksft_test_result(r[S_WAITING_AFTER_REVOKE] == 0, "a member alive at the revoke has no PCE after it\n");
-	ksft_test_result(r[S_THREAD_AFTER_REVOKE] == 0, "a thread created after the revoke has no PCE\n");
-	ksft_test_result(r[S_FORK_AFTER_REVOKE] == 0, "a child forked after the revoke has no PCE\n");
 	return 1;
 }
 
