@@ -323,8 +323,8 @@ pub fn explain(
             return Some(
                 "the kernel lacks CONFIG_PREEMPT_NOTIFIERS (it comes with CONFIG_KVM), or runs \
                  as a Xen PV guest, so a grant could not follow the thread; or, for a grant to \
-                 a whole program, it lacks CONFIG_TRACEPOINTS, so the grant could not follow new \
-                 threads and processes (a grant to one thread may still work: \
+                 a whole program, it lacks CONFIG_TRACEPOINTS (or, preemptible, CONFIG_TASKS_RCU), \
+                 so the grant could not follow new threads and processes (a grant to one thread may still work: \
                  `exec --rdpmc-thread`)"
                     .into(),
             )
