@@ -200,8 +200,16 @@ void msrbatch_sampler_free(struct msrbatch_sampler *sampler);
 int msrbatch_restore_on_close(const struct msrbatch *dev);
 int msrbatch_restore_now(const struct msrbatch *dev);
 
-/* User-mode RDPMC (CR4.PCE) for the calling thread (Documentation/pce.md). */
+/*
+ * User-mode RDPMC (CR4.PCE) for the calling thread (Documentation/pce.md).
+ * msrbatch_grant_rdpmc() grants it to the calling thread until revoke, close
+ * of @dev or the thread's exit; msrbatch_grant_rdpmc_program() to the calling
+ * thread, the other threads of its process and every thread and process they
+ * create from then on, until revoke or the calling thread's exit
+ * (-EOPNOTSUPP on a kernel without tracepoints).
+ */
 int msrbatch_grant_rdpmc(const struct msrbatch *dev);
+int msrbatch_grant_rdpmc_program(const struct msrbatch *dev);
 int msrbatch_revoke_rdpmc(const struct msrbatch *dev);
 
 /*

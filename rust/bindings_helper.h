@@ -7,13 +7,15 @@
  *   (uapi.rs names them for the rest of the module);
  * - helpers.h: the prototypes of helpers.c and sampler_file.c, the C
  *   functions the Rust code calls and the Rust functions they call back, and
- *   the busy credit's per-CPU storage (busy.rs).
+ *   the busy credit's per-CPU storage (busy.rs);
+ * - pce_fork.h: pce_fork.c's, the fork probe of inherited PCE grants.
  *
  * So neither is typed twice: a change in either header changes the Rust
  * view, and what no longer fits fails the build.
  */
 #include "../include/uapi/linux/msrbatch.h"
 #include "helpers.h"
+#include "pce_fork.h"
 
 /*
  * The ioctl numbers are function-like macros (_IOWR, ...), which bindgen does

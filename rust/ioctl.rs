@@ -282,19 +282,23 @@ pub(crate) fn info(arg: usize) -> Result<isize> {
 }
 
 /// `MSRBATCH_IOC_PCE_GRANT`: grants the caller's thread (`arg`
-/// `MSRBATCH_PCE_F_THREAD`) or file (0) user-space RDPMC.
+/// `MSRBATCH_PCE_F_THREAD`) or file (0) user-space RDPMC; with
+/// `MSRBATCH_PCE_F_INHERIT` also the caller's other threads and every thread
+/// and process they create.
 #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
 pub(crate) fn pce_grant(file: &File, arg: usize, access: Access) -> Result {
     use crate::pce;
-    let binding = match arg {
+    if arg & !(uapi::PCE_F_THREAD | uapi::PCE_F_INHERIT) != 0 {
+        return Err(EINVAL);
+    }
+    let binding = match arg & uapi::PCE_F_THREAD {
         0 => pce::Binding::File(crate::file_id(file)),
-        uapi::PCE_F_THREAD => pce::Binding::Thread,
-        _ => return Err(EINVAL),
+        _ => pce::Binding::Thread,
     };
     if !access.write {
         return Err(EBADF);
     }
-    pce::grant(binding, crate::compat::this_module())
+    pce::grant(binding, arg & uapi::PCE_F_INHERIT != 0, crate::compat::this_module())
 }
 
 /// Without preempt notifiers a grant could not follow the thread.

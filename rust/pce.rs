@@ -30,6 +30,19 @@
 //! *thread-bound* (`MSRBATCH_PCE_F_THREAD`: ends only on revoke or exit, so
 //! `msrbatch exec --rdpmc` needs to hand the command no descriptor).
 //!
+//! **Inherited grants** (`MSRBATCH_PCE_F_INHERIT`) make a [`Family`]: the
+//! thread that asked (its root), the other threads of its process, and every
+//! thread and process that a member creates from then on (not io_uring's or
+//! vhost's worker threads). A probe on the `sched_process_fork` tracepoint
+//! (`pce_fork.c`) sees each new task in its parent's context; a member's
+//! child gets a task work that makes its own thread-bound grant, in the
+//! child, before it first returns to user mode. A task has at most one such
+//! task work pending ([`PENDING`]): a second inheritance only names the newer
+//! family. A task whose parent's grant is still pending (the root granted
+//! while it was cloning) inherits that pending family. When the root's grant
+//! ends (revoke, close, exit), the family is revoked: no member's grant
+//! applies again, and an IPI takes PCE back wherever one runs.
+//!
 //! **How grants end, and who frees them.** A preempt notifier may only be
 //! unregistered by its own thread, outside its notifier chain.
 //! - Revoke, or close by the granted thread itself: unregistered and PCE
@@ -45,15 +58,19 @@
 //!   notifier list that holds the grant when `sched_out` returns, with
 //!   interrupts off, i.e. inside an RCU read-side section.
 //!
-//! Every grant holds a module reference. The last one is dropped either under
-//! an open file or by the reaper, which module exit flushes
-//! ([`helpers::reaper_sync`]), so no module code runs after `module_put` without
-//! unload waiting for it.
+//! Every grant, and every pending inheritance, holds a module reference. The
+//! last one is dropped either under an open file or by the reaper, which
+//! module exit flushes ([`helpers::reaper_sync`]), so no module code runs
+//! after `module_put` without unload waiting for it. A task work never drops
+//! a reference that may be the last: it hands its grant's reference to the
+//! new grant, drops it where the thread's own grant holds another, or hands
+//! it to the reaper, which drops it only after an RCU Tasks grace period,
+//! when no task is still returning through the task work's code.
 
 use crate::compat::local_interrupt_disable;
 use crate::{helpers, insn};
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use kernel::{
     bindings,
     prelude::*,
@@ -75,6 +92,38 @@ kernel::sync::global_lock! {
 pub(crate) unsafe fn init_registry() {
     // SAFETY: By the function's requirements.
     unsafe { GRANTS.init() };
+    // SAFETY: By the function's requirements.
+    unsafe { PENDING.init() };
+    // SAFETY: Once; `exit` undoes it.
+    unsafe { crate::sys::msrbatch_pce_fork_init() };
+}
+
+/// The grants of one inherited grant's tasks, which end together.
+pub(crate) struct Family {
+    /// The root's grant has ended: no member's grant applies again.
+    revoked: AtomicBool,
+}
+
+/// Module references taken for inherited grants that were never made (the
+/// new task exited first, its family ended, or memory ran out). The reaper
+/// drops them after an RCU Tasks grace period: module code must not run after
+/// a `module_put` that unload does not wait for.
+static ORPHANED_REFS: AtomicUsize = AtomicUsize::new(0);
+
+/// A task's pending inheritance: its task work will make a grant in
+/// `family`. At most one per task; each holds a module reference (taken in
+/// [`inherit_to`], handed on by [`make_inherited`]).
+struct Pending {
+    task: *mut bindings::task_struct,
+    family: Arc<Family>,
+}
+
+// SAFETY: `task` is only compared, never dereferenced; the rest is an `Arc`.
+unsafe impl Send for Pending {}
+
+kernel::sync::global_lock! {
+    // SAFETY: `init_registry` initialises it in module init, before any use.
+    unsafe(uninit) static PENDING: SpinLock<KVec<Pending>> = KVec::new();
 }
 
 /// What a grant is bound to.
@@ -94,6 +143,11 @@ pub(crate) struct Grant {
     task: ARef<Task>,
     module: *mut bindings::module,
     binding: Binding,
+    /// The family of an inherited grant.
+    family: Option<Arc<Family>>,
+    /// The grant of the thread that asked for the family: its end ends the
+    /// family.
+    root: bool,
     /// Not applied any more (its file was closed by another thread).
     revoked: AtomicBool,
     /// PCE was clear when the thread came in and the grant set it. Touched
@@ -128,6 +182,23 @@ impl Grant {
 
     fn is_dead(&self) -> bool {
         self.dead.load(Ordering::Acquire)
+    }
+
+    /// Not applied any more: its own file was closed by another thread, or
+    /// its family's root grant has ended.
+    fn is_revoked(&self) -> bool {
+        self.revoked.load(Ordering::Acquire)
+            || self
+                .family
+                .as_ref()
+                .is_some_and(|f| f.revoked.load(Ordering::Acquire))
+    }
+
+    /// The family that a new task of this grant's thread joins, if any.
+    fn inherited_family(&self) -> Option<&Arc<Family>> {
+        self.family
+            .as_ref()
+            .filter(|_| !self.is_revoked() && !self.is_dead())
     }
 
     /// Ends the grant; runs in the granted thread, outside its notifier chain.
@@ -175,7 +246,7 @@ unsafe extern "C" fn sched_in(n: *mut bindings::preempt_notifier, _cpu: c_int) {
     // Interrupts off: an IPI of a revoking close sees either PCE not yet set
     // or set, never the moment in between.
     let _irq = local_interrupt_disable();
-    if !g.revoked.load(Ordering::Acquire) {
+    if !g.is_revoked() {
         g.apply();
     }
 }
@@ -212,6 +283,60 @@ unsafe extern "C" fn revoke_on_cpu(info: *mut core::ffi::c_void) {
     }
 }
 
+/// The grant of the current thread whose notifier is registered, if any.
+fn current_grant<'a>() -> Option<&'a Grant> {
+    // SAFETY: `OPS` is ours; only `current` changes its notifier list, with
+    // interrupts off, so an interrupt sees it whole too.
+    let n = unsafe { crate::sys::msrbatch_current_notifier((&raw const OPS).cast()) };
+    // SAFETY: A registered notifier of ours belongs to a live grant: grants
+    // are freed only after their thread unregistered them, or after it exited
+    // and an RCU grace period passed (we run on it, or with interrupts off).
+    (!n.is_null()).then(|| unsafe { Grant::from_notifier(n.cast()) })
+}
+
+/// IPI: ends PCE at once on a CPU where a member of a revoked family runs.
+///
+/// # Safety
+///
+/// `info` points to a live [`Family`].
+unsafe extern "C" fn revoke_family_on_cpu(info: *mut core::ffi::c_void) {
+    let family = info.cast::<Family>().cast_const();
+    if let Some(g) = current_grant() {
+        if g.family.as_ref().is_some_and(|f| core::ptr::eq(Arc::as_ptr(f), family)) {
+            // Interrupts are off in an IPI.
+            g.unapply();
+        }
+    }
+}
+
+/// Ends a family (its root's grant has ended): no member's grant applies
+/// again, and when this returns no member holds PCE on any CPU. Called with
+/// the registry locked, as the making of every member's grant is.
+fn revoke_family(family: &Family) {
+    if family.revoked.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    // SAFETY: `family` lives until the IPIs have run (`wait`).
+    unsafe {
+        bindings::on_each_cpu_cond_mask(
+            None,
+            Some(revoke_family_on_cpu),
+            core::ptr::from_ref(family).cast_mut().cast(),
+            true,
+            &raw const bindings::__cpu_online_mask,
+        )
+    };
+}
+
+/// Ends the calling thread's grant `g`, just taken out of the registry,
+/// and its family if it is the family's root.
+fn end_own(g: &Grant) {
+    g.end_on_current();
+    if let (true, Some(f)) = (g.root, &g.family) {
+        revoke_family(f);
+    }
+}
+
 /// Refuses a grant on this system or under perf's current policy.
 fn grant_allowed() -> Result {
     if helpers::xen_pv() {
@@ -236,14 +361,25 @@ fn grant_allowed() -> Result {
 fn take_own_revoked(grants: &mut KVec<Arc<Grant>>) -> Option<Arc<Grant>> {
     let i = grants
         .iter()
-        .position(|g| g.is_current() && !g.is_dead() && g.revoked.load(Ordering::Relaxed))?;
+        .position(|g| g.is_current() && !g.is_dead() && g.is_revoked())?;
     let g = grants.remove(i).ok()?;
     g.end_on_current();
     Some(g)
 }
 
-/// Grants user-mode RDPMC to the calling thread.
-pub(crate) fn grant(binding: Binding, module: *mut bindings::module) -> Result {
+/// Grants user-mode RDPMC to the calling thread; with `inherit`, also to the
+/// other threads of its process and to every thread and process a member
+/// creates from now on (`EOPNOTSUPP` where the kernel does not tell us of new
+/// tasks).
+pub(crate) fn grant(binding: Binding, inherit: bool, module: *mut bindings::module) -> Result {
+    if inherit && !fork_probe_supported() {
+        helpers::log_refused_grant(c"inherited grants need the kernel's sched_process_fork tracepoint");
+        return Err(crate::compat::eopnotsupp());
+    }
+    let family = match inherit {
+        true => Some(Arc::new(Family { revoked: AtomicBool::new(false) }, GFP_KERNEL_ACCOUNT)?),
+        false => None,
+    };
     let mut grants = GRANTS.lock();
     // A thread has one grant at most; an inert one of ours is ended first.
     // (At most one exists: a thread gets a new grant only after this.)
@@ -254,6 +390,34 @@ pub(crate) fn grant(binding: Binding, module: *mut bindings::module) -> Result {
         return Err(EBUSY);
     }
     grant_allowed()?;
+    // SAFETY: Our own module is live (we are running its code under an open
+    // file); `register` hands the reference to the grant or back to us.
+    unsafe { bindings::__module_get(module) };
+    if let Err(e) = register(&mut grants, binding, family.clone(), true, module, &mut None) {
+        // SAFETY: Taken above; the open file holds another reference.
+        unsafe { bindings::module_put(module) };
+        return Err(e);
+    }
+    if let Some(f) = family {
+        // SAFETY: `inherit_to_thread` gets `f`, which lives across the call.
+        unsafe { crate::sys::msrbatch_for_each_other_thread(Some(inherit_to_thread), (&raw const f).cast_mut().cast()) };
+    }
+    Ok(())
+}
+
+/// Makes and registers the calling thread's grant. On success the grant owns
+/// the module reference the caller took for it; on failure the caller still
+/// does. The registry holds no live grant of the calling thread; a revoked
+/// one is taken out into `old` once nothing can fail any more (the caller
+/// drops it after the new grant holds its reference).
+fn register(
+    grants: &mut KVec<Arc<Grant>>,
+    binding: Binding,
+    family: Option<Arc<Family>>,
+    root: bool,
+    module: *mut bindings::module,
+    old: &mut Option<Arc<Grant>>,
+) -> Result {
     grants.reserve(1, GFP_KERNEL_ACCOUNT)?;
     // `ARef::from` takes a reference on the current thread.
     let task = ARef::from(&**kernel::current!());
@@ -267,6 +431,8 @@ pub(crate) fn grant(binding: Binding, module: *mut bindings::module) -> Result {
             task,
             module,
             binding,
+            family,
+            root,
             revoked: AtomicBool::new(false),
             we_set: AtomicBool::new(false),
             dead: AtomicBool::new(false),
@@ -274,13 +440,14 @@ pub(crate) fn grant(binding: Binding, module: *mut bindings::module) -> Result {
         }),
         GFP_KERNEL_ACCOUNT,
     )?;
-    // SAFETY: Our own module is live (we are running its code under an open
-    // file); paired with `module_put` in `Drop`.
-    unsafe { bindings::__module_get(module) };
+    // From here the grant owns the module reference (`module_put` in `Drop`).
     // SAFETY: Paired with `preempt_notifier_dec` in `Drop`.
     unsafe { bindings::preempt_notifier_inc() };
+    // An inert grant of ours leaves the registry (and our notifier list)
+    // before the new one comes in: taking one out leaves the room reserved.
+    *old = take_own_revoked(grants);
     // The registry owns the grant before it is registered, so nothing below
-    // can free a registered notifier.
+    // can free a registered notifier. (It cannot fail: reserved above.)
     grants.push_within_capacity(g.clone()).map_err(|_| ENOMEM)?;
     // No switch between registering and applying.
     let _irq = local_interrupt_disable();
@@ -288,8 +455,145 @@ pub(crate) fn grant(binding: Binding, module: *mut bindings::module) -> Result {
     // registry keeps until the notifier is unregistered (by this thread) or
     // the thread is dead and a grace period has passed.
     unsafe { bindings::preempt_notifier_register(g.notifier.get()) };
-    g.apply();
+    // A new member's family may have been revoked since the fork; revocation
+    // holds the registry's lock, as we do.
+    if !g.is_revoked() {
+        g.apply();
+    }
     Ok(())
+}
+
+fn fork_probe_supported() -> bool {
+    // SAFETY: No preconditions.
+    unsafe { crate::sys::msrbatch_pce_fork_supported() }
+}
+
+/// Hands a module reference that no grant took to the reaper. The caller
+/// returns at once: the reaper may drop the reference as soon as the caller
+/// has left the module's code.
+fn orphan_ref() {
+    ORPHANED_REFS.fetch_add(1, Ordering::Relaxed);
+    helpers::kick_reaper();
+}
+
+/// The task work of a pending inheritance ([`Pending`] says for what).
+struct Inheritance {
+    work: Opaque<bindings::callback_head>,
+}
+
+/// Makes `task` a member of `family`: queues the task work that makes its
+/// grant, or, if one is pending, makes that one join `family` instead.
+/// Does not sleep: called from the fork tracepoint and under `rcu_read_lock`.
+/// The caller holds a module reference (its grant's, or its pending
+/// inheritance's, which only the caller's own task work hands on), so the
+/// one taken here is never the last one dropped here.
+fn inherit_to(task: *mut bindings::task_struct, family: &Arc<Family>) {
+    let mut pending = PENDING.lock();
+    if let Some(p) = pending.iter_mut().find(|p| p.task == task) {
+        p.family = family.clone();
+        return;
+    }
+    let entry = Pending { task, family: family.clone() };
+    let Ok(b) = KBox::new(Inheritance { work: Opaque::uninit() }, GFP_ATOMIC | __GFP_NOWARN) else {
+        helpers::log_refused_grant(c"no memory to pass an inherited grant to a new task");
+        return;
+    };
+    if pending.push(entry, GFP_ATOMIC | __GFP_NOWARN).is_err() {
+        helpers::log_refused_grant(c"no memory to pass an inherited grant to a new task");
+        return;
+    }
+    let module = crate::compat::this_module();
+    // SAFETY: The caller holds a reference on our live module.
+    unsafe { bindings::__module_get(module) };
+    let raw = KBox::into_raw(b);
+    // SAFETY: `task` is live (a new child, or a thread under RCU); `work`
+    // stays where it is, in the box, until the callback frees it.
+    let ret = unsafe { crate::sys::msrbatch_task_work_add(task.cast(), (*raw).work.get().cast(), Some(make_inherited)) };
+    if ret != 0 {
+        // The task is exiting and runs no more task work.
+        drop(pending.pop());
+        // SAFETY: From `into_raw` above, and not queued.
+        drop(unsafe { KBox::from_raw(raw) });
+        // SAFETY: Taken above; the caller holds another one.
+        unsafe { bindings::module_put(module) };
+    }
+}
+
+/// `sched_process_fork` (`pce_fork.c`), in the parent's context: a member of
+/// a family, or a thread whose inheritance is pending, passes its family on
+/// to `child` (not a worker thread: `pce_fork.c` filters them).
+///
+/// # Safety
+///
+/// `child` is a live task.
+#[no_mangle]
+unsafe extern "C" fn msrbatch_pce_fork(child: *mut crate::sys::task_struct) {
+    let family = match current_grant().and_then(Grant::inherited_family) {
+        Some(f) => Some(f.clone()),
+        // A clone that a root's grant raced with: the root's walk of its
+        // threads missed the child, but saw its parent.
+        None => {
+            let me = Task::current_raw();
+            PENDING.lock().iter().find(|p| p.task == me).map(|p| p.family.clone())
+        }
+    };
+    if let Some(f) = family.filter(|f| !f.revoked.load(Ordering::Acquire)) {
+        inherit_to(child.cast(), &f);
+    }
+}
+
+/// `msrbatch_for_each_other_thread`'s callback in [`grant`].
+///
+/// # Safety
+///
+/// `data` points to the family of a root grant, live across the call; `task`
+/// is live.
+unsafe extern "C" fn inherit_to_thread(task: *mut core::ffi::c_void, data: *mut core::ffi::c_void) {
+    // SAFETY: By the function's requirements.
+    let f = unsafe { &*data.cast::<Arc<Family>>() };
+    inherit_to(task.cast(), f);
+}
+
+/// Task work: makes the grant of a family's new member, in that member,
+/// before it returns to user mode.
+///
+/// # Safety
+///
+/// `work` is the `work` field of an [`Inheritance`] boxed by `inherit_to`.
+unsafe extern "C" fn make_inherited(work: *mut crate::sys::callback_head) {
+    let work = work.cast::<bindings::callback_head>();
+    let inheritance = kernel::container_of!(Opaque::cast_from(work), Inheritance, work);
+    // SAFETY: By the function's requirements, from `KBox::into_raw`.
+    drop(unsafe { KBox::from_raw(inheritance.cast_mut()) });
+    let me = Task::current_raw();
+    let family = {
+        let mut pending = PENDING.lock();
+        let i = pending.iter().position(|p| p.task == me);
+        i.and_then(|i| pending.remove(i).ok()).map(|p| p.family)
+    };
+    // SAFETY: No preconditions.
+    let exiting = unsafe { crate::sys::msrbatch_current_exiting() };
+    let mut old = None;
+    let mut grants = GRANTS.lock();
+    // A thread of the root's process may have a grant of its own, and keeps
+    // it; a revoked family passes nothing on.
+    let made = family.is_some_and(|family| {
+        !exiting
+            && !family.revoked.load(Ordering::Acquire)
+            && !grants.iter().any(|g| g.is_current() && !g.is_dead() && !g.is_revoked())
+            && grant_allowed().is_ok()
+            && register(&mut grants, Binding::Thread, Some(family), false, crate::compat::this_module(), &mut old)
+                .is_ok()
+    });
+    drop(grants);
+    if made {
+        // The new grant holds a reference: dropping the old one's is safe.
+        drop(old);
+    } else {
+        // Nothing was taken out (`register` takes `old` out only once it
+        // cannot fail). The last thing we do: the reaper may drop it at once.
+        orphan_ref();
+    }
 }
 
 /// Ends the calling thread's grant, whichever file made it. `ENOENT` when
@@ -306,7 +610,7 @@ pub(crate) fn revoke() -> Result {
         .position(|g| g.is_current() && !g.is_dead())
         .ok_or(ENOENT)?;
     let g = grants.remove(i).map_err(|_| ENOENT)?;
-    g.end_on_current();
+    end_own(&g);
     drop(grants);
     drop(g);
     Ok(())
@@ -325,9 +629,12 @@ pub(crate) fn release_file(file: usize) {
         if g.is_current() {
             own = grants.remove(i).ok();
             if let Some(g) = &own {
-                g.end_on_current();
+                end_own(g);
             }
             continue;
+        }
+        if let (true, Some(f)) = (g.root, &g.family) {
+            revoke_family(f);
         }
         if !g.revoked.swap(true, Ordering::AcqRel) {
             // SAFETY: `revoke_on_cpu` gets a grant that the registry keeps
@@ -359,11 +666,30 @@ pub(crate) fn release_file(file: usize) {
 #[no_mangle]
 unsafe extern "C" fn msrbatch_reap_grants() {
     let mut any = false;
-    for g in GRANTS.lock().iter() {
-        if g.is_dead() {
-            g.reapable.store(true, Ordering::Relaxed);
-            any = true;
+    {
+        let grants = GRANTS.lock();
+        for g in grants.iter() {
+            if g.is_dead() {
+                g.reapable.store(true, Ordering::Relaxed);
+                any = true;
+                // The root has exited: its family ends with it.
+                if let (true, Some(f)) = (g.root, &g.family) {
+                    revoke_family(f);
+                }
+            }
         }
+    }
+    // References that no grant took: dropped here, where unload waits for
+    // us, once every task work that handed one over has returned out of our
+    // code (it may have been preempted on its way out).
+    let orphans = ORPHANED_REFS.swap(0, Ordering::Relaxed);
+    if orphans != 0 {
+        // SAFETY: Process context (a work item).
+        unsafe { crate::sys::msrbatch_pce_sync_task_work() };
+    }
+    for _ in 0..orphans {
+        // SAFETY: Each was taken on our module by `inherit_to`.
+        unsafe { bindings::module_put(crate::compat::this_module()) };
     }
     if !any {
         return;
@@ -380,13 +706,19 @@ unsafe extern "C" fn msrbatch_reap_grants() {
 
 // `helpers.c`'s reaper calls it with `helpers.h`'s prototype.
 crate::sys::assert_prototype!(msrbatch_reap_grants);
+// `pce_fork.c`'s probe calls it with `pce_fork.h`'s prototype.
+crate::sys::assert_prototype!(msrbatch_pce_fork);
 
 /// Module unload: waits for the reaper, then frees the registry's storage (a
 /// static is never dropped). No grant exists any more (each held a module
 /// reference).
 pub(crate) fn exit() {
+    // No fork probe runs our code after this.
+    // SAFETY: Process context (module exit), after `init_registry`.
+    unsafe { crate::sys::msrbatch_pce_fork_exit() };
     helpers::reaper_sync();
     drop(core::mem::take(&mut *GRANTS.lock()));
+    drop(core::mem::take(&mut *PENDING.lock()));
 }
 
 #[pinned_drop]

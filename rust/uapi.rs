@@ -112,6 +112,8 @@ pub(crate) const SYNC_TIMEOUT_NS: u64 = sys::MSRBATCH_SYNC_TIMEOUT_NS as u64;
 pub(crate) const OUT_RAN: u32 = sys::MSRBATCH_OUT_RAN;
 /// `MSRBATCH_PCE_F_THREAD`.
 pub(crate) const PCE_F_THREAD: usize = sys::MSRBATCH_PCE_F_THREAD as usize;
+/// `MSRBATCH_PCE_F_INHERIT`.
+pub(crate) const PCE_F_INHERIT: usize = sys::MSRBATCH_PCE_F_INHERIT as usize;
 /// `MSRBATCH_MAX_PREPARED`.
 pub(crate) const MAX_PREPARED: usize = sys::MSRBATCH_MAX_PREPARED as usize;
 /// `MSRBATCH_PREPARED_STRIDE`.
@@ -124,6 +126,8 @@ const _: () = assert!(F_STOP_ON_ERROR.is_power_of_two() && F_SYNC_START.is_power
 const _: () = assert!(F_TIMESTAMPS.is_power_of_two());
 const _: () = assert!(F_STOP_ON_ERROR & F_SYNC_START == 0 && (F_STOP_ON_ERROR | F_SYNC_START) & F_TIMESTAMPS == 0);
 const _: () = assert!(F_ALL == F_STOP_ON_ERROR | F_SYNC_START | F_TIMESTAMPS);
+const _: () = assert!(PCE_F_THREAD.is_power_of_two() && PCE_F_INHERIT.is_power_of_two());
+const _: () = assert!(PCE_F_THREAD & PCE_F_INHERIT == 0);
 
 /// `MSRBATCH_IOC_INFO`.
 pub(crate) const IOC_INFO: u32 = sys::MSRBATCH_IOC_INFO;

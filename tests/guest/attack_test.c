@@ -252,7 +252,8 @@ static void test_two_grants(void)
 	fd2 = dev_open(O_RDWR);
 	ksft_test_result(pce_revoke(fd2) == 0 && !pce_on(), "revoke through another file ends the thread's grant\n");
 	ksft_test_result(pce_revoke(fd1) == -ENOENT, "a second revoke is ENOENT\n");
-	ksft_test_result(pce_grant(fd1, 2) == -EINVAL && pce_grant(fd1, ~0ul) == -EINVAL && !pce_on(),
+	ksft_test_result(pce_grant(fd1, MSRBATCH_PCE_F_INHERIT << 1) == -EINVAL && pce_grant(fd1, ~0ul) == -EINVAL &&
+			 !pce_on(),
 			 "unknown grant flags are EINVAL\n");
 	close(fd1);
 	close(fd2);
@@ -502,15 +503,43 @@ static void test_thread_grant(void)
 static int shared_fd;
 static volatile int stop_churn;
 
+/* A member of an inherited grant's family: forks a child that probes, and exits. */
+static void *member_fork(void *arg)
+{
+	pid_t pid = fork();
+
+	(void)arg;
+	if (pid == 0)
+		_exit(pce_on());
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+	return NULL;
+}
+
+/*
+ * Kinds of grant: 0 file-bound on the shared file, 1 file-bound on a file of
+ * its own, 2 thread-bound; 3 and 4 inherited (3 file-bound on the shared
+ * file, which another thread closes meanwhile; 4 thread-bound on a file of
+ * its own), whose thread then creates a thread that forks, and exits while
+ * they may still run (where the kernel has no inherited grants, 3 and 4 are
+ * EOPNOTSUPP and take none).
+ */
 static void *grant_and_exit(void *arg)
 {
+	static const unsigned long flags[] = {
+		0, 0, MSRBATCH_PCE_F_THREAD, MSRBATCH_PCE_F_INHERIT,
+		MSRBATCH_PCE_F_THREAD | MSRBATCH_PCE_F_INHERIT,
+	};
 	long kind = (long)arg;
-	int fd = kind == 0 ? shared_fd : dev_open(O_RDWR);
+	int fd = kind == 0 || kind == 3 ? shared_fd : dev_open(O_RDWR);
+	pthread_t t;
 
 	if (fd >= 0) {
-		pce_grant(fd, kind == 2 ? MSRBATCH_PCE_F_THREAD : 0);
+		pce_grant(fd, flags[kind]);
 		pce_on();
-		if (kind)
+		if (kind >= 3 && pthread_create(&t, NULL, member_fork, NULL) == 0)
+			pthread_detach(t);
+		if (kind != 0 && kind != 3)
 			close(fd);
 	}
 	return NULL;
@@ -547,7 +576,7 @@ static void test_lifetime_stress(int seconds)
 		stop_churn = 0;
 		pthread_create(&c, NULL, churn, NULL);
 		for (i = 0; i < 8; i++)
-			pthread_create(&t[i], NULL, grant_and_exit, (void *)(long)(i % 3));
+			pthread_create(&t[i], NULL, grant_and_exit, (void *)(long)(i % 5));
 		close(shared_fd);	/* while its grants' threads may still run */
 		for (i = 0; i < 8; i++)
 			pthread_join(t[i], NULL);
@@ -556,9 +585,9 @@ static void test_lifetime_stress(int seconds)
 		rounds++;
 		if (rounds % 10 == 0) {
 			/* Unload as soon as the reaper has freed every grant. */
-			for (i = 0; i < 200 && system("rmmod msrbatch 2>/dev/null"); i++)
+			for (i = 0; i < 2000 && system("rmmod msrbatch 2>/dev/null"); i++)
 				usleep(5000);
-			if (i < 200) {
+			if (i < 2000) {
 				unloads++;
 				if (system("insmod /lib/modules/msrbatch.ko"))
 					break;
@@ -566,7 +595,7 @@ static void test_lifetime_stress(int seconds)
 		}
 	}
 	ksft_test_result(rounds > 0 && unloads == rounds / 10,
-			 "%d rounds of 8 granting threads exiting during close and grant churn; unloaded and reloaded %d times\n",
+			 "%d rounds of 8 granting threads (inherited grants among them, whose members fork) exiting during close and grant churn; unloaded and reloaded %d times\n",
 			 rounds, unloads);
 	i = dev_open(O_RDWR);
 	ksft_test_result(i >= 0, "the module answers after the stress\n");

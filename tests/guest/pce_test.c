@@ -80,7 +80,7 @@ static void test_grant_revoke(int fd)
 	ksft_test_result(pce_grant(fd, 0) == 0, "grant\n");
 	ksft_test_result(pce_on(), "granted: user RDPMC allowed (PCE set)\n");
 	ksft_test_result(pce_grant(fd, 0) == -EBUSY, "second grant on the same thread -> EBUSY\n");
-	ksft_test_result(ioctl(fd, MSRBATCH_IOC_PCE_GRANT, MSRBATCH_PCE_F_THREAD << 1) == -1 && errno == EINVAL,
+	ksft_test_result(ioctl(fd, MSRBATCH_IOC_PCE_GRANT, MSRBATCH_PCE_F_INHERIT << 1) == -1 && errno == EINVAL,
 			 "grant with an unknown flag -> EINVAL\n");
 
 	for (i = 0; i < 300; i++) {

@@ -400,14 +400,19 @@ struct msrbatch_rec_cpu {
 /*
  * User-mode RDPMC (CR4.PCE) for the calling thread, while it runs, on every
  * CPU. Needs a descriptor opened for writing. A thread holds one grant at
- * most (EBUSY). The argument is 0 or MSRBATCH_PCE_F_THREAD. With 0 the grant
- * ends on revoke, on close of the file that made it, and on exit of the
- * thread; with MSRBATCH_PCE_F_THREAD it ends only on revoke and on exit, so
+ * most (EBUSY). The argument is a set of MSRBATCH_PCE_F_* flags. Without
+ * MSRBATCH_PCE_F_THREAD the grant ends on revoke, on close of the file that
+ * made it, and on exit of the thread; with it only on revoke and on exit, so
  * the thread may close every descriptor and execve() a program that gets
- * none. REVOKE (argument 0) ends the calling thread's grant, whichever file
- * made it, through any msrbatch descriptor. See Documentation/pce.md.
+ * none. MSRBATCH_PCE_F_INHERIT extends the grant to the other threads of the
+ * caller's process and to every thread and process that any of them creates
+ * from then on, until the caller's own grant ends (EOPNOTSUPP on a kernel
+ * without tracepoints). REVOKE (argument 0) ends the calling thread's grant,
+ * whichever file made it, through any msrbatch descriptor. See
+ * Documentation/pce.md.
  */
 #define MSRBATCH_PCE_F_THREAD	(1U << 0)
+#define MSRBATCH_PCE_F_INHERIT	(1U << 1)
 
 /*
  * Prepared batches: PREPARE validates a batch once and keeps the kernel's

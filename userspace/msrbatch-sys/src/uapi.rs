@@ -76,6 +76,7 @@ pub const MSRBATCH_REC_ONLINE: u32 = 3;
 pub const MSRBATCH_REC_OFFLINE: u32 = 4;
 pub const MSRBATCH_IOC_MAGIC: u32 = 185;
 pub const MSRBATCH_PCE_F_THREAD: u32 = 1;
+pub const MSRBATCH_PCE_F_INHERIT: u32 = 2;
 pub type __u16 = ::core::ffi::c_ushort;
 pub type __s32 = ::core::ffi::c_int;
 pub type __u32 = ::core::ffi::c_uint;

@@ -8,14 +8,32 @@ use msrbatch::{Batch, Device, Op, Value};
 /// CR4.PCE: RDPMC allowed in user mode.
 const CR4_PCE: u64 = 1 << 8;
 
-/// `msrbatch exec --rdpmc CMD...`: returns only if CMD could not be run.
-pub fn exec_rdpmc(dev: &Device, cmd: &[String]) -> Result<Exit, Failure> {
+/// `msrbatch exec --rdpmc[-thread] CMD...`: returns only if CMD could not
+/// be run.
+pub fn exec_rdpmc(dev: &Device, one_thread: bool, cmd: &[String]) -> Result<Exit, Failure> {
     use std::os::unix::process::CommandExt;
     // The error says why in words (the library's refusal table).
-    dev.grant_rdpmc_thread().map_err(Failure::nothing_ran)?;
-    // execve() keeps this thread, so the grant (tied to the thread alone)
-    // follows CMD. The device is close-on-exec: CMD gets no descriptor that
-    // could write MSRs.
+    let granted = match one_thread {
+        true => dev.grant_rdpmc_thread(),
+        false => dev.grant_rdpmc_program().or_else(|e| {
+            // A kernel without tracepoints cannot pass a grant on to new
+            // threads and processes: CMD's first thread still gets it.
+            if e.errno() != msrbatch::Errno(libc::EOPNOTSUPP) {
+                return Err(e);
+            }
+            dev.grant_rdpmc_thread()?;
+            eprintln!(
+                "msrbatch: warning: this kernel cannot pass the grant on to new threads and \
+                 processes (it lacks the sched_process_fork tracepoint): only CMD's first thread has RDPMC"
+            );
+            Ok(())
+        }),
+    };
+    granted.map_err(Failure::nothing_ran)?;
+    // execve() keeps this thread, so the grant (tied to the thread, not to
+    // the device) follows CMD, and with it to CMD's threads and children;
+    // it ends when CMD's first thread exits. The device is close-on-exec:
+    // CMD gets no descriptor that could write MSRs.
     let err = std::process::Command::new(&cmd[0]).args(&cmd[1..]).exec();
     Err(Failure::nothing_ran(format!("{}: {err}", cmd[0])))
 }

@@ -150,11 +150,20 @@ output pipe ends the command quietly. The script's batch flags are ignored."
     /// Load or show the allowlist: what descriptors opened without
     /// CAP_SYS_RAWIO may do.
     Allowlist(allowlist::AllowlistArgs),
-    /// Run CMD with user-mode RDPMC granted to it (like taskset).
+    /// Run CMD with user-mode RDPMC granted to it (like taskset: its threads
+    /// and children inherit it).
     Exec {
-        /// Grant user-mode RDPMC (CR4.PCE) to CMD's thread.
-        #[arg(long, required = true)]
+        /// Grant user-mode RDPMC (CR4.PCE) to CMD: every thread it has and
+        /// creates and every process it starts, until CMD exits (nothing
+        /// else). On a kernel that cannot pass a grant on (no
+        /// sched_process_fork tracepoint), CMD's first thread only, with a
+        /// warning.
+        #[arg(long, required_unless_present = "rdpmc_thread")]
         rdpmc: bool,
+        /// Grant it to CMD's first thread only (not to threads it creates or
+        /// processes it starts).
+        #[arg(long, conflicts_with = "rdpmc")]
+        rdpmc_thread: bool,
         /// The command and its arguments.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         cmd: Vec<String>,
@@ -502,7 +511,11 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
                 .map_err(Failure::nothing_ran)
         }
         Cmd::Cr4 => exec::show_cr4(&open(device, Access::Read)?),
-        Cmd::Exec { rdpmc: _, cmd } => exec::exec_rdpmc(&open(device, Access::Write)?, &cmd),
+        Cmd::Exec {
+            rdpmc: _,
+            rdpmc_thread,
+            cmd,
+        } => exec::exec_rdpmc(&open(device, Access::Write)?, rdpmc_thread, &cmd),
         Cmd::Allowlist(a) => allowlist::run(&a)
             .map(|_| Exit::Success)
             .map_err(Failure::nothing_ran),

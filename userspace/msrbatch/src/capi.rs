@@ -816,6 +816,17 @@ pub unsafe extern "C" fn msrbatch_grant_rdpmc(dev: *const CDevice) -> c_int {
     unsafe { with_device(dev, |d| d.grant_rdpmc().map(|()| 0)) }
 }
 
+/// `msrbatch_grant_rdpmc_program()`
+///
+/// # Safety
+///
+/// `dev` came from `msrbatch_open`.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_grant_rdpmc_program(dev: *const CDevice) -> c_int {
+    // SAFETY: By the caller's contract.
+    unsafe { with_device(dev, |d| d.grant_rdpmc_program().map(|()| 0)) }
+}
+
 /// `msrbatch_revoke_rdpmc()`
 ///
 /// # Safety

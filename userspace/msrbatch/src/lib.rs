@@ -831,6 +831,27 @@ impl Device {
         })
     }
 
+    /// Grants user-mode RDPMC to the calling program: the calling thread,
+    /// the other threads of its process, and every thread and process that
+    /// any of them creates from now on (forked children, `execve`d wrappers
+    /// and what they start), as perf's `rdpmc=1` covers every thread of a
+    /// process. The grant ends for all of them when the calling thread's own
+    /// grant ends: [`Device::revoke_rdpmc`] or the thread's exit (closing
+    /// this device does not end it, as with [`Device::grant_rdpmc_thread`]).
+    /// No process outside that family gets it. Errors as
+    /// [`Device::grant_rdpmc`], and `EOPNOTSUPP` on a kernel without
+    /// tracepoints.
+    pub fn grant_rdpmc_program(&self) -> Result<()> {
+        sys::pce_grant(
+            self.file.as_fd(),
+            MSRBATCH_PCE_F_THREAD | MSRBATCH_PCE_F_INHERIT,
+        )
+        .map_err(|e| {
+            Error::from_io("MSRBATCH_IOC_PCE_GRANT", &e)
+                .with_reason(Self::why(refusal::Call::Grant, &e))
+        })
+    }
+
     /// Ends the calling thread's grant, whichever descriptor made it
     /// (`ENOENT` if it has none in force).
     pub fn revoke_rdpmc(&self) -> Result<()> {

@@ -336,7 +336,10 @@ pub fn explain(
         (Call::Grant, libc::EOPNOTSUPP) => {
             return Some(
                 "the kernel lacks CONFIG_PREEMPT_NOTIFIERS (it comes with CONFIG_KVM), or runs \
-                 as a Xen PV guest, so a grant could not follow the thread"
+                 as a Xen PV guest, so a grant could not follow the thread; or, for a grant to \
+                 a whole program, it lacks CONFIG_TRACEPOINTS (or, preemptible, CONFIG_TASKS_RCU), \
+                 so the grant could not follow new threads and processes (a grant to one thread may still work: \
+                 `exec --rdpmc-thread`)"
                     .into(),
             )
         }
