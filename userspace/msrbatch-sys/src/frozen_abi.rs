@@ -76,6 +76,7 @@ frozen!(const MSRBATCH_REC_ONLINE = 3);
 frozen!(const MSRBATCH_REC_OFFLINE = 4);
 frozen!(const MSRBATCH_IOC_MAGIC = 185);
 frozen!(const MSRBATCH_PCE_F_THREAD = 1);
+frozen!(const MSRBATCH_PCE_F_INHERIT = 2);
 frozen!(size msrbatch_op = 48);
 frozen!(align msrbatch_op = 8);
 frozen!(field msrbatch_op.op = 0);
