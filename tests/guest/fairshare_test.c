@@ -367,6 +367,29 @@ static pid_t start_member(int sync)
 	}
 }
 
+/*
+ * Root's synchronised reads on CPUs 0 and 1, fifty times: how many timed out,
+ * how many ops got -ETIME, how many other errors.
+ */
+static void root_syncs(int root, int *timedout, int *etime, int *errors)
+{
+	struct msrbatch_op ops[2];
+	int k, r;
+
+	for (k = 0; k < 50; k++) {
+		ops[0] = mkop(MSRBATCH_OP_RDMSR, 0, TSC_AUX, 0, 0);
+		ops[1] = mkop(MSRBATCH_OP_RDMSR, 1, TSC_AUX, 0, 0);
+		r = batch(root, ops, 2, MSRBATCH_F_SYNC_START, NULL);
+		if (r == -ETIMEDOUT)
+			(*timedout)++;
+		else if (r)
+			(*errors)++;
+		else
+			*etime += (ops[0].status == -ETIME) + (ops[1].status == -ETIME);
+		sleep_ms(1);
+	}
+}
+
 static void test_starve(void)
 {
 	pid_t members[NR_DELAYERS + NR_SYNCERS];
@@ -374,6 +397,7 @@ static void test_starve(void)
 	int root, rfd, i, k, r;
 	int ran_nothing = 0, some_etime = 0, etime_ops = 0, errors = 0;
 	int timedout = 0, sync_etime = 0, sync_errors = 0;
+	int base_timedout = 0, base_etime = 0, base_errors = 0;
 	int eagain = 0, write_errors = 0, read_errors = 0, not_restored = 0;
 	__u64 orig = 0, now = 0;
 
@@ -390,6 +414,12 @@ static void test_starve(void)
 	root = dev_open(O_RDONLY);
 	load_list("# empty\n");
 	open_node();
+	/*
+	 * Under TCG a synchronised start also times out when the host does not
+	 * run one of the vCPUs for 20 ms: the same fifty batches before the
+	 * attack say how often that happens in this boot.
+	 */
+	root_syncs(root, &base_timedout, &base_etime, &base_errors);
 	for (i = 0; i < NR_DELAYERS + NR_SYNCERS; i++)
 		members[i] = start_member(i >= NR_DELAYERS);
 	/* Let the attack drain what it can. */
@@ -414,18 +444,7 @@ static void test_starve(void)
 		sleep_ms(1);
 	}
 	/* Root's synchronised reads on CPUs 0 and 1, fifty times. */
-	for (k = 0; k < 50; k++) {
-		ops[0] = mkop(MSRBATCH_OP_RDMSR, 0, TSC_AUX, 0, 0);
-		ops[1] = mkop(MSRBATCH_OP_RDMSR, 1, TSC_AUX, 0, 0);
-		r = batch(root, ops, 2, MSRBATCH_F_SYNC_START, NULL);
-		if (r == -ETIMEDOUT)
-			timedout++;
-		else if (r)
-			sync_errors++;
-		else
-			sync_etime += (ops[0].status == -ETIME) + (ops[1].status == -ETIME);
-		sleep_ms(1);
-	}
+	root_syncs(root, &timedout, &sync_etime, &sync_errors);
 	/* Root's logged writes: each reads TSC_AUX of CPU 1 first (the log). */
 	rfd = open_restoring();
 	for (k = 0; k < 5; k++) {
@@ -463,10 +482,11 @@ static void test_starve(void)
 			 "meanwhile root's 100 batches of 8 RDMSR on CPU 1 run every op (%d ran nothing, %d some ops "
 			 "-ETIME, %d ops -ETIME, %d errors)\n",
 			 ran_nothing, some_etime, etime_ops, errors);
-	ksft_test_result(timedout == 0 && sync_errors == 0 && sync_etime == 0,
-			 "meanwhile root's 50 synchronised batches on CPUs 0,1 start and run (%d ETIMEDOUT, %d ops -ETIME, "
-			 "%d other errors)\n",
-			 timedout, sync_etime, sync_errors);
+	ksft_test_result(timedout <= base_timedout + 5 && sync_errors == 0 && sync_etime == 0 &&
+				 base_errors == 0 && base_etime == 0,
+			 "meanwhile root's 50 synchronised batches on CPUs 0,1 start and run as often as with no attack, "
+			 "give or take 5 (%d ETIMEDOUT, before the attack %d; %d ops -ETIME, %d other errors)\n",
+			 timedout, base_timedout, sync_etime, sync_errors);
 	ksft_test_result(eagain == 0 && write_errors == 0 && read_errors == 0 && not_restored == 0,
 			 "meanwhile root's 5 logged writes to CPU 1 through a restoring descriptor run and are restored "
 			 "(%d EAGAIN, %d other errors, %d not restored, %d of root's reads around them failed)\n",
