@@ -20,6 +20,9 @@
  * the cheapest interruption of a user loop by an hrtimer whose expiry does
  * next to nothing (an unread timerfd's) against that by one sample of one
  * RDMSR. msr-safe's figures are issue #26's (msr-safe is not in the tree).
+ * With --budget it also prints a `BUDGET name value` line for each of
+ * msrbatch's own figures, which tests/harness/icount-budget.sh compares with
+ * tests/harness/icount-budget.txt.
  */
 #define _GNU_SOURCE
 #include <sys/mman.h>
@@ -121,6 +124,7 @@ static double preads(int ncpus, int per_cpu, int first, int reps)
 
 struct row {
 	const char *shape, *path;
+	const char *key;	/* of a BUDGET line (--budget), or NULL */
 	double value;	/* -1: not measured */
 	double target;	/* NO_TARGET: none */
 	const char *why;
@@ -144,28 +148,28 @@ static void print_row(const struct row *r)
 
 /* msr-safe in the same kind of run (issue #26; LLNL msr-safe 1.8). */
 struct shape {
-	const char *name;
+	const char *name, *key;
 	int ncpus, per_cpu, caller;	/* caller: the CPU the program runs on */
 	double msr_safe;		/* per call (1 op shapes) or per op */
 	double plain_target, prepared_target;
 };
 
 static const struct shape shapes[] = {
-	{ "1 op, caller local", 1, 1, 0, 1152, 700, 450 },
-	{ "1 op, caller remote", 1, 1, 1, 1750, NO_TARGET, NO_TARGET },
-	{ "4 CPUs x 1 op, whole call", NCPU, 1, 0, 3590, 2500, 2000 },
-	{ "per op, 4 CPUs x 8", NCPU, 8, 0, 324, NO_TARGET, NO_TARGET },
-	{ "per op, 4 CPUs x 64", NCPU, 64, 0, 256, NO_TARGET, NO_TARGET },
-	{ "per op, 4 CPUs x 512", NCPU, 512, 0, -1, NO_TARGET, NO_TARGET },
-	{ "per op, 4 CPUs x 4096", NCPU, 4096, 0, -1, NO_TARGET, NO_TARGET },
-	{ "per op, 1 CPU x 4096", 1, 4096, 0, 212.7, 120, 20 },
+	{ "1 op, caller local", "local_1", 1, 1, 0, 1152, 700, 450 },
+	{ "1 op, caller remote", "remote_1", 1, 1, 1, 1750, NO_TARGET, NO_TARGET },
+	{ "4 CPUs x 1 op, whole call", "cpus4x1", NCPU, 1, 0, 3590, 2500, 2000 },
+	{ "per op, 4 CPUs x 8", "cpus4x8_per_op", NCPU, 8, 0, 324, NO_TARGET, NO_TARGET },
+	{ "per op, 4 CPUs x 64", "cpus4x64_per_op", NCPU, 64, 0, 256, NO_TARGET, NO_TARGET },
+	{ "per op, 4 CPUs x 512", "cpus4x512_per_op", NCPU, 512, 0, -1, NO_TARGET, NO_TARGET },
+	{ "per op, 4 CPUs x 4096", "cpus4x4096_per_op", NCPU, 4096, 0, -1, NO_TARGET, NO_TARGET },
+	{ "per op, 1 CPU x 4096", "cpu1x4096_per_op", 1, 4096, 0, 212.7, 120, 20 },
 };
 
 /* The stricter of a target and msr-safe's figure. */
 static void add(struct row *rows, int *n, const char *shape, const char *path, double v,
 		double target, double msr_safe)
 {
-	struct row r = { shape, path, v, NO_TARGET, "" };
+	struct row r = { shape, path, NULL, v, NO_TARGET, "" };
 
 	if (target >= 0 && (msr_safe < 0 || target <= msr_safe)) {
 		r.target = target;
@@ -175,6 +179,18 @@ static void add(struct row *rows, int *n, const char *shape, const char *path, d
 		r.why = "1.0x msr-safe";
 	}
 	rows[(*n)++] = r;
+}
+
+static char keys[64][64];
+static int nkeys;
+
+/* Names the row for a BUDGET line: PATH_SHAPE. */
+static void budget_key(struct row *r, const char *path, const char *shape)
+{
+	if (nkeys == 64 || r->value < 0)
+		return;
+	snprintf(keys[nkeys], sizeof(keys[nkeys]), "%s_%s", path, shape);
+	r->key = keys[nkeys++];
 }
 
 /* Capabilities: CAP_SYS_RAWIO in (on) or out of the effective set. */
@@ -267,8 +283,9 @@ static int arm_nothing(void *ctx)
 	return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	int budget = argc > 1 && !strcmp(argv[1], "--budget");
 	struct row rows[64];
 	int nrows = 0, priv, conf = -1, list_loaded = 0;
 	unsigned long long t0, t1;
@@ -338,13 +355,17 @@ int main(void)
 		fill(sh->ncpus, sh->per_cpu, first);
 		add(rows, &nrows, sh->name, "msrbatch batch", plain(priv, reps) / div, sh->plain_target,
 		    sh->msr_safe);
+		budget_key(&rows[nrows - 1], "c_batch", sh->key);
 		add(rows, &nrows, sh->name, "msrbatch prepared", rerun(priv, reps) / div, sh->prepared_target,
 		    sh->msr_safe);
+		budget_key(&rows[nrows - 1], "c_prepared", sh->key);
 		if (conf >= 0) {
 			add(rows, &nrows, sh->name, "confined batch", plain(conf, reps) / div, NO_TARGET,
 			    sh->msr_safe);
+			budget_key(&rows[nrows - 1], "c_confined_batch", sh->key);
 			add(rows, &nrows, sh->name, "confined prepared", rerun(conf, reps) / div, NO_TARGET,
 			    sh->msr_safe);
+			budget_key(&rows[nrows - 1], "c_confined_prepared", sh->key);
 		}
 		add(rows, &nrows, sh->name, "in-tree pread",
 		    n > 4096 ? -1 : preads(sh->ncpus, sh->per_cpu, first, reps) / div, NO_TARGET, -1);
@@ -403,6 +424,10 @@ int main(void)
 		}
 		printf("# targets: %d met, %d MISSED\n", met, missed);
 	}
+	/* For tests/harness/icount-budget.sh: msrbatch's own paths. */
+	for (int i = 0; budget && i < nrows; i++)
+		if (rows[i].key)
+			printf("BUDGET %s %.1f\n", rows[i].key, rows[i].value);
 	ksft_test_result(!failed, "every measured batch ran\n");
 	tests_done();
 }
