@@ -1175,28 +1175,28 @@ mod tests {
             let r = Plan::new(&ops, 0, 4, |cpu| cpu != 3).err();
             assert_eq!(r, Some(Rejected { err, index }));
         }
-        // The per-CPU delay budget counts each CPU separately.
+        // The per-CPU delay budget counts each CPU separately: `ops` fit,
+        // and `extra`, one more DELAY on one of their CPUs, is one too many.
         let d = |cpu| op(opcode::DELAY, cpu, 0, [uapi::MAX_DELAY_NS, 0]);
-        let mut ops = KVVec::new();
-        for _ in 0..(uapi::MAX_CPU_DELAY_NS / uapi::MAX_DELAY_NS) {
-            ops.push(d(0), GFP_KERNEL)?;
-            ops.push(d(1), GFP_KERNEL)?;
-        }
-        assert!(Plan::new(&ops, 0, 2, |_| true).is_ok());
-        ops.push(d(1), GFP_KERNEL)?;
-        let r = Plan::new(&ops, 0, 2, |_| true).err();
-        assert_eq!(r, Some(Rejected { err: ERANGE, index: ops.len() as u32 - 1 }));
-        // The same in a batch of at most `INLINE` ops (no per-CPU table).
-        let mut few = KVVec::new();
-        for _ in 0..(uapi::MAX_CPU_DELAY_NS / uapi::MAX_DELAY_NS) {
+        let full = uapi::MAX_CPU_DELAY_NS / uapi::MAX_DELAY_NS;
+        let one_too_many = |mut ops: KVVec<Op>, extra: Op| -> Result {
+            assert!(Plan::new(&ops, 0, 2, |_| true).is_ok());
+            ops.push(extra, GFP_KERNEL)?;
+            let r = Plan::new(&ops, 0, 2, |_| true).err();
+            assert_eq!(r, Some(Rejected { err: ERANGE, index: ops.len() as u32 - 1 }));
+            Ok(())
+        };
+        // More than `INLINE` ops (the per-CPU table), and at most `INLINE`.
+        let (mut big, mut few) = (KVVec::new(), KVVec::new());
+        for _ in 0..full {
+            big.push(d(0), GFP_KERNEL)?;
+            big.push(d(1), GFP_KERNEL)?;
             few.push(d(0), GFP_KERNEL)?;
         }
         few.push(d(1), GFP_KERNEL)?;
-        assert!(Plan::new(&few, 0, 2, |_| true).is_ok());
-        few.push(d(0), GFP_KERNEL)?;
-        assert!(few.len() <= INLINE);
-        let r = Plan::new(&few, 0, 2, |_| true).err();
-        assert_eq!(r, Some(Rejected { err: ERANGE, index: few.len() as u32 - 1 }));
+        assert!(big.len() > INLINE && few.len() < INLINE);
+        one_too_many(big, d(1))?;
+        one_too_many(few, d(0))?;
         Ok(())
     }
 
