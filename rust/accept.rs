@@ -25,33 +25,9 @@ use crate::batch::{self, Executed, Plan, Rejected};
 use crate::policy::{self, Access};
 use crate::uapi::{self, Batch, Op};
 use core::mem::MaybeUninit;
-use kernel::{
-    prelude::*,
-    transmute::AsBytes,
-    uaccess::{UserPtr, UserSlice},
-};
+use kernel::{prelude::*, uaccess::UserPtr};
 
-/// Copies `dst.len()` ops in from user space, straight into uninitialised
-/// memory (no zero-fill pass: the copy is the batch's biggest cost per op).
-fn read_ops(ptr: UserPtr, dst: &mut [MaybeUninit<Op>]) -> Result<&mut [Op]> {
-    // SAFETY: `dst` is `dst.len()` `MaybeUninit<Op>`, i.e. that many times
-    // `size_of::<Op>()` bytes that may be uninitialised, which is what
-    // `MaybeUninit<u8>` allows.
-    let bytes = unsafe {
-        core::slice::from_raw_parts_mut(dst.as_mut_ptr().cast::<MaybeUninit<u8>>(), size_of_val(dst))
-    };
-    UserSlice::new(ptr, bytes.len()).reader().read_raw(bytes)?;
-    // SAFETY: `read_raw` succeeded, so every op is initialised, and any bit
-    // pattern is a valid `Op` (`FromBytes`).
-    Ok(unsafe { &mut *(core::ptr::from_mut(dst) as *mut [Op]) })
-}
-
-/// Copies `ops` out to the user's array at `ptr`.
-fn write_ops(ptr: UserPtr, ops: &[Op]) -> Result {
-    UserSlice::new(ptr, size_of_val(ops))
-        .writer()
-        .write_slice(AsBytes::as_bytes(ops))
-}
+use crate::helpers::{read_ops, write_results};
 
 /// Who asks: what the descriptor was opened for and, for one opened without
 /// `CAP_SYS_RAWIO`, the allowlist in force at its open.
@@ -212,10 +188,10 @@ impl Accepted<'_> {
         self.plan.has_writes()
     }
 
-    /// Copies the ops back to the caller's array unchanged: whether it is
-    /// writable.
+    /// Writes the ops' status and values back to the caller's array
+    /// unchanged (what a run will write there): whether it is writable.
     pub(crate) fn write_back(&self) -> Result {
-        write_ops(self.ptr, self.ops)
+        write_results(self.ptr, self.ops)
     }
 
     /// Runs the batch and copies the results back. On a descriptor the
@@ -251,7 +227,7 @@ impl Accepted<'_> {
         if let Some(m) = masked {
             m.unmask(ops, flags & uapi::F_TIMESTAMPS != 0);
         }
-        let copied = write_ops(ptr, ops).is_ok();
+        let copied = write_results(ptr, ops).is_ok();
         Ok(Ran { ran, copied })
     }
 }

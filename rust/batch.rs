@@ -158,7 +158,7 @@ pub(crate) fn check_op(op: &Op) -> Result {
 }
 
 /// The ops of one CPU: `Plan::order[start..start + len]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct CpuRun {
     pub(crate) cpu: u32,
     pub(crate) start: u32,
@@ -166,6 +166,10 @@ pub(crate) struct CpuRun {
 }
 
 /// Where a validated batch runs.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a few ops on several CPUs are grouped in place, without an allocation"
+)]
 pub(crate) enum Targets {
     /// Every op on this one CPU: array order is execution order, and no
     /// grouping is needed (the common case, and the fast path).
@@ -173,10 +177,65 @@ pub(crate) enum Targets {
     /// Several CPUs, grouped.
     Many {
         /// Op indices, grouped by CPU (ascending), array order within a CPU.
-        order: KVVec<u32>,
+        order: Slots<u32>,
         /// One entry per target CPU, sorted by CPU number.
-        runs: KVVec<CpuRun>,
+        runs: Slots<CpuRun>,
     },
+}
+
+/// How many items [`Slots`] holds in place: a batch of up to this many ops
+/// on several CPUs is planned and run without an allocation.
+pub(crate) const INLINE: usize = 16;
+
+/// A slice of `T` held in place when short ([`INLINE`] items at most), else
+/// on the heap.
+pub(crate) enum Slots<T> {
+    /// The first `.1` items of `.0`.
+    Inline([T; INLINE], usize),
+    Heap(KVVec<T>),
+}
+
+impl<T: Copy + Default> Slots<T> {
+    /// `len` default items: in place when they fit, else one allocation.
+    fn new(len: usize) -> Result<Self, Rejected> {
+        Ok(if len <= INLINE {
+            Slots::Inline([T::default(); INLINE], len)
+        } else {
+            Slots::Heap(KVVec::from_elem(T::default(), len, GFP_KERNEL_ACCOUNT)?)
+        })
+    }
+}
+
+impl<T> core::ops::Deref for Slots<T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        match self {
+            // `get` never fails (a `len` of at most `INLINE`), and never panics.
+            Slots::Inline(a, len) => a.get(..*len).unwrap_or(&[]),
+            Slots::Heap(v) => v,
+        }
+    }
+}
+
+impl<T> core::ops::DerefMut for Slots<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match self {
+            Slots::Inline(a, len) => a.get_mut(..*len).unwrap_or(&mut []),
+            Slots::Heap(v) => v,
+        }
+    }
+}
+
+/// The per-CPU delay sums of [`Plan::new`], while it validates.
+enum Sums {
+    /// Every op so far on the first op's CPU: their delay sum.
+    One(u64),
+    /// A batch of at most [`INLINE`] ops, on several CPUs: each DELAY sums
+    /// the earlier ones of its CPU (a few ops: no table).
+    Few,
+    /// A bigger one: per CPU number, its op count and its delay sum.
+    Table(KVVec<(u32, u64)>),
 }
 
 /// A validated batch: where its ops run and what they do, as
@@ -221,7 +280,8 @@ impl Plan {
     /// Validates `ops` (in array order: the first invalid op is the one
     /// named) and groups them by CPU. `nr_cpus` is `nr_cpu_ids` and
     /// `possible` tells whether a CPU number below it exists. Allocates only
-    /// for a batch that spans several CPUs.
+    /// for a batch of more than [`INLINE`] ops that spans several CPUs
+    /// (twice: a table per CPU number, and the grouping).
     pub(crate) fn new(
         ops: &[Op],
         flags: u32,
@@ -231,10 +291,7 @@ impl Plan {
         let stamps = flags & uapi::F_TIMESTAMPS != 0;
         let first_cpu = ops.first().map_or(0, |op| op.cpu);
         let mut uniform = SameCode::of(ops);
-        // While every op so far is on `first_cpu`: its delay sum. From the
-        // first op elsewhere on: op counts and delay sums per CPU.
-        let mut one_delay = 0u64;
-        let mut per_cpu: Option<(KVVec<u32>, KVVec<u64>)> = None;
+        let mut sums = Sums::One(0);
         let mut first_write = None;
         let mut nr_writes = 0u32;
 
@@ -258,23 +315,37 @@ impl Plan {
                 }
                 known_cpu = Some(op.cpu);
             }
-            if per_cpu.is_none() && op.cpu != first_cpu {
-                let mut count = KVVec::from_elem(0u32, nr_cpus as usize, GFP_KERNEL_ACCOUNT)?;
-                let mut delay = KVVec::from_elem(0u64, nr_cpus as usize, GFP_KERNEL_ACCOUNT)?;
-                count[first_cpu as usize] = i as u32;
-                delay[first_cpu as usize] = one_delay;
-                per_cpu = Some((count, delay));
+            if let Sums::One(one_delay) = sums {
+                if op.cpu != first_cpu {
+                    sums = if ops.len() <= INLINE {
+                        Sums::Few
+                    } else {
+                        let mut table = KVVec::from_elem((0u32, 0u64), nr_cpus as usize, GFP_KERNEL_ACCOUNT)?;
+                        table[first_cpu as usize] = (i as u32, one_delay);
+                        Sums::Table(table)
+                    };
+                }
             }
             let d = if op.op == opcode::DELAY { op.arg[0] } else { 0 };
-            let sum = match &mut per_cpu {
-                None => {
-                    one_delay += d;
-                    one_delay
+            let sum = match &mut sums {
+                Sums::One(one_delay) => {
+                    *one_delay += d;
+                    *one_delay
                 }
-                Some((count, delay)) => {
-                    count[op.cpu as usize] += 1;
-                    delay[op.cpu as usize] += d;
-                    delay[op.cpu as usize]
+                // Each DELAY was bounded by `check_op`, and there are at most
+                // `INLINE` of them: no overflow.
+                Sums::Few if d != 0 => ops
+                    .iter()
+                    .take(i + 1)
+                    .filter(|o| o.cpu == op.cpu && o.op == opcode::DELAY)
+                    .map(|o| o.arg[0])
+                    .sum(),
+                Sums::Few => 0,
+                Sums::Table(table) => {
+                    let (count, delay) = &mut table[op.cpu as usize];
+                    *count += 1;
+                    *delay += d;
+                    *delay
                 }
             };
             if sum > uapi::MAX_CPU_DELAY_NS {
@@ -287,12 +358,13 @@ impl Plan {
             uniform.see(op);
         }
 
-        let targets = match per_cpu {
-            None => Targets::One(first_cpu),
-            Some((count, _)) => Self::group(ops, count)?,
+        let targets = match sums {
+            Sums::One(_) => Targets::One(first_cpu),
+            Sums::Few => Self::group_few(ops)?,
+            Sums::Table(table) => Self::group(ops, table)?,
         };
         // INVARIANT: `targets` is `One` for a batch on one CPU, else grouped
-        // by `group`; the rest was counted from the ops above.
+        // by `group` or `group_few`; the rest was counted from the ops above.
         Ok(Plan {
             targets,
             first_write,
@@ -302,34 +374,71 @@ impl Plan {
         })
     }
 
-    /// Groups `ops` by CPU (a stable counting sort); `count` has each CPU's
+    /// Groups `ops` by CPU (a stable counting sort); `table` has each CPU's
     /// number of ops.
-    fn group(ops: &[Op], mut count: KVVec<u32>) -> Result<Targets, Rejected> {
-        // Prefix sums: `count[cpu]` becomes the next free slot of that CPU.
-        let mut runs = KVVec::new();
+    fn group(ops: &[Op], mut table: KVVec<(u32, u64)>) -> Result<Targets, Rejected> {
+        let mut runs = Slots::new(table.iter().filter(|(n, _)| *n != 0).count())?;
+        // Prefix sums: `table[cpu].0` becomes the next free slot of that CPU.
         let mut start = 0u32;
-        for (cpu, n) in count.iter_mut().enumerate() {
+        let mut next = 0;
+        for (cpu, (n, _)) in table.iter_mut().enumerate() {
             if *n == 0 {
                 continue;
             }
-            runs.push(
-                CpuRun {
+            if let Some(run) = runs.get_mut(next) {
+                *run = CpuRun {
                     cpu: cpu as u32,
                     start,
                     len: *n,
-                },
-                GFP_KERNEL_ACCOUNT,
-            )?;
+                };
+            }
+            next += 1;
             let len = *n;
             *n = start;
             start += len;
         }
 
-        let mut order = KVVec::from_elem(0u32, ops.len(), GFP_KERNEL_ACCOUNT)?;
+        let mut order = Slots::new(ops.len())?;
         for (i, op) in ops.iter().enumerate() {
-            let slot = &mut count[op.cpu as usize];
+            let slot = &mut table[op.cpu as usize].0;
             order[*slot as usize] = i as u32;
             *slot += 1;
+        }
+        Ok(Targets::Many { order, runs })
+    }
+
+    /// Groups `ops`, at most [`INLINE`] of them, by CPU without an
+    /// allocation: a stable insertion sort of their indices by CPU.
+    fn group_few(ops: &[Op]) -> Result<Targets, Rejected> {
+        let mut order = Slots::<u32>::new(ops.len())?;
+        let cpu_of = |i: u32| ops.get(i as usize).map_or(0, |op| op.cpu);
+        for (i, op) in ops.iter().enumerate().take(order.len()) {
+            let mut j = i;
+            while j > 0 && cpu_of(order[j - 1]) > op.cpu {
+                order[j] = order[j - 1];
+                j -= 1;
+            }
+            order[j] = i as u32;
+        }
+        let mut runs = Slots::<CpuRun>::new(0)?;
+        let Slots::Inline(buf, nr) = &mut runs else {
+            return Err(ENOMEM.into());
+        };
+        for (pos, &i) in order.iter().enumerate() {
+            let cpu = cpu_of(i);
+            match buf.get_mut(nr.wrapping_sub(1)) {
+                Some(run) if *nr > 0 && run.cpu == cpu => run.len += 1,
+                _ => {
+                    if let Some(run) = buf.get_mut(*nr) {
+                        *run = CpuRun {
+                            cpu,
+                            start: pos as u32,
+                            len: 1,
+                        };
+                        *nr += 1;
+                    }
+                }
+            }
         }
         Ok(Targets::Many { order, runs })
     }
@@ -918,10 +1027,19 @@ unsafe fn execute_many(
     for run in runs {
         mask.set(CpuId::from_u32(run.cpu).ok_or(ENODEV)?);
     }
-    let mut starts = KVVec::with_capacity(runs.len(), GFP_KERNEL_ACCOUNT)?;
-    for _ in runs {
-        starts.push(AtomicU64::new(0), GFP_KERNEL_ACCOUNT)?;
-    }
+    // Each run's start stamp: in place for a few CPUs, else one allocation.
+    let few = [const { AtomicU64::new(0) }; INLINE];
+    let mut many = KVVec::new();
+    let starts: &[AtomicU64] = match few.get(..runs.len()) {
+        Some(few) => few,
+        None => {
+            many.reserve(runs.len(), GFP_KERNEL_ACCOUNT)?;
+            for _ in runs {
+                many.push(AtomicU64::new(0), GFP_KERNEL_ACCOUNT)?;
+            }
+            &many
+        }
+    };
     let rendezvous = sync.then(|| Rendezvous::new(runs.len() as u32));
 
     let _hotplug = CpusReadGuard::new();
@@ -943,7 +1061,7 @@ unsafe fn execute_many(
         order,
         runs,
         mode,
-        starts: &starts,
+        starts,
         sync: rendezvous.as_ref(),
     };
     // SAFETY: `run_on_this_cpu` gets a `Shared` that lives until this call
@@ -1085,6 +1203,26 @@ mod tests {
             ]
         );
         assert!(!p.has_writes());
+        // More than `INLINE` ops: grouped through the per-CPU table, the
+        // same way.
+        let mut big = KVVec::new();
+        for _ in 0..3 {
+            big.extend_from_slice(&ops, GFP_KERNEL)?;
+        }
+        let p = Plan::new(&big, 0, 4, |_| true).map_err(|r| r.err)?;
+        let Targets::Many { order, runs } = &p.targets else {
+            panic!("three CPUs planned as one");
+        };
+        assert!(big.len() > INLINE && matches!(order, Slots::Heap(_)));
+        assert_eq!(&order[..6], &[1, 4, 7, 10, 13, 16]);
+        assert_eq!(
+            &runs[..],
+            &[
+                CpuRun { cpu: 0, start: 0, len: 6 },
+                CpuRun { cpu: 1, start: 6, len: 3 },
+                CpuRun { cpu: 2, start: 9, len: 9 },
+            ]
+        );
         // All on one CPU: no grouping.
         let same = [ops[0], ops[2], ops[5]];
         let p = Plan::new(&same, 0, 4, |_| true).map_err(|r| r.err)?;
@@ -1190,17 +1328,28 @@ mod tests {
             let r = Plan::new(&ops, 0, 4, |cpu| cpu != 3).err();
             assert_eq!(r, Some(Rejected { err, index }));
         }
-        // The per-CPU delay budget counts each CPU separately.
+        // The per-CPU delay budget counts each CPU separately: `ops` fit,
+        // and `extra`, one more DELAY on one of their CPUs, is one too many.
         let d = |cpu| op(opcode::DELAY, cpu, 0, [uapi::MAX_DELAY_NS, 0]);
-        let mut ops = KVVec::new();
-        for _ in 0..(uapi::MAX_CPU_DELAY_NS / uapi::MAX_DELAY_NS) {
-            ops.push(d(0), GFP_KERNEL)?;
-            ops.push(d(1), GFP_KERNEL)?;
+        let full = uapi::MAX_CPU_DELAY_NS / uapi::MAX_DELAY_NS;
+        let one_too_many = |mut ops: KVVec<Op>, extra: Op| -> Result {
+            assert!(Plan::new(&ops, 0, 2, |_| true).is_ok());
+            ops.push(extra, GFP_KERNEL)?;
+            let r = Plan::new(&ops, 0, 2, |_| true).err();
+            assert_eq!(r, Some(Rejected { err: ERANGE, index: ops.len() as u32 - 1 }));
+            Ok(())
+        };
+        // More than `INLINE` ops (the per-CPU table), and at most `INLINE`.
+        let (mut big, mut few) = (KVVec::new(), KVVec::new());
+        for _ in 0..full {
+            big.push(d(0), GFP_KERNEL)?;
+            big.push(d(1), GFP_KERNEL)?;
+            few.push(d(0), GFP_KERNEL)?;
         }
-        assert!(Plan::new(&ops, 0, 2, |_| true).is_ok());
-        ops.push(d(1), GFP_KERNEL)?;
-        let r = Plan::new(&ops, 0, 2, |_| true).err();
-        assert_eq!(r, Some(Rejected { err: ERANGE, index: ops.len() as u32 - 1 }));
+        few.push(d(1), GFP_KERNEL)?;
+        assert!(big.len() > INLINE && few.len() < INLINE);
+        one_too_many(big, d(1))?;
+        one_too_many(few, d(0))?;
         Ok(())
     }
 

@@ -28,6 +28,7 @@
 #include <linux/sched.h>
 #include <linux/sched/task.h>
 #include <linux/string.h>
+#include <linux/uaccess.h>
 #include <linux/vmalloc.h>
 #include <linux/workqueue.h>
 #include <asm/cpufeature.h>
@@ -35,6 +36,7 @@
 #include <asm/tsc.h>
 
 #include "helpers.h"
+#include "../include/uapi/linux/msrbatch.h"
 
 /*
  * The version in modinfo (the Rust module! macro has no field for it). In C
@@ -423,4 +425,75 @@ void msrbatch_tgid_put(struct pid *pid)
 bool msrbatch_current_in_tgid(struct pid *pid)
 {
 	return task_tgid(current) == pid;
+}
+
+/*
+ * The user copies of a batch's ops. copy_{from,to}_user() copy 64 bytes or
+ * more with `rep movsb` on CPUs without FSRM, one byte per iteration; these
+ * move whole words, and write back only the fields a run changes.
+ */
+static_assert(sizeof(struct msrbatch_op) % sizeof(u64) == 0);
+
+int msrbatch_read_words(void *dst, unsigned long uaddr, unsigned long words)
+{
+	const u64 __user *src = (const u64 __user *)uaddr;
+	u64 *d = dst;
+	unsigned long i;
+
+	if (words > ULONG_MAX / sizeof(u64) || !user_read_access_begin(src, words * sizeof(u64)))
+		return -EFAULT;
+	/* Eight words a round: a load and a store each, little else. */
+	for (i = 0; i + 8 <= words; i += 8) {
+		unsafe_get_user(d[i], &src[i], fault);
+		unsafe_get_user(d[i + 1], &src[i + 1], fault);
+		unsafe_get_user(d[i + 2], &src[i + 2], fault);
+		unsafe_get_user(d[i + 3], &src[i + 3], fault);
+		unsafe_get_user(d[i + 4], &src[i + 4], fault);
+		unsafe_get_user(d[i + 5], &src[i + 5], fault);
+		unsafe_get_user(d[i + 6], &src[i + 6], fault);
+		unsafe_get_user(d[i + 7], &src[i + 7], fault);
+	}
+	for (; i < words; i++)
+		unsafe_get_user(d[i], &src[i], fault);
+	user_read_access_end();
+	return 0;
+fault:
+	user_read_access_end();
+	return -EFAULT;
+}
+
+int msrbatch_write_results(unsigned long uaddr, const struct msrbatch_op *ops, u32 n)
+{
+	struct msrbatch_op __user *dst = (struct msrbatch_op __user *)uaddr;
+	u32 i;
+
+	if (!user_write_access_begin(dst, (size_t)n * sizeof(*dst)))
+		return -EFAULT;
+	for (i = 0; i < n; i++) {
+		unsafe_put_user(ops[i].status, &dst[i].status, fault);
+		unsafe_put_user(ops[i].val[0], &dst[i].val[0], fault);
+		unsafe_put_user(ops[i].val[1], &dst[i].val[1], fault);
+	}
+	user_write_access_end();
+	return 0;
+fault:
+	user_write_access_end();
+	return -EFAULT;
+}
+
+int msrbatch_write_batch_out(unsigned long uaddr, const struct msrbatch_batch *b)
+{
+	struct msrbatch_batch __user *dst = (struct msrbatch_batch __user *)uaddr;
+
+	if (!user_write_access_begin(dst, sizeof(*dst)))
+		return -EFAULT;
+	unsafe_put_user(b->nr_failed, &dst->nr_failed, fault);
+	unsafe_put_user(b->err_index, &dst->err_index, fault);
+	unsafe_put_user(b->out_flags, &dst->out_flags, fault);
+	unsafe_put_user(b->start_spread, &dst->start_spread, fault);
+	user_write_access_end();
+	return 0;
+fault:
+	user_write_access_end();
+	return -EFAULT;
 }

@@ -43,6 +43,17 @@ struct pid *msrbatch_tgid_get(void);
 void msrbatch_tgid_put(struct pid *pid);
 bool msrbatch_current_in_tgid(struct pid *pid);
 unsigned long msrbatch_irq_save(void);
+
+/*
+ * User copies without a byte-sized copy loop (helpers.c): words in (an
+ * ioctl's argument, a batch's ops), and back out only what a batch changes:
+ * each op's status and values, the header's outputs. 0 or -EFAULT.
+ */
+struct msrbatch_op;
+struct msrbatch_batch;
+int msrbatch_read_words(void *dst, unsigned long uaddr, unsigned long words);
+int msrbatch_write_results(unsigned long uaddr, const struct msrbatch_op *ops, u32 n);
+int msrbatch_write_batch_out(unsigned long uaddr, const struct msrbatch_batch *b);
 void msrbatch_irq_restore(unsigned long flags);
 
 /*

@@ -5,7 +5,9 @@
 //! turns into `sys.rs`).
 
 use core::ffi::c_int;
-use kernel::{bindings, prelude::*};
+use crate::uapi::Op;
+use core::mem::MaybeUninit;
+use kernel::{bindings, error::to_result, prelude::*, transmute::FromBytes, uaccess::UserPtr};
 
 use crate::sys;
 
@@ -85,6 +87,52 @@ pub(crate) fn current_is_dead() -> bool {
 pub(crate) fn ns_to_tsc(ns: u64) -> u64 {
     // SAFETY: No preconditions.
     unsafe { sys::msrbatch_ns_to_tsc(ns) }
+}
+
+/// Copies `size_of_val(dst)` bytes, a whole number of words, in from user
+/// memory at `ptr`, straight into uninitialised memory, word by word
+/// (`msrbatch_read_words`).
+fn read_words<T: FromBytes>(ptr: UserPtr, dst: &mut [MaybeUninit<T>]) -> Result<&mut [T]> {
+    const { assert!(size_of::<T>() % size_of::<u64>() == 0) };
+    let words = size_of_val(dst) / size_of::<u64>();
+    // SAFETY: `dst` has room for `words` words, which the function writes
+    // (any bit pattern) or fails; user memory is only read through `uaccess`.
+    to_result(unsafe { sys::msrbatch_read_words(dst.as_mut_ptr().cast(), ptr.as_const_ptr() as usize, words) })?;
+    // SAFETY: The copy succeeded, so every `T` is initialised, and any bit
+    // pattern is a valid `T` (`FromBytes`).
+    Ok(unsafe { &mut *(core::ptr::from_mut(dst) as *mut [T]) })
+}
+
+/// Copies `dst.len()` ops in from the user's array at `ptr` (no zero-fill
+/// pass: the copy is the batch's biggest cost per op).
+pub(crate) fn read_ops(ptr: UserPtr, dst: &mut [MaybeUninit<Op>]) -> Result<&mut [Op]> {
+    read_words(ptr, dst)
+}
+
+/// Reads an ioctl's argument, a `T`, from `ptr`.
+pub(crate) fn read_arg<T: FromBytes>(ptr: UserPtr) -> Result<T> {
+    let mut v = [MaybeUninit::<T>::uninit()];
+    read_words(ptr, &mut v)?;
+    let [v] = v;
+    // SAFETY: `read_words` initialised it.
+    Ok(unsafe { v.assume_init() })
+}
+
+/// Writes the outputs of batch header `b` (`nr_failed`, `err_index`,
+/// `out_flags`, `start_spread`) to the header at `ptr`.
+pub(crate) fn write_batch_out(ptr: UserPtr, b: &crate::uapi::Batch) -> Result {
+    // SAFETY: `b` is a valid header, only read; user memory is only written
+    // through `uaccess`.
+    to_result(unsafe { sys::msrbatch_write_batch_out(ptr.as_const_ptr() as usize, b) })
+}
+
+/// Writes what a run changes of `ops` (each op's status and values) to the
+/// user's array at `ptr` (`msrbatch_write_results`).
+pub(crate) fn write_results(ptr: UserPtr, ops: &[Op]) -> Result {
+    let n = u32::try_from(ops.len()).map_err(|_| EINVAL)?;
+    // SAFETY: `ops` is `n` initialised ops, only read; user memory is only
+    // written through `uaccess`.
+    to_result(unsafe { sys::msrbatch_write_results(ptr.as_const_ptr() as usize, ops.as_ptr(), n) })
 }
 
 /// Logs (rate-limited) why a PCE grant was refused.

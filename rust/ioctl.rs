@@ -21,7 +21,7 @@ use kernel::{
 
 /// An ioctl argument that is answered in place: read, then carried out or
 /// refused, then written back, its `err_index` naming the op to blame.
-trait Answer: FromBytes + AsBytes {
+trait Answer: FromBytes + AsBytes + Sized {
     /// What carrying the request out made.
     type Done;
     /// Fills in the answer to a request carried out.
@@ -29,6 +29,11 @@ trait Answer: FromBytes + AsBytes {
     /// Fills in the answer to a refused request; `index` names the op to
     /// blame (or is `MSRBATCH_NO_INDEX`).
     fn refused(&mut self, index: u32);
+    /// Writes the answer over the request at `arg`: all of it, or what
+    /// [`Answer::done`] and [`Answer::refused`] change.
+    fn write_to(&self, arg: usize) -> Result {
+        UserSlice::new(UserPtr::from_addr(arg), size_of::<Self>()).writer().write(self)
+    }
 }
 
 /// Answers `req`, read from `arg`, in place by `made` and writes it back
@@ -58,7 +63,7 @@ fn answer<T: Answer>(
             Err(r.err)
         }
     };
-    match UserSlice::new(UserPtr::from_addr(arg), size_of::<T>()).writer().write(&*req) {
+    match req.write_to(arg) {
         Ok(()) => ret,
         Err(e) => match ret {
             Ok(done) => Err(lost(done, e)),
@@ -70,7 +75,7 @@ fn answer<T: Answer>(
 /// Reads the ioctl argument at `arg`.
 #[inline(always)]
 fn read_arg<T: FromBytes>(arg: usize) -> Result<T> {
-    UserSlice::new(UserPtr::from_addr(arg), size_of::<T>()).reader().read()
+    crate::helpers::read_arg(UserPtr::from_addr(arg))
 }
 
 impl Answer for Batch {
@@ -88,6 +93,10 @@ impl Answer for Batch {
         self.start_spread = 0;
         self.err_index = index;
         self.out_flags = 0;
+    }
+
+    fn write_to(&self, arg: usize) -> Result {
+        crate::helpers::write_batch_out(UserPtr::from_addr(arg), self)
     }
 }
 
@@ -183,12 +192,11 @@ impl MsrBatchFile {
                 // Make sure the results can be copied back before anything
                 // is written: a batch whose array or header is not writable
                 // fails with EFAULT and changes nothing. Writing back the
-                // bytes just read leaves both as they were. (A batch that
+                // bytes just read (where the answer will go) leaves both as
+                // they were. (A batch that
                 // only reads changes nothing either way.)
                 batch.write_back()?;
-                UserSlice::new(UserPtr::from_addr(hdr_addr), size_of::<Batch>())
-                    .writer()
-                    .write(hdr)?;
+                hdr.write_to(hdr_addr)?;
             }
             batch.run()
         })

@@ -1,0 +1,433 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * icount_bench: what each ioctl path of msrbatch costs, in guest
+ * instructions, next to the in-tree msr driver and the floors, against the
+ * targets of issue #26. Run by `make bench ICOUNT=1` (tests/harness/bench.sh)
+ * in a guest under QEMU -icount shift=0,sleep=off, where the TSC advances one
+ * tick per guest instruction (checked at the start: the program says so when
+ * it does not). Reads IA32_PAT through the raw ioctls of the uapi header.
+ *
+ * Each figure is the minimum over its repetitions of the TSC ticks around
+ * the call(s), less the ticks of an empty measurement (the two RDTSCs).
+ * Shapes: one op with the caller on the op's CPU (local) or on another
+ * (remote); one op on each of 4 CPUs, the whole call; per op at 8, 64, 512
+ * and 4096 ops on each of 4 CPUs and 4096 ops on one CPU. Paths: a plain
+ * batch and the rerun of a prepared one, on a descriptor opened with
+ * CAP_SYS_RAWIO and on one opened without it (confined by an allowlist
+ * that lists IA32_PAT, loaded for the run and put back after it); the
+ * in-tree driver's pread of /dev/cpu/N/msr. Floors: a raw getppid syscall,
+ * an ioctl the driver refuses (an unknown command), a user RDTSC. Sampler:
+ * the cheapest interruption of a user loop by an hrtimer whose expiry does
+ * next to nothing (an unread timerfd's) against that by one sample of one
+ * RDMSR. msr-safe's figures are issue #26's (msr-safe is not in the tree).
+ * With --budget it also prints a `BUDGET name value` line for each of
+ * msrbatch's own figures, which tests/harness/icount-budget.sh compares with
+ * tests/harness/icount-budget.txt.
+ */
+#define _GNU_SOURCE
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <linux/capability.h>
+#include <x86intrin.h>
+
+#include "testlib.h"
+
+#define PAT 0x277u
+#define NCPU 4
+#define MAXN 4096
+#define NO_TARGET -1.0
+
+static unsigned long long overhead;
+
+static inline unsigned long long tsc(void)
+{
+	return __rdtsc();
+}
+
+/* The repetitions of a measurement of n ops: 31, fewer for big batches. */
+static int reps_for(int n)
+{
+	return n >= 4096 ? 5 : n >= 512 ? 11 : 31;
+}
+
+#define MEASURE(reps, body)                                                    \
+	({                                                                     \
+		unsigned long long best_ = ~0ULL;                              \
+		for (int r_ = 0; r_ <= (reps); r_++) {                         \
+			unsigned long long t0_ = tsc();                        \
+			body;                                                  \
+			unsigned long long d_ = tsc() - t0_;                   \
+			if (r_ && d_ < best_) /* the first run warms up */     \
+				best_ = d_;                                    \
+		}                                                              \
+		best_ > overhead ? best_ - overhead : 0;                       \
+	})
+
+static struct msrbatch_op ops[NCPU * MAXN];
+static struct msrbatch_batch hdr;
+static int failed;
+
+static void fill(int ncpus, int per_cpu, int first_cpu)
+{
+	for (int c = 0; c < ncpus; c++)
+		for (int i = 0; i < per_cpu; i++)
+			ops[c * per_cpu + i] = mkop(MSRBATCH_OP_RDMSR, first_cpu + c, PAT, 0, 0);
+	memset(&hdr, 0, sizeof(hdr));
+	hdr.version = MSRBATCH_ABI_VERSION;
+	hdr.nr_ops = ncpus * per_cpu;
+	hdr.ops = (__u64)(uintptr_t)ops;
+}
+
+/* A plain batch of ops[] as fill() left them: instructions of one call. */
+static double plain(int fd, int reps)
+{
+	if (ioctl(fd, MSRBATCH_IOC_BATCH, &hdr) || hdr.nr_failed) {
+		printf("# batch of %u ops: %s, %u failed\n", hdr.nr_ops, strerror(errno), hdr.nr_failed);
+		failed = 1;
+		return -1;
+	}
+	return MEASURE(reps, ioctl(fd, MSRBATCH_IOC_BATCH, &hdr));
+}
+
+/* The rerun of ops[] prepared: instructions of one call. */
+static double rerun(int fd, int reps)
+{
+	int h = prepare(fd, ops, hdr.nr_ops, NULL);
+	double t;
+
+	if (h < 0) {
+		/* A confined descriptor holds at most 1 MiB of prepared ops. */
+		printf("# prepare of %u ops: %s%s\n", hdr.nr_ops, strerror(-h),
+		       h == -EDQUOT ? " (the limit of a confined descriptor)" : "");
+		failed |= h != -EDQUOT;
+		return -1;
+	}
+	t = MEASURE(reps, ioctl(fd, MSRBATCH_IOC_RUN, (unsigned long)h));
+	ioctl(fd, MSRBATCH_IOC_UNPREPARE, (unsigned long)h);
+	return t;
+}
+
+static int msr_fd[NCPU];
+
+/* per_cpu preads on each of CPUs first .. first + ncpus - 1. */
+static double preads(int ncpus, int per_cpu, int first, int reps)
+{
+	__u64 v;
+
+	for (int c = first; c < first + ncpus; c++)
+		if (msr_fd[c] < 0)
+			return -1;
+	return MEASURE(reps, for (int c = first; c < first + ncpus; c++) for (int i = 0; i < per_cpu; i++)
+				     pread(msr_fd[c], &v, 8, PAT));
+}
+
+struct row {
+	const char *shape, *path;
+	const char *key;	/* of a BUDGET line (--budget), or NULL */
+	double value;	/* -1: not measured */
+	double target;	/* NO_TARGET: none */
+	const char *why;
+};
+
+static void print_row(const struct row *r)
+{
+	char v[32], t[48];
+
+	if (r->value < 0)
+		snprintf(v, sizeof(v), "n/a");
+	else
+		snprintf(v, sizeof(v), "%.1f", r->value);
+	if (r->target < 0)
+		snprintf(t, sizeof(t), "-");
+	else
+		snprintf(t, sizeof(t), "<= %.1f (%s)", r->target, r->why);
+	printf("| %-34s | %-22s | %9s | %-28s | %-6s |\n", r->shape, r->path, v, t,
+	       r->target < 0 ? "" : r->value < 0 ? "MISSED" : r->value <= r->target ? "met" : "MISSED");
+}
+
+/* msr-safe in the same kind of run (issue #26; LLNL msr-safe 1.8). */
+struct shape {
+	const char *name, *key;
+	int ncpus, per_cpu, caller;	/* caller: the CPU the program runs on */
+	double msr_safe;		/* per call (1 op shapes) or per op */
+	double plain_target, prepared_target;
+};
+
+static const struct shape shapes[] = {
+	{ "1 op, caller local", "local_1", 1, 1, 0, 1152, 700, 450 },
+	{ "1 op, caller remote", "remote_1", 1, 1, 1, 1750, NO_TARGET, NO_TARGET },
+	{ "4 CPUs x 1 op, whole call", "cpus4x1", NCPU, 1, 0, 3590, 2500, 2000 },
+	{ "per op, 4 CPUs x 8", "cpus4x8_per_op", NCPU, 8, 0, 324, NO_TARGET, NO_TARGET },
+	{ "per op, 4 CPUs x 64", "cpus4x64_per_op", NCPU, 64, 0, 256, NO_TARGET, NO_TARGET },
+	{ "per op, 4 CPUs x 512", "cpus4x512_per_op", NCPU, 512, 0, -1, NO_TARGET, NO_TARGET },
+	{ "per op, 4 CPUs x 4096", "cpus4x4096_per_op", NCPU, 4096, 0, -1, NO_TARGET, NO_TARGET },
+	{ "per op, 1 CPU x 4096", "cpu1x4096_per_op", 1, 4096, 0, 212.7, 120, 20 },
+};
+
+/* The stricter of a target and msr-safe's figure. */
+static void add(struct row *rows, int *n, const char *shape, const char *path, double v,
+		double target, double msr_safe)
+{
+	struct row r = { shape, path, NULL, v, NO_TARGET, "" };
+
+	if (target >= 0 && (msr_safe < 0 || target <= msr_safe)) {
+		r.target = target;
+		r.why = "issue #26";
+	} else if (msr_safe >= 0) {
+		r.target = msr_safe;
+		r.why = "1.0x msr-safe";
+	}
+	rows[(*n)++] = r;
+}
+
+static char keys[64][64];
+static int nkeys;
+
+/* Names the row for a BUDGET line: PATH_SHAPE. */
+static void budget_key(struct row *r, const char *path, const char *shape)
+{
+	if (nkeys == 64 || r->value < 0)
+		return;
+	snprintf(keys[nkeys], sizeof(keys[nkeys]), "%s_%s", path, shape);
+	r->key = keys[nkeys++];
+}
+
+/* Capabilities: CAP_SYS_RAWIO in (on) or out of the effective set. */
+static int rawio(int on)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d))
+		return -1;
+	if (on)
+		d[0].effective |= 1u << CAP_SYS_RAWIO;
+	else
+		d[0].effective &= ~(1u << CAP_SYS_RAWIO);
+	return syscall(SYS_capset, &h, d);
+}
+
+static char saved_list[1 << 16];
+
+/* Loads text as the allowlist, after saving the one in force. */
+static int swap_list(const char *text, int save)
+{
+	int fd;
+	ssize_t n;
+
+	if (save) {
+		fd = open("/dev/msrbatch_allowlist", O_RDONLY);
+		n = fd < 0 ? -1 : read(fd, saved_list, sizeof(saved_list) - 1);
+		if (fd >= 0)
+			close(fd);
+		if (n < 0)
+			return -1;
+		saved_list[n] = 0;
+		if (!n)
+			strcpy(saved_list, "# empty\n");
+	}
+	fd = open("/dev/msrbatch_allowlist", O_WRONLY);
+	n = fd < 0 ? -1 : write(fd, text, strlen(text));
+	if (fd >= 0)
+		close(fd);
+	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/*
+ * The cheapest interruption of a user loop on this CPU while arm() arms
+ * something that interrupts it, over 31 interruptions: the loop's own step
+ * is subtracted.
+ */
+static double cheapest_gap(int (*arm)(void *), void *ctx)
+{
+	unsigned long long best = ~0ULL, step = ~0ULL, prev, t;
+
+	prev = tsc();
+	for (int i = 0; i < 1000; i++, prev = t) {
+		t = tsc();
+		if (t - prev < step)
+			step = t - prev;
+	}
+	for (int k = 0; k < 31; k++) {
+		unsigned long long until;
+
+		if (arm(ctx))
+			return -1;
+		prev = tsc();
+		until = prev + 2000000;
+		for (;; prev = t) {
+			t = tsc();
+			if (t - prev > 64 * step) {
+				if (t - prev - step < best)
+					best = t - prev - step;
+				break;
+			}
+			if (t > until)
+				break;
+		}
+	}
+	return best == ~0ULL ? -1 : (double)best;
+}
+
+static int arm_timerfd(void *ctx)
+{
+	struct itimerspec it = { .it_value = { 0, 50000 } };
+
+	return timerfd_settime(*(int *)ctx, 0, &it, NULL);
+}
+
+static int arm_nothing(void *ctx)
+{
+	(void)ctx;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int budget = argc > 1 && !strcmp(argv[1], "--budget");
+	struct row rows[64];
+	int nrows = 0, priv, conf = -1, list_loaded = 0;
+	unsigned long long t0, t1;
+	struct timespec a, b;
+	double ratio;
+	char name[32];
+
+	ksft_print_header();
+	pin(0);
+	/* Is the TSC an instruction counter? 1 tick per guest ns under icount. */
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	t0 = tsc();
+	for (volatile int i = 0; i < 1000000; i++)
+		;
+	t1 = tsc();
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	ratio = (double)(t1 - t0) / ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec));
+	printf("# TSC ticks per guest ns: %.3f%s\n", ratio,
+	       ratio > 0.99 && ratio < 1.01 ? " (icount: figures are guest instructions)"
+					    : " (NOT icount: figures are TSC ticks, not instructions)");
+	overhead = ~0ULL;
+	for (int i = 0; i < 1000; i++) {
+		t0 = tsc();
+		t1 = tsc();
+		if (t1 - t0 < overhead)
+			overhead = t1 - t0;
+	}
+
+	priv = dev_open(O_RDWR);
+	if (priv < 0)
+		ksft_exit_fail_msg("no /dev/msrbatch\n");
+	for (int c = 0; c < NCPU; c++) {
+		snprintf(name, sizeof(name), "/dev/cpu/%d/msr", c);
+		msr_fd[c] = open(name, O_RDONLY);
+	}
+	if (msr_fd[0] < 0)
+		printf("# the in-tree driver: %s: %s (no CONFIG_X86_MSR, or msr.ko not loaded)\n", "/dev/cpu/0/msr",
+		       strerror(errno));
+
+	/* A descriptor confined by an allowlist that lists IA32_PAT. */
+	if (swap_list("0x00000277 0x0000000000000000\n", 1) == 0) {
+		list_loaded = 1;
+		if (rawio(0) == 0) {
+			conf = open("/dev/msrbatch", O_RDWR | O_CLOEXEC);
+			rawio(1);
+		}
+	}
+	if (conf < 0)
+		printf("# no confined descriptor: %s\n", strerror(errno));
+
+	/* Floors. */
+	add(rows, &nrows, "floor", "getppid (raw syscall)", MEASURE(31, syscall(SYS_getppid)), NO_TARGET, -1);
+	add(rows, &nrows, "floor", "ioctl refused (ENOTTY)",
+	    MEASURE(31, ioctl(priv, _IO(MSRBATCH_IOC_MAGIC, 0x7f), 0)), NO_TARGET, -1);
+	add(rows, &nrows, "floor", "user RDTSC", MEASURE(31, (void)tsc()), NO_TARGET, -1);
+
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		const struct shape *sh = &shapes[s];
+		int n = sh->ncpus * sh->per_cpu, reps = reps_for(sh->per_cpu);
+		double div = n == sh->ncpus ? 1 : n;
+		/* The ops' CPUs: the caller's, or (remote) the next one. */
+		int first = sh->caller == 1 ? 1 : 0;
+
+		if (sh->ncpus + first > NCPU)
+			continue;
+		pin(0);
+		fill(sh->ncpus, sh->per_cpu, first);
+		add(rows, &nrows, sh->name, "msrbatch batch", plain(priv, reps) / div, sh->plain_target,
+		    sh->msr_safe);
+		budget_key(&rows[nrows - 1], "c_batch", sh->key);
+		add(rows, &nrows, sh->name, "msrbatch prepared", rerun(priv, reps) / div, sh->prepared_target,
+		    sh->msr_safe);
+		budget_key(&rows[nrows - 1], "c_prepared", sh->key);
+		if (conf >= 0) {
+			add(rows, &nrows, sh->name, "confined batch", plain(conf, reps) / div, NO_TARGET,
+			    sh->msr_safe);
+			budget_key(&rows[nrows - 1], "c_confined_batch", sh->key);
+			add(rows, &nrows, sh->name, "confined prepared", rerun(conf, reps) / div, NO_TARGET,
+			    sh->msr_safe);
+			budget_key(&rows[nrows - 1], "c_confined_prepared", sh->key);
+		}
+		add(rows, &nrows, sh->name, "in-tree pread",
+		    n > 4096 ? -1 : preads(sh->ncpus, sh->per_cpu, first, reps) / div, NO_TARGET, -1);
+	}
+
+	/* Sampler: an hrtimer expiry doing next to nothing, one sample of one RDMSR. */
+	pin(0);
+	{
+		int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+		double floor = tfd < 0 ? -1 : cheapest_gap(arm_timerfd, &tfd);
+		double one = -1;
+		struct msrbatch_sample_req req;
+		int h, sfd = -1;
+
+		if (tfd >= 0)
+			close(tfd);
+		add(rows, &nrows, "sampler", "hrtimer expiry (floor)", floor, NO_TARGET, -1);
+		fill(1, 1, 0);
+		h = prepare(priv, ops, 1, NULL);
+		if (h >= 0) {
+			req_init(&req, h, MSRBATCH_SAMPLE_MIN_PERIOD_NS, 4);
+			sfd = sample(priv, &req);
+		}
+		if (sfd >= 0) {
+			one = cheapest_gap(arm_nothing, NULL);
+			close(sfd);
+		} else {
+			printf("# no sampler: %s\n", strerror(h < 0 ? -h : -sfd));
+		}
+		if (h >= 0)
+			ioctl(priv, MSRBATCH_IOC_UNPREPARE, (unsigned long)h);
+		add(rows, &nrows, "sampler", "one sample, 1 RDMSR", one, floor < 0 ? NO_TARGET : 2 * floor, -1);
+		if (floor >= 0)
+			rows[nrows - 1].why = "2x the floor";
+	}
+
+	if (list_loaded && swap_list(saved_list, 0))
+		printf("# could not put the allowlist back\n");
+
+	printf("| %-34s | %-22s | %9s | %-28s | %-6s |\n", "guest instructions", "path", "figure", "target",
+	       "");
+	printf("|%s|%s|%s|%s|%s|\n", "------------------------------------", "------------------------",
+	       "-----------", "------------------------------", "--------");
+	for (int i = 0; i < nrows; i++)
+		print_row(&rows[i]);
+	{
+		int met = 0, missed = 0;
+
+		for (int i = 0; i < nrows; i++) {
+			if (rows[i].target < 0)
+				continue;
+			if (rows[i].value >= 0 && rows[i].value <= rows[i].target)
+				met++;
+			else
+				missed++;
+		}
+		printf("# targets: %d met, %d MISSED\n", met, missed);
+	}
+	/* For tests/harness/icount-budget.sh: msrbatch's own paths. */
+	for (int i = 0; budget && i < nrows; i++)
+		if (rows[i].key)
+			printf("BUDGET %s %.1f\n", rows[i].key, rows[i].value);
+	ksft_test_result(!failed, "every measured batch ran\n");
+	tests_done();
+}
