@@ -143,6 +143,25 @@ impl Incoming {
     }
 }
 
+/// Checks and runs `ops`, made in the kernel (the msr-safe personality,
+/// `msr_safe.rs`), for `caller`, as [`Incoming::accept`] and
+/// [`Accepted::run`] check and run a batch from user space: the results stay
+/// in `ops`.
+pub(crate) fn run_in_kernel(ops: &mut [Op], caller: Caller<'_>) -> Result<Executed, Rejected> {
+    let mut plan = batch::plan(ops, 0)?;
+    check(ops, &plan, caller, Purpose::Run)?;
+    // INVARIANT: `plan` was made from `ops`, which passed `caller`'s checks;
+    // `ptr` is never used (`run_here`).
+    Accepted {
+        ops,
+        plan: &mut plan,
+        ptr: UserPtr::from_addr(0),
+        flags: 0,
+        rules: caller.rules,
+    }
+    .run_here()
+}
+
 /// Checks `ops`, planned as `plan`, against `caller`'s rules (for
 /// `purpose`) and the write checks.
 #[inline(always)]
@@ -201,7 +220,15 @@ impl Accepted<'_> {
     /// rules mean, and the caller's op fields are put back afterwards.
     #[inline(always)]
     pub(crate) fn run(&mut self) -> Result<Ran, Rejected> {
-        let (ptr, flags, rules) = (self.ptr, self.flags, self.rules);
+        let ran = self.run_here()?;
+        let copied = write_ops(self.ptr, self.ops).is_ok();
+        Ok(Ran { ran, copied })
+    }
+
+    /// Runs the batch as [`Accepted::run`] does; the results stay in the ops.
+    #[inline(always)]
+    fn run_here(&mut self) -> Result<Executed, Rejected> {
+        let (flags, rules) = (self.flags, self.rules);
         let (ops, plan) = (&mut *self.ops, &mut *self.plan);
         // Masked writes become the RMWMSRs the rules mean; the plan is made
         // again from the ops that will run.
@@ -222,8 +249,7 @@ impl Accepted<'_> {
         if let Some(m) = masked {
             m.restore(ops, flags & uapi::F_TIMESTAMPS != 0);
         }
-        let copied = write_ops(ptr, ops).is_ok();
-        Ok(Ran { ran, copied })
+        Ok(ran)
     }
 }
 

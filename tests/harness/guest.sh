@@ -51,7 +51,7 @@ guest_module() {
 	cp "$MSRB_TOP/rust/Kbuild" "$MSRB_TOP"/rust/*.rs "$MSRB_TOP"/rust/*.[ch] "$mod/rust/"
 	rm -f "$mod/rust/generated.rs" "$mod/rust/bindings_generated.rs"
 	cp "$MSRB_TOP/Cargo.toml" "$mod/"	# the version's one source
-	cp "$MSRB_TOP/include/uapi/linux/msrbatch.h" "$mod/include/uapi/linux/"	# the ABI's
+	cp "$MSRB_TOP"/include/uapi/linux/msrbatch*.h "$mod/include/uapi/linux/"	# the ABIs
 	echo 'obj-m += rust/' >"$mod/Kbuild"
 	make -s -C "$KBUILD" M="$mod" LLVM="$LLVM" RUSTC="$RUSTC" BINDGEN="$BINDGEN" modules >&2 || return
 	"$MSRB_TOP/scripts/check-modinfo.sh" "$mod/rust/msrbatch.ko" "$(cat "$KBUILD/include/config/kernel.release")" >&2 || return
@@ -80,7 +80,7 @@ guest_module() {
 guest_module_key() {
 	(
 		cd "$MSRB_TOP" &&
-			sha256sum rust/Kbuild rust/*.rs rust/*.[ch] include/uapi/linux/msrbatch.h Cargo.toml tests/guest/test-pmu/Kbuild \
+			sha256sum rust/Kbuild rust/*.rs rust/*.[ch] include/uapi/linux/msrbatch*.h Cargo.toml tests/guest/test-pmu/Kbuild \
 				tests/guest/test-pmu/*.c tests/harness/guest.sh "$KBUILD/include/config/kernel.release" \
 				"$KBUILD/certs/signing_key.x509" &&
 			echo "$KBUILD $LLVM $RUSTC $BINDGEN"
@@ -146,8 +146,8 @@ guest_userspace() {
 	for c in "$MSRB_TOP"/tests/guest/*.c; do
 		[ -e "$c" ] || continue
 		local bin="$GUEST_OUT/cbin/$(basename "$c" .c)"
-		guest_stale "$bin" "$c" "$uapi" "$MSRB_TOP/tests/guest/testlib.h" "$ksft/kselftest.h" ||
-			guest_stale "$bin-32" "$c" "$uapi" "$MSRB_TOP/tests/guest/testlib.h" "$ksft/kselftest.h" || continue
+		guest_stale "$bin" "$c" "$uapi" "$MSRB_TOP/include/uapi/linux/msrbatch_msr_safe.h" "$MSRB_TOP/tests/guest/testlib.h" "$ksft/kselftest.h" ||
+			guest_stale "$bin-32" "$c" "$uapi" "$MSRB_TOP/include/uapi/linux/msrbatch_msr_safe.h" "$MSRB_TOP/tests/guest/testlib.h" "$ksft/kselftest.h" || continue
 		gcc -static -O2 -Wall -Wextra -Werror -I"$MSRB_TOP/include/uapi" -I"$ksft" -o "$bin" "$c" || return
 		gcc -m32 -static -O2 -Wall -Wextra -Werror -I"$MSRB_TOP/include/uapi" -I"$ksft" -o "$bin-32" "$c" || return
 	done
