@@ -162,7 +162,7 @@ guest_rootfs() {
 		"$MSRB_TOP/tests/harness/guest.sh" "$MSRB_TOP/tests/harness/common.sh" "$GUEST_DIR"/*.ko \
 		"$rel" -maxdepth 1 ! -name "*.d" -newer "$GUEST_DIR/rootfs.cpio" -print -quit 2>/dev/null)" ] &&
 		[ -z "$(find "$rel/examples" "$GUEST_OUT/cbin" "$MSRB_TOP/tests/guest" \
-			"$MSRB_TOP/userspace/msrbatch/testdata/cpuid" "$MSRB_TOP/packaging/60-msrbatch.rules" \
+			"$MSRB_TOP/userspace/msrbatch/testdata/cpuid" "$MSRB_TOP"/packaging/*.rules \
 			! -name "*.d" -newer "$GUEST_DIR/rootfs.cpio" -print -quit 2>/dev/null)" ]; then
 		echo "msrbatch: initramfs: up to date" >&2
 		return 0
@@ -190,7 +190,7 @@ guest_rootfs() {
 	# The CPUID dumps, for the tests of --cpuid-dump (pentium_test.sh).
 	mkdir -p "$root/tests/cpuid"
 	cp "$MSRB_TOP"/userspace/msrbatch/testdata/cpuid/*.txt "$root/tests/cpuid/" || return
-	cp "$MSRB_TOP/packaging/60-msrbatch.rules" "$root/tests/"
+	cp "$MSRB_TOP"/packaging/*.rules "$root/tests/"
 	chmod +x "$root"/tests/*.sh 2>/dev/null
 	(cd "$root" && find . | cpio -o -H newc --quiet) >"$GUEST_DIR/rootfs.cpio.tmp" &&
 		mv "$GUEST_DIR/rootfs.cpio.tmp" "$GUEST_DIR/rootfs.cpio"
