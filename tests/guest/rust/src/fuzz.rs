@@ -29,7 +29,11 @@
 //! PCE grants follow `allow pce`; and, where TSC_AUX's bits 11:0 are outside
 //! its write mask, TSC_AUX names its CPU even in write batches (a masked
 //! write changes only the bits inside the mask).
+//!
+//! With `--msr-safe`, the msr-safe personality's nodes instead
+//! (`fuzz_msr_safe.rs`).
 
+mod fuzz_msr_safe;
 mod tally;
 use msrbatch::allowlist::{self, Allowlist, Extras};
 use msrbatch_sys as sys;
@@ -793,6 +797,9 @@ fn main() {
     let seconds = arg("--seconds", 0);
     let seed = arg("--seed", 0x5eed_1234);
     let ncpus = msrbatch::online_cpus().map_or(1, |c| c.len()) as u32;
+    if args.iter().any(|a| a == "--msr-safe") {
+        fuzz_msr_safe::main(total, threads, seed, ncpus);
+    }
 
     let (dev, rules) = open_device();
     if let Some(l) = &rules {
