@@ -144,7 +144,7 @@ assert_prototype!(msrbatch_ms_load);
 
 /// `/dev/cpu/<cpu>/msr_safe`: reads (`write` false) the MSR `msr` into
 /// `*val` or writes `*val` to it, within the allowlist: 0 or a negative
-/// errno (`EACCES`, `EROFS`, `EBADF`, `EPERM`, `ENXIO`, `EIO`).
+/// errno (`EACCES`, `EBADF`, `EPERM`, `ENXIO`, `EIO`).
 ///
 /// # Safety
 ///
@@ -182,13 +182,15 @@ unsafe extern "C" fn msrbatch_ms_msr(
 }
 assert_prototype!(msrbatch_ms_msr);
 
-/// Runs one op for the per-CPU node; an op's failure is its errno.
+/// Runs one op for the per-CPU node; an op's failure is its errno. A write
+/// to a read-only MSR is `EACCES` there, as msr-safe's per-CPU node says it
+/// (its batch node says `EROFS`).
 fn one_by_one(me: &MsFile, ops: &mut [Op; 1], access: Access) -> Result {
     let caller = Caller {
         access,
         rules: Some(&me.rules),
     };
-    accept::run_in_kernel(ops, caller).map_err(|r| r.err)?;
+    accept::run_in_kernel(ops, caller).map_err(|r| if r.err == EROFS { EACCES } else { r.err })?;
     match ops[0].status {
         0 => Ok(()),
         s => Err(Error::from_errno(s)),

@@ -127,8 +127,8 @@ if guest_prepare; then
 	stage "module: clippy, modinfo, ABI mutations" module_checks
 	stage "ecosystem: make install/uninstall, DKMS build, rust-analyzer" ecosystem_checks
 	stage "guest ($GUEST_FLAVOUR): KUnit + integration tests (4 CPUs)" guest_tests
-	stage "guest ($GUEST_FLAVOUR): msr-safe personality (msr_safe=1)" msr_safe_tests
 	stage "guest ($GUEST_FLAVOUR): fuzz 100000 ioctls, hotplug stress 15 s" fuzz_stress
+	stage "guest ($GUEST_FLAVOUR): msr-safe personality (msr_safe=1)" msr_safe_tests
 	stage "guest ($GUEST_FLAVOUR): grant lifetime races, vCPUs 0 and 1 on one host CPU" lifetime_races
 	stage "guest ($GUEST_FLAVOUR): lockdown=integrity" lockdown_tests
 	stage "icount budget (base kernel, guest instructions)" icount_budget
