@@ -94,8 +94,7 @@ void msrbatch_ms_exit(void);
 void *msrbatch_ms_open(bool render);
 void msrbatch_ms_release(void *f);
 const u8 *msrbatch_ms_text(void *f, size_t *len);
-long msrbatch_ms_ioctl(void *f, unsigned int cmd, unsigned long arg, bool readable, bool writable,
-		       bool compat);
+long msrbatch_ms_ioctl(void *f, unsigned int cmd, unsigned long arg, bool readable, bool writable);
 int msrbatch_ms_msr(void *f, unsigned int cpu, u32 msr, u64 *val, bool writable, bool write);
 int msrbatch_ms_load(const u8 *text, size_t len);
 

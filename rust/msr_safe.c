@@ -12,7 +12,6 @@
  * the module (fops.owner).
  */
 
-#include <linux/compat.h>
 #include <linux/cpu.h>
 #include <linux/cpuhotplug.h>
 #include <linux/device.h>
@@ -137,15 +136,11 @@ static int ms_batch_open(struct inode *inode, struct file *file)
 	return ms_open(inode, file, false);
 }
 
+/* 64-bit callers only, as msr-safe (see msrbatch_msr_safe.h): no compat_ioctl. */
 static long ms_batch_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
 	return msrbatch_ms_ioctl(file->private_data, cmd, arg, file->f_mode & FMODE_READ,
-				 file->f_mode & FMODE_WRITE, in_compat_syscall());
-}
-
-static long ms_batch_compat_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
-{
-	return ms_batch_ioctl(file, cmd, (unsigned long)compat_ptr(arg));
+				 file->f_mode & FMODE_WRITE);
 }
 
 static const struct file_operations ms_batch_fops = {
@@ -153,7 +148,6 @@ static const struct file_operations ms_batch_fops = {
 	.open = ms_batch_open,
 	.release = ms_release,
 	.unlocked_ioctl = ms_batch_ioctl,
-	.compat_ioctl = ms_batch_compat_ioctl,
 };
 
 /* /dev/cpu/msr_allowlist: reading gives the list in force at open. */
@@ -235,8 +229,10 @@ static struct ms_node {
 	int major;		/* > 0 once registered */
 	bool class_registered, device_created;
 } ms_nodes[MS_NODES] = {
-	[MS_CPU] = { .class = { .name = "msr_safe", .devnode = ms_cpu_devnode }, .fops = &ms_cpu_fops },
-	[MS_BATCH] = { .class = { .name = "msr_batch", .devnode = ms_devnode }, .fops = &ms_batch_fops },
+	[MS_CPU] = { .class = { .name = "msr_safe", .devnode = ms_cpu_devnode },
+		     .fops = &ms_cpu_fops },
+	[MS_BATCH] = { .class = { .name = "msr_batch", .devnode = ms_devnode },
+		       .fops = &ms_batch_fops },
 	[MS_ALLOWLIST] = { .class = { .name = "msr_allowlist", .devnode = ms_devnode },
 			   .fops = &ms_allowlist_fops },
 	[MS_VERSION] = { .class = { .name = "msr_safe_version", .devnode = ms_version_devnode },

@@ -38,14 +38,10 @@ use kernel::{
 type MsOp = sys::msr_batch_op;
 /// `struct msr_batch_array`.
 type MsArray = sys::msr_batch_array;
-/// `struct msr_batch_array32`: the same from a 32-bit process.
-type MsArray32 = sys::msr_batch_array32;
 
 const IOC_BATCH: u32 = sys::X86_IOC_MSR_BATCH;
-const IOC_BATCH32: u32 = sys::X86_IOC_MSR_BATCH32;
 
 const _: () = assert!(_IOC_SIZE(IOC_BATCH) == size_of::<MsArray>());
-const _: () = assert!(_IOC_SIZE(IOC_BATCH32) == size_of::<MsArray32>());
 
 // SAFETY: `repr(C)`, integer fields only, padding an explicit field
 // (`--explicit-padding`): every bit pattern is valid, no byte uninitialised.
@@ -55,8 +51,6 @@ unsafe impl AsBytes for MsOp {}
 // SAFETY: `repr(C)`: two `u32` and a raw pointer, for which every bit
 // pattern is a valid value (the pointer is only turned into an address).
 unsafe impl FromBytes for MsArray {}
-// SAFETY: `repr(C)`, three `u32`.
-unsafe impl FromBytes for MsArray32 {}
 
 /// An open msr-safe node: the allowlist in force at open and, for
 /// `/dev/cpu/msr_allowlist` opened for reading, its text then.
@@ -209,7 +203,6 @@ unsafe extern "C" fn msrbatch_ms_ioctl(
     arg: c_ulong,
     readable: bool,
     writable: bool,
-    compat: bool,
 ) -> c_long {
     // SAFETY: By the function's requirements.
     let me = unsafe { ms_file(f) };
@@ -219,9 +212,6 @@ unsafe extern "C" fn msrbatch_ms_ioctl(
     };
     let r = match cmd {
         IOC_BATCH => read_arg::<MsArray>(arg).and_then(|a| {
-            batch(me, access, a.numops, a.version, a.ops as usize)
-        }),
-        IOC_BATCH32 if compat => read_arg::<MsArray32>(arg).and_then(|a| {
             batch(me, access, a.numops, a.version, a.ops as usize)
         }),
         _ => Err(ENOTTY),

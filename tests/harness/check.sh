@@ -76,7 +76,7 @@ guest_tests() {
 # is loaded with msr_safe=1, its C client (64- and 32-bit), the udev rule,
 # and the fuzzer on its nodes.
 msr_safe_tests() {
-	guest_boot msr-safe "grep -qx Y /sys/module/msrbatch/parameters/msr_safe && run-all.sh msr_safe_test msr_safe_test-32 /tests/msr_safe_udev_test.sh 'msrbatch-fuzz --msr-safe --ioctls 5000 --threads 2'" \
+	guest_boot msr-safe "grep -qx Y /sys/module/msrbatch/parameters/msr_safe && run-all.sh msr_safe_test /tests/msr_safe_udev_test.sh 'msrbatch-fuzz --msr-safe --ioctls 5000 --threads 2'" \
 		600 'msrbatch.msr_safe=1'
 }
 

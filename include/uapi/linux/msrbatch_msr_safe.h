@@ -41,20 +41,11 @@ struct msr_batch_array {
 	struct msr_batch_op *ops;	/* In: array of numops ops */
 };
 
-#define X86_IOC_MSR_BATCH _IOWR('c', 0xA2, struct msr_batch_array)
-
-#ifdef __KERNEL__
 /*
- * The same request from a 32-bit process on a 64-bit kernel (the pointer
- * has 32 bits, so the struct and the ioctl number differ).
+ * As with msr-safe, 64-bit callers only: for a 32-bit caller both structs
+ * have other layouts (a 4-byte pointer; __u64 4-byte aligned), so its ioctl
+ * number differs and the batch node answers ENOTTY.
  */
-struct msr_batch_array32 {
-	__u32 numops;
-	__u32 version;
-	__u32 ops;
-};
-
-#define X86_IOC_MSR_BATCH32 _IOWR('c', 0xA2, struct msr_batch_array32)
-#endif
+#define X86_IOC_MSR_BATCH _IOWR('c', 0xA2, struct msr_batch_array)
 
 #endif /* _UAPI_LINUX_MSRBATCH_MSR_SAFE_H */
