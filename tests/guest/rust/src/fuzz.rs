@@ -79,6 +79,25 @@ struct Stats {
 }
 
 impl Stats {
+    /// Prints the errors by errno and the problems found, the first line
+    /// prefixed `what`; whether there was no problem.
+    fn report(&self, what: &str) -> bool {
+        let errors = self.errors.lock().unwrap();
+        println!(
+            "{what}: errors by errno: {}",
+            errors
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let problems = self.problems.lock().unwrap();
+        for p in problems.iter() {
+            println!("# {p}");
+        }
+        problems.is_empty()
+    }
+
     fn problem(&self, p: String) {
         let mut v = self.problems.lock().unwrap();
         if v.len() < 20 {
@@ -860,7 +879,6 @@ fn main() {
         r.value.ok().and_then(|v| v.as_u64()).map(|v| v & 0xfff) == Some(u64::from(r.cpu))
     });
 
-    let errors = st.errors.lock().unwrap();
     println!(
         "fuzz: {} ioctls, {} ops executed, {} threads, {:.1} s, seed {seed:#x}",
         st.ioctls.load(Ordering::Relaxed),
@@ -873,21 +891,10 @@ fn main() {
         st.samplers.load(Ordering::Relaxed),
         st.records.load(Ordering::Relaxed)
     );
-    println!(
-        "fuzz: errors by errno: {}",
-        errors
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    let problems = st.problems.lock().unwrap();
-    for p in problems.iter() {
-        println!("# {p}");
-    }
+    let consistent = st.report("fuzz");
     let mut t = Tally::new();
     t.check(
-        problems.is_empty(),
+        consistent,
         "every result consistent, every errno documented",
     );
     t.check(crashed == 0, "no fuzz thread crashed");

@@ -318,21 +318,9 @@ pub(crate) fn main(total: u64, threads: u64, seed: u64, ncpus: u32) -> ! {
         st.ops.load(Ordering::Relaxed),
         start.elapsed().as_secs_f64()
     );
-    let errors = st.errors.lock().unwrap();
-    println!(
-        "fuzz --msr-safe: errors by errno: {}",
-        errors
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    let problems = st.problems.lock().unwrap();
-    for p in problems.iter() {
-        println!("# {p}");
-    }
+    let consistent = st.report("fuzz --msr-safe");
     t.check(
-        problems.is_empty(),
+        consistent,
         "msr-safe nodes: every result consistent, every errno documented",
     );
     t.check(crashed == 0, "no fuzz thread crashed");
