@@ -61,8 +61,15 @@ struct MsFile {
 
 /// Opens a node: the state `msr_safe.c` keeps as the file's private data,
 /// or null (`ENOMEM`). `render`: keep the allowlist's text for reading.
+///
+/// # Safety
+///
+/// Called by `msr_safe.c`'s open (process context); the result is released
+/// once, by [`msrbatch_ms_release`]. `unsafe`, as bindgen makes `helpers.h`'s
+/// prototype: an older rustc (Debian trixie's 1.85.1) does not unify a safe
+/// and an unsafe `extern "C" fn` in `assert_prototype!`.
 #[no_mangle]
-extern "C" fn msrbatch_ms_open(render: bool) -> *mut c_void {
+unsafe extern "C" fn msrbatch_ms_open(render: bool) -> *mut c_void {
     let rules = allowlist::snapshot();
     let text = if render {
         match rules.render_msr_safe() {
