@@ -450,6 +450,21 @@ mod tests {
     }
 
     #[test]
+    fn msr_safe_node_errnos_and_text() -> Result {
+        let parse = |t: &str| Rules::parse_with(t.as_bytes(), msr_safe_errno).err();
+        assert!(parse("0x10 0") == Some(crate::compat::eilseq()));
+        assert!(parse("0x10 0\n0x10 1\n") == Some(crate::compat::enotuniq()));
+        assert!(parse("0x10 0xq\n") == Some(EINVAL));
+        assert!(parse("0x100000000 0\n") == Some(ERANGE));
+        // What msr-safe's /dev/cpu/msr_allowlist prints: no allow lines.
+        let text = rules("allow pce\n0x199 0xffff\n0x10 0\n")?.render_msr_safe()?;
+        let want = b"# MSR      Write mask\n0x00000010 0x0000000000000000\n0x00000199 0x000000000000FFFF\n";
+        assert!(text[..] == want[..]);
+        assert!(Snapshot(None).render_msr_safe()?[..] == b"# MSR      Write mask\n"[..]);
+        Ok(())
+    }
+
+    #[test]
     fn render_reads_back() -> Result {
         let r = rules("allow pce\n0x199 0xffff\n0x10 0\n")?;
         let text = r.render()?;
