@@ -163,13 +163,7 @@ unsafe extern "C" fn msrbatch_ms_msr(
     let me = unsafe { ms_file(f) };
     // SAFETY: By the function's requirements.
     let v = unsafe { &mut *val };
-    let mut op = [Op {
-        op: if write { opcode::WRMSR } else { opcode::RDMSR },
-        cpu,
-        reg: msr,
-        arg: [*v, 0],
-        ..Op::default()
-    }];
+    let mut op = [ms_op(cpu, msr, write.then_some(*v))];
     let access = Access { read: true, write: writable };
     match one_by_one(me, &mut op, access) {
         Ok(()) => {
@@ -182,6 +176,18 @@ unsafe extern "C" fn msrbatch_ms_msr(
     }
 }
 assert_prototype!(msrbatch_ms_msr);
+
+/// The op of this ABI that reads `msr` on `cpu`, or writes `value` to it.
+/// (A read's `msrdata` is not an operand: the engine wants unused operands 0.)
+fn ms_op(cpu: u32, msr: u32, write: Option<u64>) -> Op {
+    Op {
+        op: if write.is_some() { opcode::WRMSR } else { opcode::RDMSR },
+        cpu,
+        reg: msr,
+        arg: [write.unwrap_or(0), 0],
+        ..Op::default()
+    }
+}
 
 /// Runs one op for the per-CPU node; an op's failure is its errno. A write
 /// to a read-only MSR is `EACCES` there, as msr-safe's per-CPU node says it
@@ -261,16 +267,8 @@ fn batch(me: &MsFile, access: Access, numops: u32, version: u32, ops: usize) -> 
             m.err = e.to_errno();
             first.get_or_insert(e);
         }
-        run.push(
-            Op {
-                op: if m.isrdmsr != 0 { opcode::RDMSR } else { opcode::WRMSR },
-                cpu: m.cpu.into(),
-                reg: m.msr,
-                arg: [m.msrdata, 0],
-                ..Op::default()
-            },
-            GFP_KERNEL_ACCOUNT,
-        )?;
+        let write = (m.isrdmsr == 0).then_some(m.msrdata);
+        run.push(ms_op(m.cpu.into(), m.msr, write), GFP_KERNEL_ACCOUNT)?;
         ms.push(m, GFP_KERNEL_ACCOUNT)?;
     }
     if first.is_none() {
