@@ -165,13 +165,14 @@ static void test_batch_read_write(void)
 	int fd = open("/dev/cpu/msr_batch", O_RDWR), i, r, ok = 1;
 
 	for (i = 0; i < ncpus; i++) {
-		ops[2 * i] = op(i, 1, PAT, 0);
+		/* A read's msrdata is output only: garbage in it changes nothing. */
+		ops[2 * i] = op(i, 1, PAT, 0xdeadbeef);
 		ops[2 * i + 1] = op(i, 1, TSC_AUX, 0);
 	}
 	r = run(fd, ops, 2 * ncpus, MSR_SAFE_VERSION_u32);
 	for (i = 0; i < 2 * ncpus; i++)
 		ok &= ops[i].err == 0;
-	ksft_test_result(r == 0 && ok && ops[0].msrdata != 0 && ops[1].wmask == 0xffff0000ull,
+	ksft_test_result(r == 0 && ok && ops[0].msrdata != 0xdeadbeef && ops[1].wmask == 0xffff0000ull,
 			 "batch read of IA32_PAT and TSC_AUX on every CPU, wmask reported\n");
 	for (i = 0; i < ncpus; i++) {
 		orig[i] = ops[2 * i + 1].msrdata;
