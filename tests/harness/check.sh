@@ -77,7 +77,7 @@ guest_tests() {
 # and the fuzzer on its nodes.
 msr_safe_tests() {
 	guest_boot msr-safe "grep -qx Y /sys/module/msrbatch/parameters/msr_safe && run-all.sh msr_safe_test /tests/msr_safe_udev_test.sh 'msrbatch-fuzz --msr-safe --ioctls 5000 --threads 2'" \
-		600 'msrbatch.msr_safe=1'
+		900 'msrbatch.msr_safe=1'
 }
 
 # The short versions of make fuzz: 100 000 ioctls, 30 000 more as an
