@@ -70,15 +70,21 @@ fn note(st: &Stats, e: i32) {
 }
 
 fn random_op(rng: &mut Rng, ncpus: u32) -> msr_batch_op {
-    let cpu = if rng.chance(5) {
+    // Mostly ops that pass the checks (so that batches run), now and then a
+    // CPU that does not exist, an unlisted MSR or a write to a read-only one.
+    let cpu = if rng.chance(2) {
         ncpus + rng.below(3) as u32
     } else {
         rng.below(ncpus.into()) as u32
     };
-    let msr = MSRS[rng.below(MSRS.len() as u64) as usize];
+    let msr = if rng.chance(4) {
+        MSRS[rng.below(MSRS.len() as u64) as usize]
+    } else {
+        [PAT, TSC_AUX, TSC][rng.below(3) as usize]
+    };
     // Writes only ever to TSC_AUX (masked, so bits 11:0 stay) and to MSRs the
     // lists do not let anyone write.
-    let write = rng.chance(30) && msr != PAT;
+    let write = rng.chance(30) && (msr == TSC_AUX || (msr != PAT && rng.chance(5)));
     msr_batch_op {
         cpu: cpu as u16,
         isrdmsr: u16::from(!write) * (1 + rng.below(3) as u16),
@@ -180,7 +186,8 @@ fn per_cpu_once(rng: &mut Rng, ncpus: u32, st: &Stats) {
             match f.read_at(&mut cur, off) {
                 Ok(8) => {
                     let v = u64::from_ne_bytes(cur) & 0xfff | (rng.next() & 0xff_f000);
-                    buf = v.to_ne_bytes()[..size.min(8)].to_vec();
+                    let n = size.min(8);
+                    buf[..n].copy_from_slice(&v.to_ne_bytes()[..n]);
                     f.write_at(&buf, off)
                 }
                 other => other,
