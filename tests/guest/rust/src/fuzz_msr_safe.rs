@@ -13,7 +13,7 @@
 //! IA32_PAT.
 //!
 //! Checks: only the errnos msr-safe documents; every op's `err` one of 0,
-//! `EACCES`, `EROFS`, `ENXIO`, `EIO`, `ENXIO` exactly for CPUs that do not
+//! `EACCES`, `EROFS`, `ENXIO`, `EIO` (or msrbatch's `ETIME`), `ENXIO` exactly for CPUs that do not
 //! exist, `EROFS` only on writes; the ioctl's result is the first op's error;
 //! when a check refused an op, no op ran (reads keep their input); a reported
 //! write mask is one of the lists'; IA32_PAT always reads the same; TSC_AUX
@@ -128,7 +128,8 @@ fn batch_once(dev: &File, rng: &mut Rng, ncpus: u32, pat: u64, st: &Stats) {
         let ok = match e {
             // In a refused batch, an op that passed its checks did not run.
             0 => u32::from(o.cpu) < ncpus,
-            libc::EIO => !refused && u32::from(o.cpu) < ncpus,
+            // ETIME: the CPU's busy budget ran out (a descheduled vCPU).
+            libc::EIO | libc::ETIME => !refused && u32::from(o.cpu) < ncpus,
             libc::ENXIO => u32::from(o.cpu) >= ncpus,
             libc::EACCES => {
                 u32::from(o.cpu) < ncpus && (o.msr == APIC_BASE || o.msr == 0xdead_beef)
