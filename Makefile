@@ -120,6 +120,7 @@ install-userspace: userspace
 	install -D -m 0644 $(CARGO_OUT)/msrbatch.pc "$(DESTDIR)$(LIBDIR)/pkgconfig/msrbatch.pc"
 	install -D -m 0644 include/msrbatch.h "$(DESTDIR)$(INCLUDEDIR)/msrbatch.h"
 	install -D -m 0644 include/uapi/linux/msrbatch.h "$(DESTDIR)$(INCLUDEDIR)/linux/msrbatch.h"
+	install -D -m 0644 include/uapi/linux/msrbatch_msr_safe.h "$(DESTDIR)$(INCLUDEDIR)/linux/msrbatch_msr_safe.h"
 	install -D -m 0644 $(CARGO_OUT)/msrbatch.1 "$(DESTDIR)$(MANDIR)/man1/msrbatch.1"
 	install -D -m 0644 $(CARGO_OUT)/msrbatch.4 "$(DESTDIR)$(MANDIR)/man4/msrbatch.4"
 	install -D -m 0644 $(CARGO_OUT)/msrbatch-script.5 "$(DESTDIR)$(MANDIR)/man5/msrbatch-script.5"
@@ -127,6 +128,7 @@ install-userspace: userspace
 	install -D -m 0644 $(CARGO_OUT)/_msrbatch "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_msrbatch"
 	install -D -m 0644 $(CARGO_OUT)/msrbatch.fish "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/msrbatch.fish"
 	install -D -m 0644 packaging/60-msrbatch.rules "$(DESTDIR)$(UDEVDIR)/60-msrbatch.rules"
+	install -D -m 0644 packaging/61-msrbatch-msr-safe.rules "$(DESTDIR)$(UDEVDIR)/61-msrbatch-msr-safe.rules"
 	$(if $(DESTDIR),,-ldconfig)
 
 uninstall:
@@ -134,12 +136,13 @@ uninstall:
 		"$(DESTDIR)$(LIBDIR)/libmsrbatch.so.$(SOMAJOR)" "$(DESTDIR)$(LIBDIR)/libmsrbatch.so.$(VERSION)" \
 		"$(DESTDIR)$(LIBDIR)/libmsrbatch.a" "$(DESTDIR)$(LIBDIR)/pkgconfig/msrbatch.pc" \
 		"$(DESTDIR)$(INCLUDEDIR)/msrbatch.h" "$(DESTDIR)$(INCLUDEDIR)/linux/msrbatch.h" \
+		"$(DESTDIR)$(INCLUDEDIR)/linux/msrbatch_msr_safe.h" \
 		"$(DESTDIR)$(MANDIR)/man1/msrbatch.1" "$(DESTDIR)$(MANDIR)/man4/msrbatch.4" \
 		"$(DESTDIR)$(MANDIR)/man5/msrbatch-script.5" \
 		"$(DESTDIR)$(PREFIX)/share/bash-completion/completions/msrbatch" \
 		"$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_msrbatch" \
 		"$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/msrbatch.fish" \
-		"$(DESTDIR)$(UDEVDIR)/60-msrbatch.rules" \
+		"$(DESTDIR)$(UDEVDIR)/60-msrbatch.rules" "$(DESTDIR)$(UDEVDIR)/61-msrbatch-msr-safe.rules" \
 		"$(DESTDIR)/lib/modules/$(KVER)/extra/rust/msrbatch.ko"
 	$(if $(DESTDIR),,-depmod -a "$(KVER)")
 	$(if $(DESTDIR),,-ldconfig)

@@ -141,6 +141,26 @@ impl Incoming {
     }
 }
 
+/// Checks and runs `ops`, made in the kernel (the msr-safe personality,
+/// `msr_safe.rs`), for `caller`, as [`Incoming::accept`] and
+/// [`Accepted::run`] check and run a batch from user space: the results stay
+/// in `ops`.
+pub(crate) fn run_in_kernel(ops: &mut [Op], caller: Caller<'_>) -> Result<Executed, Rejected> {
+    let mut plan = batch::plan(ops, 0)?;
+    check(ops, &plan, caller, Purpose::Run)?;
+    // INVARIANT: `plan` was made from `ops`, which passed `caller`'s checks;
+    // `ptr` is never used (`run_here`).
+    Accepted {
+        ops,
+        plan: &mut plan,
+        ptr: UserPtr::from_addr(0),
+        flags: 0,
+        rules: caller.rules,
+    }
+    .run_here()
+    .map(|(ran, _)| ran)
+}
+
 /// Checks `ops`, planned as `plan`, against `caller`'s rules (for
 /// `purpose`) and the write checks.
 #[inline(always)]
@@ -201,10 +221,22 @@ impl Accepted<'_> {
     /// ops, not the caller's, so it must not run again.
     #[inline(always)]
     pub(crate) fn run(self) -> Result<Ran, Rejected> {
+        let ptr = self.ptr;
+        let (ran, ops) = self.run_here()?;
+        let copied = write_results(ptr, ops).is_ok();
+        Ok(Ran { ran, copied })
+    }
+}
+
+impl<'a> Accepted<'a> {
+    /// Runs the batch as [`Accepted::run`] does; the results stay in the
+    /// ops, which it gives back.
+    #[inline(always)]
+    fn run_here(self) -> Result<(Executed, &'a mut [Op]), Rejected> {
         let Accepted {
             ops,
             plan,
-            ptr,
+            ptr: _,
             flags,
             rules,
         } = self;
@@ -227,8 +259,7 @@ impl Accepted<'_> {
         if let Some(m) = masked {
             m.unmask(ops, flags & uapi::F_TIMESTAMPS != 0);
         }
-        let copied = write_results(ptr, ops).is_ok();
-        Ok(Ran { ran, copied })
+        Ok((ran, ops))
     }
 }
 

@@ -88,12 +88,27 @@ fn text_errno(kind: ErrorKind) -> Error {
     }
 }
 
+/// The errno msr-safe's `/dev/cpu/msr_allowlist` gives a text error: as
+/// [`text_errno`], but a text that ends inside an entry is `EILSEQ`
+/// (msr-safe's "unexpected EOF").
+fn msr_safe_errno(kind: ErrorKind) -> Error {
+    match kind {
+        ErrorKind::Unterminated => crate::compat::eilseq(),
+        kind => text_errno(kind),
+    }
+}
+
 impl Rules {
     /// Parses `text` into a list.
     fn parse(text: &[u8]) -> Result<Rules> {
+        Self::parse_with(text, text_errno)
+    }
+
+    /// Parses `text` into a list; `errno` names each text error's errno.
+    fn parse_with(text: &[u8], errno: fn(ErrorKind) -> Error) -> Result<Rules> {
         let fail = |e: text::ParseError| {
             pr_info!("allowlist refused: line {}: {}\n", e.line, e.kind.message());
-            text_errno(e.kind)
+            errno(e.kind)
         };
         // Count, allocate, fill: two passes over at most 128 KiB.
         let mut n = 0usize;
@@ -112,7 +127,27 @@ impl Rules {
 /// Parses `text` and makes it the list in force, atomically; on any error
 /// the list in force stays.
 pub(crate) fn load(text: &[u8]) -> Result {
-    let new = Arc::new(Rules::parse(text)?, GFP_KERNEL)?;
+    install(Rules::parse(text)?)
+}
+
+/// [`load`] as msr-safe's `/dev/cpu/msr_allowlist` does it: a write of at
+/// most 2 bytes empties the list; a text without an MSR is `ENOMSG`; a text
+/// that ends inside an entry is `EILSEQ`; the other errors as [`load`].
+pub(crate) fn load_msr_safe(text: &[u8]) -> Result {
+    if text.len() <= 2 {
+        return install(Rules::parse(b"")?);
+    }
+    let rules = Rules::parse_with(text, msr_safe_errno)?;
+    if rules.entries.is_empty() {
+        pr_info!("allowlist refused: no MSR in {} bytes\n", text.len());
+        return Err(crate::compat::enomsg());
+    }
+    install(rules)
+}
+
+/// Makes `rules` the list in force, atomically.
+fn install(rules: Rules) -> Result {
+    let new = Arc::new(rules, GFP_KERNEL)?;
     let old = CURRENT.lock().replace(new);
     // The old list is freed here, outside the lock, unless descriptors hold it.
     drop(old);
@@ -146,7 +181,7 @@ impl Snapshot {
     }
 
     /// The write mask of `msr`, if it is listed.
-    fn mask(&self, msr: u32) -> Option<u64> {
+    pub(crate) fn mask(&self, msr: u32) -> Option<u64> {
         let entries = &self.rules()?.entries;
         let i = entries.binary_search_by_key(&msr, |e| e.msr).ok()?;
         entries.get(i).map(|e| e.mask)
@@ -204,6 +239,15 @@ impl Snapshot {
             }
         }
         Ok(Masked(saved))
+    }
+
+    /// The list as msr-safe's `/dev/cpu/msr_allowlist` prints it: its MSRs
+    /// only (msr-safe's readers know no `allow` line).
+    pub(crate) fn render_msr_safe(&self) -> Result<KVVec<u8>> {
+        let mut buf = TextBuf(KVVec::new());
+        let entries = self.rules().map_or(&[][..], |r| &r.entries[..]);
+        text::render_entries(&mut buf, entries).map_err(|_| ENOMEM)?;
+        Ok(buf.0)
     }
 
     /// The canonical text of the list.
@@ -402,6 +446,21 @@ mod tests {
         stamped[0].val = [old, 0x1234];
         again.unmask(&mut stamped, true);
         assert!((stamped[0].op, stamped[0].val) == (opcode::WRMSR, [0, 0x1234]));
+        Ok(())
+    }
+
+    #[test]
+    fn msr_safe_node_errnos_and_text() -> Result {
+        let parse = |t: &str| Rules::parse_with(t.as_bytes(), msr_safe_errno).err();
+        assert!(parse("0x10 0") == Some(crate::compat::eilseq()));
+        assert!(parse("0x10 0\n0x10 1\n") == Some(crate::compat::enotuniq()));
+        assert!(parse("0x10 0xq\n") == Some(EINVAL));
+        assert!(parse("0x100000000 0\n") == Some(ERANGE));
+        // What msr-safe's /dev/cpu/msr_allowlist prints: no allow lines.
+        let text = rules("allow pce\n0x199 0xffff\n0x10 0\n")?.render_msr_safe()?;
+        let want = b"# MSR      Write mask\n0x00000010 0x0000000000000000\n0x00000199 0x000000000000FFFF\n";
+        assert!(text[..] == want[..]);
+        assert!(Snapshot(None).render_msr_safe()?[..] == b"# MSR      Write mask\n"[..]);
         Ok(())
     }
 

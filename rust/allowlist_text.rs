@@ -242,14 +242,21 @@ pub fn sort_entries(entries: &mut [Entry]) -> Result<(), ParseError> {
 /// `allow` lines. [`parse`] reads it back to the same list.
 pub fn render(w: &mut impl fmt::Write, entries: &[Entry], extras: Extras) -> fmt::Result {
     writeln!(w, "# msrbatch allowlist: {} MSRs", entries.len())?;
-    writeln!(w, "# MSR      Write mask")?;
-    for e in entries {
-        writeln!(w, "0x{:08X} 0x{:016X}", e.msr, e.mask)?;
-    }
+    render_entries(w, entries)?;
     for (name, bit) in Extras::NAMES {
         if extras.has(bit) {
             writeln!(w, "allow {name}")?;
         }
+    }
+    Ok(())
+}
+
+/// Writes the entries (sorted) as msr-safe's `/dev/cpu/msr_allowlist`
+/// prints them: its header comment, then one `0xMSR 0xMASK` line each.
+pub fn render_entries(w: &mut impl fmt::Write, entries: &[Entry]) -> fmt::Result {
+    writeln!(w, "# MSR      Write mask")?;
+    for e in entries {
+        writeln!(w, "0x{:08X} 0x{:016X}", e.msr, e.mask)?;
     }
     Ok(())
 }

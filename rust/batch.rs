@@ -919,6 +919,11 @@ pub(crate) fn cpu_possible(cpu: u32) -> bool {
     CpuId::from_u32(cpu).is_some_and(|c| mask.test(c))
 }
 
+/// Whether `cpu` exists and is online now.
+pub(crate) fn cpu_online_now(cpu: u32) -> bool {
+    CpuId::from_u32(cpu).is_some_and(cpu_online)
+}
+
 fn cpu_online(cpu: CpuId) -> bool {
     // SAFETY: `__cpu_online_mask` is a valid cpumask for the kernel's lifetime.
     let mask = unsafe { Cpumask::from_raw(&raw const bindings::__cpu_online_mask) };

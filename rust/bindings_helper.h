@@ -5,6 +5,8 @@
  *
  * - include/uapi/linux/msrbatch.h, the ABI: its constants and structures
  *   (uapi.rs names them for the rest of the module);
+ * - include/uapi/linux/msrbatch_msr_safe.h, msr-safe's ABI as its
+ *   documentation gives it (msr_safe.rs);
  * - helpers.h: the prototypes of helpers.c and sampler_file.c, the C
  *   functions the Rust code calls and the Rust functions they call back, and
  *   the busy credit's per-CPU storage (busy.rs);
@@ -14,6 +16,7 @@
  * view, and what no longer fits fails the build.
  */
 #include "../include/uapi/linux/msrbatch.h"
+#include "../include/uapi/linux/msrbatch_msr_safe.h"
 #include "helpers.h"
 #include "pce_fork.h"
 
@@ -36,3 +39,7 @@ MSRBATCH_RUST_CONST(MSRBATCH_IOC_SAMPLE);
 MSRBATCH_RUST_CONST(MSRBATCH_SAMPLER_IOC_STOP);
 MSRBATCH_RUST_CONST(MSRBATCH_IOC_PCE_GRANT);
 MSRBATCH_RUST_CONST(MSRBATCH_IOC_PCE_REVOKE);
+
+/* msr-safe's ioctl: the same macro, the name its header gives it. */
+MSRBATCH_RUST_CONST(X86_IOC_MSR_BATCH);
+MSRBATCH_RUST_CONST(MSR_SAFE_VERSION_MAJOR);

@@ -111,6 +111,21 @@ pub(crate) fn enotuniq() -> Error {
     errno(bindings::ENOTUNIQ)
 }
 
+/// `EILSEQ`: an msr-safe allowlist text ends inside an entry.
+pub(crate) fn eilseq() -> Error {
+    errno(bindings::EILSEQ)
+}
+
+/// `ENOMSG`: an msr-safe allowlist text names no MSR.
+pub(crate) fn enomsg() -> Error {
+    errno(bindings::ENOMSG)
+}
+
+/// `ENOPROTOOPT`: an msr-safe batch of another major version.
+pub(crate) fn enoprotoopt() -> Error {
+    errno(bindings::ENOPROTOOPT)
+}
+
 /// `EPROTONOSUPPORT`: a batch of another ABI version.
 pub(crate) fn eprotonosupport() -> Error {
     errno(bindings::EPROTONOSUPPORT)

@@ -101,4 +101,18 @@ int msrbatch_sampler_mmap(void *owner, struct vm_area_struct *vma, unsigned long
 long msrbatch_sampler_ioctl(void *owner, unsigned int cmd, unsigned long arg);
 void msrbatch_sampler_release(void *owner);
 
+/*
+ * The msr-safe personality (msr_safe.c; the Rust half is msr_safe.rs, whose
+ * definitions are checked against these). An open node's private data is
+ * the Rust half's per-open state.
+ */
+int msrbatch_ms_init(void);
+void msrbatch_ms_exit(void);
+void *msrbatch_ms_open(bool render);
+void msrbatch_ms_release(void *f);
+const u8 *msrbatch_ms_text(void *f, size_t *len);
+long msrbatch_ms_ioctl(void *f, unsigned int cmd, unsigned long arg, bool readable, bool writable);
+int msrbatch_ms_msr(void *f, unsigned int cpu, u32 msr, u64 *val, bool writable, bool write);
+int msrbatch_ms_load(const u8 *text, size_t len);
+
 #endif /* MSRBATCH_HELPERS_H */

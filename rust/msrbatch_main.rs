@@ -32,6 +32,7 @@ mod compat;
 mod helpers;
 mod insn;
 mod ioctl;
+mod msr_safe;
 #[cfg(CONFIG_PREEMPT_NOTIFIERS)]
 mod pce;
 mod policy;
@@ -97,8 +98,8 @@ impl kernel::InPlaceModule for MsrBatchModule {
 }
 
 /// Module-wide state besides the devices: the allowlist in force, perf's
-/// rdpmc policy reader, the PCE grant registry and reaper, and the samplers'
-/// CPU hotplug state.
+/// rdpmc policy reader, the PCE grant registry and reaper, the samplers'
+/// CPU hotplug state, and the msr-safe personality's nodes (`msr_safe.rs`).
 struct Globals;
 
 impl Globals {
@@ -112,12 +113,17 @@ impl Globals {
             pce::init_registry()
         };
         helpers::rdpmc_policy_init();
-        Ok(Globals)
+        // Dropped, so undone, if the msr-safe nodes fail.
+        let globals = Globals;
+        msr_safe::init()?;
+        Ok(globals)
     }
 }
 
 impl Drop for Globals {
     fn drop(&mut self) {
+        // The msr-safe nodes first: every open one holds the module.
+        msr_safe::exit();
         // No grant exists (each holds a module reference), but the reaper
         // that freed the last one may still be returning.
         #[cfg(CONFIG_PREEMPT_NOTIFIERS)]

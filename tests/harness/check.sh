@@ -72,6 +72,14 @@ guest_tests() {
 		900 '' --expect-suite msrbatch_batch
 }
 
+# The msr-safe personality (Documentation/msr-safe.md): a boot whose module
+# is loaded with msr_safe=1, its C client (64- and 32-bit), the udev rule,
+# and the fuzzer on its nodes.
+msr_safe_tests() {
+	guest_boot msr-safe "grep -qx Y /sys/module/msrbatch/parameters/msr_safe && run-all.sh msr_safe_test /tests/msr_safe_udev_test.sh 'msrbatch-fuzz --msr-safe --ioctls 5000 --threads 2'" \
+		900 'msrbatch.msr_safe=1'
+}
+
 # The short versions of make fuzz: 100 000 ioctls, 30 000 more as an
 # unprivileged group member under the allowlist while root reloads it, then
 # 15 s of batches, grants and open/close while CPUs go offline and online.
@@ -120,6 +128,7 @@ if guest_prepare; then
 	stage "ecosystem: make install/uninstall, DKMS build, rust-analyzer" ecosystem_checks
 	stage "guest ($GUEST_FLAVOUR): KUnit + integration tests (4 CPUs)" guest_tests
 	stage "guest ($GUEST_FLAVOUR): fuzz 100000 ioctls, hotplug stress 15 s" fuzz_stress
+	stage "guest ($GUEST_FLAVOUR): msr-safe personality (msr_safe=1)" msr_safe_tests
 	stage "guest ($GUEST_FLAVOUR): grant lifetime races, vCPUs 0 and 1 on one host CPU" lifetime_races
 	stage "guest ($GUEST_FLAVOUR): lockdown=integrity" lockdown_tests
 	stage "icount budget (base kernel, guest instructions)" icount_budget

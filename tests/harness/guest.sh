@@ -51,7 +51,7 @@ guest_module() {
 	cp "$MSRB_TOP/rust/Kbuild" "$MSRB_TOP"/rust/*.rs "$MSRB_TOP"/rust/*.[ch] "$mod/rust/"
 	rm -f "$mod/rust/generated.rs" "$mod/rust/bindings_generated.rs"
 	cp "$MSRB_TOP/Cargo.toml" "$mod/"	# the version's one source
-	cp "$MSRB_TOP/include/uapi/linux/msrbatch.h" "$mod/include/uapi/linux/"	# the ABI's
+	cp "$MSRB_TOP"/include/uapi/linux/msrbatch*.h "$mod/include/uapi/linux/"	# the ABIs
 	# userspace's view of the ABI and the frozen ABI, which the build checks
 	cp "$MSRB_TOP"/userspace/msrbatch-sys/src/{uapi,frozen_abi}.rs "$mod/userspace/msrbatch-sys/src/"
 	echo 'obj-m += rust/' >"$mod/Kbuild"
@@ -83,7 +83,7 @@ guest_module() {
 guest_module_key() {
 	(
 		cd "$MSRB_TOP" &&
-			sha256sum rust/Kbuild rust/*.rs rust/*.[ch] include/uapi/linux/msrbatch.h \
+			sha256sum rust/Kbuild rust/*.rs rust/*.[ch] include/uapi/linux/msrbatch*.h \
 				userspace/msrbatch-sys/src/uapi.rs userspace/msrbatch-sys/src/frozen_abi.rs Cargo.toml tests/guest/test-pmu/Kbuild \
 				tests/guest/test-pmu/*.c tests/harness/guest.sh "$KBUILD/include/config/kernel.release" \
 				"$KBUILD/certs/signing_key.x509" &&
@@ -150,8 +150,8 @@ guest_userspace() {
 	for c in "$MSRB_TOP"/tests/guest/*.c; do
 		[ -e "$c" ] || continue
 		local bin="$GUEST_OUT/cbin/$(basename "$c" .c)"
-		guest_stale "$bin" "$c" "$uapi" "$MSRB_TOP/tests/guest/testlib.h" "$ksft/kselftest.h" ||
-			guest_stale "$bin-32" "$c" "$uapi" "$MSRB_TOP/tests/guest/testlib.h" "$ksft/kselftest.h" || continue
+		guest_stale "$bin" "$c" "$uapi" "$MSRB_TOP/include/uapi/linux/msrbatch_msr_safe.h" "$MSRB_TOP/tests/guest/testlib.h" "$ksft/kselftest.h" ||
+			guest_stale "$bin-32" "$c" "$uapi" "$MSRB_TOP/include/uapi/linux/msrbatch_msr_safe.h" "$MSRB_TOP/tests/guest/testlib.h" "$ksft/kselftest.h" || continue
 		gcc -static -O2 -Wall -Wextra -Werror -I"$MSRB_TOP/include/uapi" -I"$ksft" -o "$bin" "$c" || return
 		gcc -m32 -static -O2 -Wall -Wextra -Werror -I"$MSRB_TOP/include/uapi" -I"$ksft" -o "$bin-32" "$c" || return
 	done
@@ -166,7 +166,7 @@ guest_rootfs() {
 		"$MSRB_TOP/tests/harness/guest.sh" "$MSRB_TOP/tests/harness/common.sh" "$GUEST_DIR"/*.ko \
 		"$rel" -maxdepth 1 ! -name "*.d" -newer "$GUEST_DIR/rootfs.cpio" -print -quit 2>/dev/null)" ] &&
 		[ -z "$(find "$rel/examples" "$GUEST_OUT/cbin" "$MSRB_TOP/tests/guest" \
-			"$MSRB_TOP/userspace/msrbatch/testdata/cpuid" "$MSRB_TOP/packaging/60-msrbatch.rules" \
+			"$MSRB_TOP/userspace/msrbatch/testdata/cpuid" "$MSRB_TOP"/packaging/*.rules \
 			! -name "*.d" -newer "$GUEST_DIR/rootfs.cpio" -print -quit 2>/dev/null)" ]; then
 		echo "msrbatch: initramfs: up to date" >&2
 		return 0
@@ -194,7 +194,7 @@ guest_rootfs() {
 	# The CPUID dumps, for the tests of --cpuid-dump (pentium_test.sh).
 	mkdir -p "$root/tests/cpuid"
 	cp "$MSRB_TOP"/userspace/msrbatch/testdata/cpuid/*.txt "$root/tests/cpuid/" || return
-	cp "$MSRB_TOP/packaging/60-msrbatch.rules" "$root/tests/"
+	cp "$MSRB_TOP"/packaging/*.rules "$root/tests/"
 	chmod +x "$root"/tests/*.sh 2>/dev/null
 	(cd "$root" && find . | cpio -o -H newc --quiet) >"$GUEST_DIR/rootfs.cpio.tmp" &&
 		mv "$GUEST_DIR/rootfs.cpio.tmp" "$GUEST_DIR/rootfs.cpio"

@@ -49,8 +49,9 @@ cp "$top/rust/Kbuild" "$top"/rust/*.rs "$top"/rust/*.[ch] "$src/rust/"
 rm -f "$src/rust/generated.rs" "$src/rust/bindings_generated.rs"
 cp "$top/Cargo.toml" "$src/"
 cp "$top/$hdr" "$src/$hdr"
+cp "$top/include/uapi/linux/msrbatch_msr_safe.h" "$src/include/uapi/linux/"
 cp "$top/scripts/gen-uapi.sh" "$top/scripts/check-abi.sh" "$src/scripts/"
-cp "$top/$sysrc/uapi.rs" "$top/$sysrc/frozen_abi.rs" "$src/$sysrc/"
+cp "$top/$sysrc/uapi.rs" "$top/$sysrc/frozen_abi.rs" "$top/$sysrc/msr_safe.rs" "$src/$sysrc/"
 echo 'obj-m += rust/' >"$src/Kbuild"
 
 scratch() {

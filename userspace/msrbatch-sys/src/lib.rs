@@ -17,6 +17,11 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+/// msr-safe's ABI, generated from `include/uapi/linux/msrbatch_msr_safe.h`:
+/// what `/dev/cpu/msr_batch` takes when the module is loaded with
+/// `msr_safe=1` (`Documentation/msr-safe.md`); [`msr_safe_batch`] runs it.
+#[allow(missing_docs)]
+pub mod msr_safe;
 mod sys;
 #[allow(
     non_camel_case_types,

@@ -5,6 +5,7 @@
 //! batch's results, and [`SharedWords`], the read-write mapping of a
 //! sampler's ring.
 
+use crate::msr_safe::{msr_batch_array, msr_batch_op, X86_IOC_MSR_BATCH};
 use crate::uapi::{
     msrbatch_batch, msrbatch_info, msrbatch_op, msrbatch_prepare, msrbatch_result,
     msrbatch_sample_req, MSRBATCH_IOC_BATCH, MSRBATCH_IOC_INFO, MSRBATCH_IOC_MAGIC,
@@ -31,6 +32,26 @@ fn ioctl_value(fd: BorrowedFd<'_>, cmd: u32, arg: libc::c_ulong) -> io::Result<u
     // SAFETY: The commands this is called with take their argument by value
     // and never dereference it.
     count(unsafe { libc::ioctl(fd.as_raw_fd(), cmd as _, arg) })
+}
+
+/// `X86_IOC_MSR_BATCH` on msr-safe's `/dev/cpu/msr_batch` (the module's
+/// msr-safe personality, or msr-safe itself): runs `ops` with the version
+/// word `version`. Each op's error is in its `err`; the ioctl fails with the
+/// first of them.
+pub fn msr_safe_batch(
+    fd: BorrowedFd<'_>,
+    version: u32,
+    ops: &mut [msr_batch_op],
+) -> io::Result<()> {
+    let mut a = msr_batch_array {
+        numops: u32::try_from(ops.len()).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
+        version,
+        ops: ops.as_mut_ptr(),
+    };
+    // SAFETY: `a` is a valid `msr_batch_array`, the size the ioctl number
+    // announces; it points to `ops`, valid for reads and writes of `numops`
+    // entries for the whole call.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), X86_IOC_MSR_BATCH as _, &raw mut a) })
 }
 
 /// `MSRBATCH_IOC_INFO`: what the module supports.

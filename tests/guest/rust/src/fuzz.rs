@@ -29,8 +29,12 @@
 //! PCE grants follow `allow pce`; and, where TSC_AUX's bits 11:0 are outside
 //! its write mask, TSC_AUX names its CPU even in write batches (a masked
 //! write changes only the bits inside the mask).
+//!
+//! With `--msr-safe`, the msr-safe personality's nodes instead
+//! (`fuzz_msr_safe.rs`).
 
 mod caps;
+mod fuzz_msr_safe;
 mod tally;
 use msrbatch::allowlist::{self, Allowlist, Extras};
 use msrbatch_sys as sys;
@@ -78,6 +82,25 @@ struct Stats {
 }
 
 impl Stats {
+    /// Prints the errors by errno and the problems found, the first line
+    /// prefixed `what`; whether there was no problem.
+    fn report(&self, what: &str) -> bool {
+        let errors = self.errors.lock().unwrap();
+        println!(
+            "{what}: errors by errno: {}",
+            errors
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let problems = self.problems.lock().unwrap();
+        for p in problems.iter() {
+            println!("# {p}");
+        }
+        problems.is_empty()
+    }
+
     fn problem(&self, p: String) {
         let mut v = self.problems.lock().unwrap();
         if v.len() < 20 {
@@ -1091,6 +1114,9 @@ fn main() {
     let seconds = arg("--seconds", 0);
     let seed = arg("--seed", 0x5eed_1234);
     let ncpus = msrbatch::online_cpus().map_or(1, |c| c.len()) as u32;
+    if args.iter().any(|a| a == "--msr-safe") {
+        fuzz_msr_safe::main(total, threads, seed, ncpus);
+    }
 
     let (dev, rules) = open_device();
     if let Some(l) = &rules {
@@ -1156,7 +1182,6 @@ fn main() {
         r.value.ok().and_then(|v| v.as_u64()).map(|v| v & 0xfff) == Some(u64::from(r.cpu))
     });
 
-    let errors = st.errors.lock().unwrap();
     println!(
         "fuzz: {} ioctls, {} ops executed, {} threads, {:.1} s, seed {seed:#x}",
         st.ioctls.load(Ordering::Relaxed),
@@ -1170,21 +1195,10 @@ fn main() {
         st.records.load(Ordering::Relaxed),
         st.prepared.load(Ordering::Relaxed)
     );
-    println!(
-        "fuzz: errors by errno: {}",
-        errors
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    let problems = st.problems.lock().unwrap();
-    for p in problems.iter() {
-        println!("# {p}");
-    }
+    let consistent = st.report("fuzz");
     let mut t = Tally::new();
     t.check(
-        problems.is_empty(),
+        consistent,
         "every result consistent, every errno documented",
     );
     t.check(crashed == 0, "no fuzz thread crashed");
