@@ -505,6 +505,8 @@ struct rv_result {
 	int sync_r;	/* the synchronised batch: 0 or -errno */
 	int after_etime;	/* -ETIME ops of the next batch on CPU 0 */
 	long issued;	/* CLOCK_MONOTONIC (µs) just before the synchronised batch */
+	long gap;	/* µs from its return to the next batch (the credit refills
+			 * a fifth of the time that passes) */
 };
 
 /* CLOCK_MONOTONIC in µs: the one clock all CPUs agree on (the TSCs of a
@@ -546,8 +548,10 @@ static void rendezvous_member(int wfd)
 		ops[1] = mkop(MSRBATCH_OP_RDTSC, 1, 0, 0, 0);
 		res.issued = mono_us();
 		res.sync_r = batch(fd, ops, 2, MSRBATCH_F_SYNC_START, NULL);
+		t0 = mono_us();
 		for (i = 0; i < AFTER; i++)
 			ops[i] = mkop(MSRBATCH_OP_DELAY, 0, 0, 1000000, 0);
+		res.gap = mono_us() - t0;
 		batch(fd, ops, AFTER, 0, NULL);
 		for (i = 0; i < AFTER; i++)
 			res.after_etime += ops[i].status == -ETIME;
@@ -561,7 +565,7 @@ static void test_rendezvous(void)
 	struct msrbatch_op ops[HOLD_MS];
 	struct rv_result res;
 	int root, back[2], i, k, r;
-	int charged = 0, ran = 0, timedout = 0;
+	int charged = 0, ran = 0, timedout = 0, waited = 0, waited_charged = 0;
 	pid_t pid;
 
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 4) {
@@ -605,9 +609,19 @@ static void test_rendezvous(void)
 		timedout += res.sync_r == -ETIMEDOUT;
 		ran += res.sync_r == 0;
 		charged += res.after_etime >= AFTER / 2;
+		/*
+		 * A rendezvous that timed out waited its whole share; if the
+		 * next batch followed within 2 ms, the credit refilled by at
+		 * most 0.4 ms since. (A host that does not run the member for
+		 * longer refills it, and the trial says nothing.)
+		 */
+		if (res.sync_r == -ETIMEDOUT && res.gap < 2000) {
+			waited++;
+			waited_charged += res.after_etime >= AFTER / 2;
+		}
 		ksft_print_msg("trial %d: root's share %d; member's synchronised batch %d, issued %ld us after root's; "
-			       "its next %d ms of DELAYs on CPU 0: %d -ETIME\n",
-			       k, r, res.sync_r, res.issued - *rv_issued, AFTER, res.after_etime);
+			       "its next %d ms of DELAYs on CPU 0, %ld us later: %d -ETIME\n",
+			       k, r, res.sync_r, res.issued - *rv_issued, AFTER, res.gap, res.after_etime);
 	}
 	__atomic_store_n(rv_trial, -1, __ATOMIC_RELEASE);
 	close(back[0]);
@@ -619,11 +633,19 @@ static void test_rendezvous(void)
 	/* Not charged, the wait would leave CPU 0's credit full: 4 ms of
 	 * DELAYs run whole in the 5 ms (20 ms before #30) a full credit
 	 * gives. A host that stops a vCPU can cost a trial some DELAYs. */
-	ksft_test_result(charged >= TRIALS / 2,
+	if (waited < 3) {
+		ksft_test_result_skip("rendezvous: only %d of %d trials had a member's rendezvous that waited its whole "
+				      "share followed within 2 ms by its next batch (the host did not run the vCPUs in "
+				      "time; the bound of the wait: KUnit a_rendezvous_wait_is_charged)\n",
+				      waited, TRIALS);
+		return;
+	}
+	ksft_test_result(waited_charged * 2 >= waited,
 			 "a member's synchronised batch on CPUs 0,1 that waits for CPU 1 (root's %d ms share) is charged "
-			 "for the wait: its next %d ms of DELAYs on CPU 0 lose half or more to -ETIME (%d of %d trials; "
+			 "for the wait: its next %d ms of DELAYs on CPU 0 lose half or more to -ETIME (%d of the %d trials "
+			 "whose rendezvous waited its whole share and whose next batch followed within 2 ms; %d of all %d; "
 			 "the synchronised batches: %d ran, %d ETIMEDOUT)\n",
-			 HOLD_MS, AFTER, charged, TRIALS, ran, timedout);
+			 HOLD_MS, AFTER, waited_charged, waited, charged, TRIALS, ran, timedout);
 }
 
 int main(int argc, char **argv)
