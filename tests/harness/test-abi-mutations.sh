@@ -126,8 +126,8 @@ expect follows "MSRBATCH_SYNC_TIMEOUT_NS 20 ms -> 30 ms" "$hdr" \
 	's/(define MSRBATCH_SYNC_TIMEOUT_NS\s+)20000000/${1}30000000/' MSRBATCH_SYNC_TIMEOUT_NS 30000000 30000000
 expect follows "MSRBATCH_PREPARED_STRIDE 2 MiB -> 4 MiB" "$hdr" \
 	's/(define MSRBATCH_PREPARED_STRIDE\s+)\(2U << 20\)/${1}(4U << 20)/' MSRBATCH_PREPARED_STRIDE 4194304
-expect fails "a new op code (MSRBATCH_OP_MAX 10) without its implementation" "$hdr" \
-	's/(define MSRBATCH_OP_MAX\s+)MSRBATCH_OP_RDCR4/${1}10/'
+expect fails "a new op code (MSRBATCH_OP_MAX 11) without its implementation" "$hdr" \
+	's/(define MSRBATCH_OP_MAX\s+)MSRBATCH_OP_POLL/${1}11/'
 expect fails "drop status from struct msrbatch_op" "$hdr" \
 	's/(struct msrbatch_op \{.*?)\t__s32 status;\n/$1/s'
 expect fails "MSRBATCH_IOC_BATCH with struct msrbatch_info's size" "$hdr" \
