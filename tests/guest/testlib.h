@@ -25,7 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/msrbatch.h>
@@ -299,6 +302,65 @@ static inline void sleep_us(long us)
 static inline void sleep_ms(long ms)
 {
 	sleep_us(ms * 1000);
+}
+
+/* ---- a confined caller (uid 1000 without CAP_SYS_RAWIO) ------------------ */
+
+/* Loads allowlist text (root); 0 or -1. "# empty\n" is the default list. */
+static inline int load_list(const char *text)
+{
+	int fd = open("/dev/msrbatch_allowlist", O_WRONLY);
+	ssize_t n = fd < 0 ? -1 : write(fd, text, strlen(text));
+
+	if (fd >= 0)
+		close(fd);
+	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+static mode_t dev_mode __attribute__((unused));
+
+/* Lets uid 1000 open the node (restored by close_node). */
+static inline void open_node(void)
+{
+	struct stat sb;
+
+	stat("/dev/msrbatch", &sb);
+	dev_mode = sb.st_mode & 07777;
+	chmod("/dev/msrbatch", 0666);
+}
+
+static inline void close_node(void)
+{
+	chmod("/dev/msrbatch", dev_mode);
+}
+
+/* Becomes uid 1000, gid 4242, no supplementary groups (no capabilities). */
+static inline int drop_to_user(void)
+{
+	return setgroups(0, NULL) || setgid(4242) || setuid(1000) ? -1 : 0;
+}
+
+/* Runs fn in a child as uid 1000; its results come back through *out. */
+static inline int as_user(void (*fn)(int wfd), void *out, size_t len)
+{
+	int p[2], st, ok;
+	pid_t pid;
+
+	if (pipe(p))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		if (drop_to_user())
+			_exit(2);
+		fn(p[1]);
+		_exit(0);
+	}
+	close(p[1]);
+	ok = read(p[0], out, len) == (ssize_t)len;
+	close(p[0]);
+	waitpid(pid, &st, 0);
+	return ok && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
 #endif /* MSRBATCH_TESTLIB_H */
