@@ -612,6 +612,122 @@ static void test_busy_budget(void)
 	close(fd);
 }
 
+/* ---- polls: within the busy budget and their bound ------------------------ */
+
+#define POLL_BATCHES 12
+#define POLLS 5	/* 5 x 2 ms: a CPU's waits in one batch (MSRBATCH_MAX_CPU_DELAY_NS) */
+
+/*
+ * Polls that never see a change (mask 0), 5 x 2 ms per batch, 12 batches
+ * back to back to one CPU: 120 ms of asked-for polling. The CPU's credit
+ * (4/5 of MSRBATCH_MAX_CPU_BUSY_NS, plus a fifth of the time that passes)
+ * cuts them short or keeps them from starting (-ETIME); the TSC time they
+ * took (their own count) stays within it, and no poll outlasts its 2 ms.
+ */
+static void test_poll_budget(void)
+{
+	int fd = dev_open(O_RDWR), cpu = ncpus > 1, b, i, etime = 0, cut = 0, ran = 0;
+	struct msrbatch_op op, ops[POLLS];
+	struct timespec t0, t1;
+	double sum = 0, longest = 0, per_ms, wall, allowed;
+
+	if (fd < 0)
+		return;
+	/* Ticks per ms from a DELAY, on a rested credit. */
+	sleep_ms(200);
+	op = mkop(MSRBATCH_OP_DELAY, cpu, 0, 1000000, 0);
+	if (batch(fd, &op, 1, 0, NULL) || op.status) {
+		ksft_test_result_fail("polls: a 1 ms DELAY failed\n");
+		close(fd);
+		return;
+	}
+	per_ms = op.val[0];
+	sleep_ms(200);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (b = 0; b < POLL_BATCHES; b++) {
+		for (i = 0; i < POLLS; i++) {
+			ops[i] = mkop(MSRBATCH_OP_POLL, cpu, PAT, 0, 0);
+			ops[i].flags = MSRBATCH_POLL_F_COUNT | MSRBATCH_POLL_TIMEOUT_US(MSRBATCH_MAX_POLL_NS / 1000);
+		}
+		if (batch(fd, ops, POLLS, 0, NULL))
+			break;
+		for (i = 0; i < POLLS; i++) {
+			double ms = (__u32)ops[i].val[1] / per_ms;
+
+			if (ops[i].status == -ETIME)
+				etime++;
+			else if (ops[i].status == -ETIMEDOUT)
+				ran++;
+			if (ops[i].status == -ETIMEDOUT && ms < 1.9)
+				cut++;
+			sum += ops[i].status == -ETIMEDOUT ? ms : 0;
+			longest = ms > longest ? ms : longest;
+		}
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	wall = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+	/* 4/5 of the budget, a fifth of the time that passed, a read per batch. */
+	allowed = 0.8 * MSRBATCH_MAX_CPU_BUSY_NS / 1e6 + wall / 5 + POLL_BATCHES * 0.1;
+	ksft_test_result(b == POLL_BATCHES && etime + cut > 0 && sum <= allowed,
+			 "%d batches of %d 2 ms polls back to back: %d polled (%d cut short), %d -ETIME; %.1f ms polled in %.1f ms (credit: %.1f ms)\n",
+			 POLL_BATCHES, POLLS, ran, cut, etime, sum, wall, allowed);
+	ksft_test_result(longest <= 2.1, "no poll held its CPU past its 2 ms bound (longest %.2f ms)\n", longest);
+	close(fd);
+	sleep_ms(200);
+}
+
+/* A confined caller polls only what it may read. */
+struct poll_confined {
+	int opened, listed, status, unlisted, unlisted_index, pmc, tsc;
+};
+
+static void poll_confined_child(int wfd)
+{
+	struct poll_confined res = { 0 };
+	struct msrbatch_batch b;
+	struct msrbatch_op ops[2];
+	int fd = dev_open(O_RDONLY);
+
+	res.opened = fd >= 0;
+	ops[0] = mkop(MSRBATCH_OP_POLL, 0, PAT, 0, 0);
+	ops[0].flags = MSRBATCH_POLL_TIMEOUT_US(10);
+	res.listed = batch(fd, ops, 1, 0, NULL);
+	res.status = ops[0].status;
+	ops[1] = mkop(MSRBATCH_OP_POLL, 0, TSC_AUX, 0, 0);
+	ops[1].flags = MSRBATCH_POLL_TIMEOUT_US(10);
+	res.unlisted = batch(fd, ops, 2, 0, &b);
+	res.unlisted_index = b.err_index;
+	ops[1] = mkop(MSRBATCH_OP_POLL, 0, 0, 1, 0);
+	ops[1].flags = MSRBATCH_POLL_F_RDPMC | MSRBATCH_POLL_TIMEOUT_US(10);
+	res.pmc = batch(fd, ops + 1, 1, 0, NULL);
+	ops[1].flags = MSRBATCH_POLL_F_TSC | MSRBATCH_POLL_TIMEOUT_US(10);
+	res.tsc = batch(fd, ops + 1, 1, 0, NULL);
+	if (write(wfd, &res, sizeof(res)) != sizeof(res))
+		_exit(1);
+}
+
+static void test_poll_confined(void)
+{
+	struct poll_confined res;
+	int r;
+
+	if (load_list("0x277 0\n")) {
+		ksft_test_result_fail("load an allowlist with PAT\n");
+		return;
+	}
+	open_node();
+	r = as_user(poll_confined_child, &res, sizeof(res));
+	close_node();
+	load_list("# empty\n");
+	ksft_test_result(r == 0 && res.opened && res.listed == 0 && res.status == -ETIMEDOUT,
+			 "confined: a poll of a listed MSR (PAT) runs (%d, %d)\n", res.listed, res.status);
+	ksft_test_result(r == 0 && res.unlisted == -EACCES && res.unlisted_index == 1,
+			 "confined: a poll of an MSR not listed (TSC_AUX): EACCES at its index (%d)\n", res.unlisted);
+	ksft_test_result(r == 0 && res.pmc == -EACCES && res.tsc == 0,
+			 "confined: a poll of a counter without 'allow rdpmc': EACCES (%d); of the TSC: runs (%d)\n", res.pmc,
+			 res.tsc);
+}
+
 /* ---- the busy budget is per CPU: several callers' batches to one CPU ----- */
 
 #define IRQOFF_GROUP 16
@@ -811,6 +927,8 @@ int main(int argc, char **argv)
 	test_exec_no_descriptor();
 	test_busy_budget();
 	test_busy_budget_per_cpu();
+	test_poll_budget();
+	test_poll_confined();
 	test_lifetime_stress(argc > 1 ? atoi(argv[1]) : 20);
 	tests_done();
 }
