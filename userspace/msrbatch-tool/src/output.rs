@@ -643,12 +643,12 @@ mod tests {
         let pat = result(Op::RdMsr { msr: 0x277 }, Ok(Value::U64(0x7040600070406)));
         assert_eq!(
             csv_result(&run(0, None), 4, &pat),
-            "0,4,2,rdmsr,0x277,0x7040600070406,,,,,,,,"
+            "0,4,2,rdmsr,0x277,0x7040600070406,,,,,,,,,,"
         );
         let fault = result(Op::RdPmc { ecx: 1 << 30 }, Err(Errno(libc::EIO)));
         assert_eq!(
             csv_result(&run(1, Some(0)), 2, &fault),
-            "1,2,2,rdpmc,0x40000000,,EIO,,0,,,,,"
+            "1,2,2,rdpmc,0x40000000,,EIO,,0,,,,,,,"
         );
         let stamped = OpResult {
             tsc: Some(99),
@@ -656,7 +656,7 @@ mod tests {
         };
         assert_eq!(
             csv_result(&run(0, Some(7)), 4, &stamped),
-            "0,4,2,rdmsr,0x277,0x7040600070406,,99,7,,,,,"
+            "0,4,2,rdmsr,0x277,0x7040600070406,,99,7,,,,,,,"
         );
         // Every value an op returns has its column.
         let rmw = Op::RmwMsr {
@@ -671,11 +671,11 @@ mod tests {
         for (r, want) in [
             (
                 result(rmw, Ok(Value::Rmw { old: 3, new: 2 })),
-                "0,1,2,rmw,0x10,0x2,,,,0x3,,,,",
+                "0,1,2,rmw,0x10,0x2,,,,0x3,,,,,,",
             ),
             (
                 result(Op::RdTscp, Ok(Value::Tscp { tsc: 9, aux: 0x103 })),
-                "0,1,2,rdtscp,,0x9,,,,,0x103,,,",
+                "0,1,2,rdtscp,,0x9,,,,,0x103,,,,,",
             ),
             (
                 result(
@@ -687,7 +687,42 @@ mod tests {
                         edx: 4,
                     }),
                 ),
-                "0,1,2,cpuid,0xa.0,0x1,,,,,,0x2,0x3,0x4",
+                "0,1,2,cpuid,0xa.0,0x1,,,,,,0x2,0x3,0x4,,",
+            ),
+            (
+                result(
+                    Op::Poll {
+                        source: msrbatch::PollSource::Msr(0x611),
+                        mask: u64::MAX,
+                        equals: None,
+                        timeout_us: 100,
+                        count: false,
+                    },
+                    Ok(Value::Poll {
+                        value: 5,
+                        at: PollStamp::Tsc(77),
+                    }),
+                ),
+                "0,1,2,poll,0x611,0x5,,77,,,,,,,,",
+            ),
+            (
+                result(
+                    Op::Poll {
+                        source: msrbatch::PollSource::Tsc,
+                        mask: u64::MAX,
+                        equals: None,
+                        timeout_us: 100,
+                        count: true,
+                    },
+                    Ok(Value::Poll {
+                        value: 5,
+                        at: PollStamp::Count {
+                            reads: 2,
+                            ticks: 40,
+                        },
+                    }),
+                ),
+                "0,1,2,poll,,0x5,,,,,,,,,0x2,0x28",
             ),
         ] {
             assert_eq!(csv_result(&run(0, None), 1, &r), want);
