@@ -1100,11 +1100,17 @@ mod tests {
         }
         // Timeouts count towards a CPU's waits, with its delays; timestamps
         // have no room in a POLL's val[1].
-        let d = op(opcode::DELAY, 0, 0, [uapi::MAX_CPU_DELAY_NS - uapi::MAX_POLL_NS, 0]);
+        let d = op(opcode::DELAY, 0, 0, [uapi::MAX_DELAY_NS, 0]);
         let p = poll_op(0, 0x611, 0, max_us, [1, 0]);
-        assert!(Plan::new(&[d, p], 0, 1, |_| true).is_ok());
-        let r = Plan::new(&[d, p, poll_op(0, 0x611, 0, 1, [1, 0])], 0, 1, |_| true).err();
-        assert_eq!(r, Some(Rejected { err: ERANGE, index: 2 }));
+        // 4 x 1 ms and 3 x 2 ms: the 10 ms of one CPU, then 1 us more.
+        let mut ops = [d, p, d, p, d, p, d, poll_op(0, 0x611, 0, 1, [1, 0])];
+        assert_eq!(uapi::MAX_CPU_DELAY_NS, 4 * uapi::MAX_DELAY_NS + 3 * uapi::MAX_POLL_NS);
+        assert!(Plan::new(&ops[..7], 0, 1, |_| true).is_ok());
+        let r = Plan::new(&ops, 0, 1, |_| true).err();
+        assert_eq!(r, Some(Rejected { err: ERANGE, index: 7 }));
+        // On another CPU it counts there.
+        ops[7].cpu = 1;
+        assert!(Plan::new(&ops, 0, 2, |_| true).is_ok());
         let r = Plan::new(&[p], uapi::F_TIMESTAMPS, 1, |_| true).err();
         assert_eq!(r, Some(Rejected { err: EINVAL, index: 0 }));
         Ok(())

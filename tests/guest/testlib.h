@@ -304,6 +304,31 @@ static inline void sleep_ms(long ms)
 	sleep_us(ms * 1000);
 }
 
+/* ---- the TSC's rate ------------------------------------------------------ */
+
+/* The TSC, read in user mode. */
+static inline __u64 rdtsc_user(void)
+{
+	unsigned int lo, hi;
+
+	asm volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (__u64)hi << 32 | lo;
+}
+
+/* TSC ticks per millisecond against CLOCK_MONOTONIC, over 200 ms. */
+static inline double tsc_per_ms(void)
+{
+	struct timespec t0, t1;
+	__u64 a, b;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	a = rdtsc_user();
+	usleep(200000);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	b = rdtsc_user();
+	return (b - a) / ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+}
+
 /* ---- a confined caller (uid 1000 without CAP_SYS_RAWIO) ------------------ */
 
 /* Loads allowlist text (root); 0 or -1. "# empty\n" is the default list. */
