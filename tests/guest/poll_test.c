@@ -14,7 +14,7 @@
 #include "testlib.h"
 
 #define PAT 0x277u
-#define TRIES 5
+#define TRIES 10
 
 static int fd, cpu;
 /* TSC ticks per millisecond, against CLOCK_MONOTONIC. */
@@ -181,7 +181,7 @@ static void test_refusals(void)
 	struct msrbatch_batch b;
 	struct msrbatch_info info;
 	unsigned int i;
-	int r;
+	int r, good;
 
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		ops[0] = mkop(MSRBATCH_OP_RDTSC, cpu, 0, 0, 0);
@@ -196,9 +196,12 @@ static void test_refusals(void)
 	r = batch(fd, ops, 6, 0, &b);
 	ksft_test_result(r == -ERANGE && b.err_index == 5,
 			 "a CPU's poll timeouts add up to at most MSRBATCH_MAX_CPU_DELAY_NS: ERANGE at the 6th (%d)\n", r);
+	/* (A vCPU the host preempts spends the credit: the last may get -ETIME.) */
 	r = run(ops, 5, 0, NULL);
-	ksft_test_result(r == 0 && ops[0].status == -ETIMEDOUT && ops[4].status == -ETIMEDOUT,
-			 "5 polls of 2 ms each run and time out (%d; %d .. %d)\n", r, ops[0].status, ops[4].status);
+	for (good = 1, i = 0; i < 5; i++)
+		good &= ops[i].status == -ETIMEDOUT || (i && ops[i].status == -ETIME);
+	ksft_test_result(r == 0 && good, "5 polls of 2 ms each run and time out (%d; %d .. %d)\n", r, ops[0].status,
+			 ops[4].status);
 	ops[0] = mkop(MSRBATCH_OP_RDTSC, cpu, 0, 0, 0);
 	ops[1] = mkpoll(0, MSRBATCH_POLL_F_TSC, 10, 1, 0);
 	r = batch(fd, ops, 2, MSRBATCH_F_TIMESTAMPS, &b);
