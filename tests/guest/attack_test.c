@@ -47,7 +47,7 @@ static int rdmsr(int fd, unsigned int cpu, unsigned int msr, __u64 *v)
 	int r, tries = 0;
 
 	while ((r = one_op(fd, MSRBATCH_OP_RDMSR, cpu, msr, 0, v)) == -ETIME && ++tries < 10)
-		usleep(100000);
+		sleep_us(100000);
 	return r;
 }
 
@@ -281,7 +281,7 @@ static void *protect_later(void *p)
 		pin(ncpus - 1);
 	while (!*a->go)
 		;
-	usleep(a->usec);
+	sleep_us(a->usec);
 	mprotect(a->addr, a->len, PROT_READ);
 	return NULL;
 }
@@ -311,7 +311,7 @@ static void efault_after_run(int fd, int header_too)
 		 * -ETIME, which this test could not see with the results
 		 * unwritable. 200 ms refill 40 ms of credit: all of it.
 		 */
-		usleep(200000);
+		sleep_us(200000);
 		mprotect(mem, 2 * pg, PROT_READ | PROT_WRITE);
 		rdmsr(fd, 0, TSC_AUX, &cur);	/* an earlier try may have written it */
 		ops[0] = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, before ^ (0x100 + tries), 0);
@@ -557,7 +557,7 @@ static void test_lifetime_stress(int seconds)
 		if (rounds % 10 == 0) {
 			/* Unload as soon as the reaper has freed every grant. */
 			for (i = 0; i < 200 && system("rmmod msrbatch 2>/dev/null"); i++)
-				usleep(5000);
+				sleep_us(5000);
 			if (i < 200) {
 				unloads++;
 				if (system("insmod /lib/modules/msrbatch.ko"))
@@ -618,6 +618,24 @@ static void test_busy_budget(void)
 #define POLLS 5	/* 5 x 2 ms: a CPU's waits in one batch (MSRBATCH_MAX_CPU_DELAY_NS) */
 
 /*
+ * Of a 2 ms poll that ran to its bound (its ticks at least 99 % of it: not
+ * cut short by the credit), how far it ran past the bound, in ticks; keeps
+ * the smallest in `best`, and in `slack` that poll's allowance: 3 of its
+ * reads (its ticks over its reads) and 1 % of the bound (the rate measured
+ * against CLOCK_MONOTONIC).
+ */
+static void poll_overrun(const struct msrbatch_op *op, double per_ms, double *best, double *slack)
+{
+	double bound = MSRBATCH_MAX_POLL_NS / 1e6 * per_ms, ticks = (__u32)op->val[1];
+	__u32 reads = op->val[1] >> 32;
+
+	if (reads == 0 || ticks < 0.99 * bound || ticks - bound >= *best)
+		return;
+	*best = ticks - bound;
+	*slack = 3 * ticks / reads + 0.01 * bound;
+}
+
+/*
  * Polls that never see a change (mask 0), 5 x 2 ms per batch, 12 batches
  * back to back to one CPU: 120 ms of asked-for polling. The CPU's credit
  * (4/5 of MSRBATCH_MAX_CPU_BUSY_NS, plus a fifth of the time that passes)
@@ -630,7 +648,8 @@ static void test_poll_budget(void)
 	struct msrbatch_op ops[POLLS];
 	struct timespec t0, t1;
 	double sum = 0, per_ms, wall, allowed, ms[POLL_BATCHES * POLLS];
-	int n = 0, over = 0;
+	double bound, best = 1e18, slack = 0;
+	int n = 0, tries = 0;
 
 	if (fd < 0)
 		return;
@@ -654,8 +673,9 @@ static void test_poll_budget(void)
 			ms[n] = (__u32)ops[i].val[1] / per_ms;
 			ran++;
 			cut += ms[n] < 1.9;
-			over += ms[n] > 2.1;
-			sum += ms[n++];
+			sum += ms[n];
+			poll_overrun(&ops[i], per_ms, &best, &slack);
+			n++;
 		}
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -666,15 +686,27 @@ static void test_poll_budget(void)
 			 "%d batches of %d 2 ms polls back to back: %d polled (%d cut short), %d -ETIME; %.1f ms polled in %.1f ms (credit: %.1f ms)\n",
 			 POLL_BATCHES, POLLS, ran, cut, etime, sum, wall, allowed);
 	/*
-	 * A poll's reads start before its bound, so it ends within a read of it;
-	 * a vCPU the host preempts in the middle of a read (TCG on a loaded
-	 * host: 3 of 17 polls in one run) stretches that read, so most polls,
-	 * not all, must end there.
+	 * A poll's reads start before its bound, so it ends within a read of it.
+	 * A vCPU the host preempts in the middle of a read (TCG on a loaded
+	 * host; the TSC goes on) stretches that read: 1 of 2 polls in one run
+	 * took 22 ms. So the best poll that ran to its bound (not cut short by
+	 * the credit) must end within 3 of its reads and 1 % past it; polls on
+	 * a rested credit, 200 ms apart, try again (up to 10) if none did. A
+	 * poll without a bound would run on to the credit's end every time.
 	 */
 	for (i = 0, wall = 0; i < n; i++)
 		wall = ms[i] > wall ? ms[i] : wall;
-	ksft_test_result(n > 0 && over * 2 < n,
-			 "polls end at their 2 ms bound: %d of %d over 2.1 ms (longest %.2f ms)\n", over, n, wall);
+	while (best > slack && tries++ < 10) {
+		sleep_ms(200);
+		ops[0] = mkop(MSRBATCH_OP_POLL, cpu, PAT, 0, 0);
+		ops[0].flags = MSRBATCH_POLL_F_COUNT | MSRBATCH_POLL_TIMEOUT_US(MSRBATCH_MAX_POLL_NS / 1000);
+		if (batch(fd, ops, 1, 0, NULL) == 0 && ops[0].status == -ETIMEDOUT)
+			poll_overrun(&ops[0], per_ms, &best, &slack);
+	}
+	bound = MSRBATCH_MAX_POLL_NS / 1e6 * per_ms;
+	ksft_test_result(best <= slack,
+			 "polls end at their 2 ms bound: at best %.0f ticks past it (<= %.0f: 3 reads and 1 %%; %.0f ticks), %d more tries; longest of the %d in the budget run %.2f ms\n",
+			 best, slack, bound, tries > 10 ? 10 : tries, n, wall);
 	close(fd);
 	sleep_ms(200);
 }
@@ -823,7 +855,7 @@ static void test_busy_budget_per_cpu(void)
 		if (s[i].fd < 0 || !s[i].ops)
 			exit(1);
 	}
-	usleep(100000);
+	sleep_us(100000);
 	for (tries = 0; tries < 10; tries++) {
 		int gaps0 = log->n, g;
 
@@ -840,7 +872,7 @@ static void test_busy_budget_per_cpu(void)
 		for (i = 0; i < nsend; i++)
 			pthread_join(t[i], NULL);
 		pthread_barrier_destroy(&bar);
-		usleep(20000);	/* the spinner logs the stretch that ends now */
+		sleep_us(20000);	/* the spinner logs the stretch that ends now */
 		for (i = 0; i < nsend; i++) {
 			ran_all &= s[i].r == 0;
 			span[i][0] = span[i][1] = 0;

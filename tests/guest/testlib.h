@@ -28,6 +28,7 @@
 #include <grp.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -291,12 +292,32 @@ static inline long vmalloc_used_kb(void)
 	return kb;
 }
 
+/*
+ * Sleeps `us` microseconds, or ends the test. The 32-bit build makes the
+ * time64 syscall itself: the guest kernels have no 32-bit time syscalls
+ * (CONFIG_COMPAT_32BIT_TIME is off), where 32-bit glibc's nanosleep(),
+ * usleep() and sleep() fail at once with ENOSYS (they fall back to
+ * clock_nanosleep with a 32-bit time_t) and a test would not wait at all.
+ */
 static inline void sleep_us(long us)
 {
-	struct timespec ts = { us / 1000000, (us % 1000000) * 1000L };
+#ifdef __i386__
+	struct {
+		long long tv_sec, tv_nsec;
+	} ts = { us / 1000000, (us % 1000000) * 1000LL };
+	long r;
 
-	while (nanosleep(&ts, &ts) && errno == EINTR)
+	while ((r = syscall(SYS_clock_nanosleep_time64, CLOCK_MONOTONIC, 0, &ts, &ts)) && errno == EINTR)
 		;
+#else
+	struct timespec ts = { us / 1000000, (us % 1000000) * 1000L };
+	long r;
+
+	while ((r = nanosleep(&ts, &ts)) && errno == EINTR)
+		;
+#endif
+	if (r)
+		ksft_exit_fail_msg("sleeping %ld us: %s\n", us, strerror(errno));
 }
 
 static inline void sleep_ms(long ms)
@@ -315,18 +336,42 @@ static inline __u64 rdtsc_user(void)
 	return (__u64)hi << 32 | lo;
 }
 
+/*
+ * CLOCK_MONOTONIC (ns) and the TSC read together: of 5 tries, the one whose
+ * two clock reads bracket the TSC read most tightly (a vCPU the host
+ * preempts between them would skew the pair).
+ */
+static inline void clock_and_tsc(double *ns, __u64 *tsc)
+{
+	double best = 1e18, a, b;
+	struct timespec t0, t1;
+	__u64 t;
+	int i;
+
+	for (i = 0; i < 5; i++) {
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		t = rdtsc_user();
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		a = t0.tv_sec * 1e9 + t0.tv_nsec;
+		b = t1.tv_sec * 1e9 + t1.tv_nsec;
+		if (b - a < best) {
+			best = b - a;
+			*ns = (a + b) / 2;
+			*tsc = t;
+		}
+	}
+}
+
 /* TSC ticks per millisecond against CLOCK_MONOTONIC, over 200 ms. */
 static inline double tsc_per_ms(void)
 {
-	struct timespec t0, t1;
+	double n0, n1;
 	__u64 a, b;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	a = rdtsc_user();
-	usleep(200000);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	b = rdtsc_user();
-	return (b - a) / ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+	clock_and_tsc(&n0, &a);
+	sleep_us(200000);
+	clock_and_tsc(&n1, &b);
+	return (b - a) / ((n1 - n0) / 1e6);
 }
 
 /* ---- a confined caller (uid 1000 without CAP_SYS_RAWIO) ------------------ */
