@@ -295,9 +295,10 @@ static inline long vmalloc_used_kb(void)
 /*
  * Sleeps `us` microseconds, or ends the test. The 32-bit build makes the
  * time64 syscall itself: the guest kernels have no 32-bit time syscalls
- * (CONFIG_COMPAT_32BIT_TIME is off), where 32-bit glibc's nanosleep(),
- * usleep() and sleep() fail at once with ENOSYS (they fall back to
- * clock_nanosleep with a 32-bit time_t) and a test would not wait at all.
+ * (CONFIG_COMPAT_32BIT_TIME is off), and 32-bit glibc (2.36) makes the
+ * 32-bit clock_nanosleep whenever the time fits in 32 bits, so its
+ * nanosleep(), usleep() and sleep() fail at once with ENOSYS there and a
+ * test would not wait at all.
  */
 static inline void sleep_us(long us)
 {
