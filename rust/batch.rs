@@ -158,7 +158,10 @@ pub(crate) fn check_op(op: &Op) -> Result {
 /// Checks a POLL's flags and operands: known flag bits, one source, a
 /// timeout of 1 us .. `MSRBATCH_MAX_POLL_NS` (`ERANGE` above), no register
 /// for the TSC, `arg[1]` only with `F_EQUAL` and then inside the mask (a
-/// value the masked reads can never equal is a mistake, not a wait).
+/// value the masked reads can never equal is a mistake, not a wait). Out of
+/// line: `check_op` runs for every op of every batch.
+#[cold]
+#[inline(never)]
 fn check_poll(op: &Op) -> Result {
     use uapi::poll;
     let flags = op.flags & ((1 << poll::TIMEOUT_SHIFT) - 1);
