@@ -89,6 +89,18 @@ long msrbatch_batch_cpuid(struct msrbatch_batch_buf *batch, uint32_t cpu, uint32
 			  uint32_t subleaf);
 long msrbatch_batch_delay(struct msrbatch_batch_buf *batch, uint32_t cpu, uint64_t ns);
 long msrbatch_batch_rdcr4(struct msrbatch_batch_buf *batch, uint32_t cpu);
+/*
+ * Appends a POLL (<linux/msrbatch.h>'s MSRBATCH_OP_POLL): @flags are
+ * MSRBATCH_POLL_F_* (RDPMC: @reg is an RDPMC selector; TSC: the TSC, @reg 0;
+ * neither: MSR @reg; EQUAL: until (value & @mask) == @equals, else @equals
+ * is 0; COUNT: val[1] is reads << 32 | ticks), @timeout_us 1 ..
+ * MSRBATCH_MAX_POLL_NS / 1000. Its result (msrbatch_result()) is val[0] the
+ * last value read, val[1] the TSC of that read (or reads and ticks), status
+ * 0 or -ETIMEDOUT (no change in time; val still set). -EINVAL for unknown
+ * or conflicting flags.
+ */
+long msrbatch_batch_poll(struct msrbatch_batch_buf *batch, uint32_t cpu, uint32_t flags,
+			 uint32_t reg, uint64_t mask, uint64_t equals, uint32_t timeout_us);
 
 /*
  * Runs @batch: 0 when it ran (look at each op's result), a negative errno when
@@ -99,7 +111,7 @@ int msrbatch_run(const struct msrbatch *dev, struct msrbatch_batch_buf *batch);
 /*
  * Checks @batch against the kernel's limits that need nothing but the batch
  * (MSRBATCH_MAX_OPS, MSRBATCH_MAX_DELAY_NS, MSRBATCH_MAX_CPU_DELAY_NS,
- * timestamps with RDTSCP/CPUID/RMWMSR) without an ioctl: 0, or the negative
+ * MSRBATCH_MAX_POLL_NS, timestamps with RDTSCP/CPUID/RMWMSR/POLL) without an ioctl: 0, or the negative
  * errno the kernel would return (msrbatch_batch_err_index() names the op).
  * When this or msrbatch_run(), msrbatch_prepare(), msrbatch_prepared_run() or
  * msrbatch_sampler_start() fails, msrbatch_last_error() says why in words,
@@ -113,8 +125,8 @@ uint64_t msrbatch_batch_start_spread(const struct msrbatch_batch_buf *batch);
 
 /*
  * Copies op @index's outputs to @val (may be NULL) and returns its status:
- * 0, -EIO (the instruction faulted), -ECANCELED or -ETIME (not run); -ERANGE
- * for an index past the end.
+ * 0, -EIO (the instruction faulted), -ECANCELED or -ETIME (not run),
+ * -ETIMEDOUT (a poll saw no change in time); -ERANGE for an index past the end.
  */
 int msrbatch_result(const struct msrbatch_batch_buf *batch, size_t index, uint64_t val[2]);
 

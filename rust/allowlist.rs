@@ -196,6 +196,19 @@ impl Snapshot {
         self.allows(Extras::PCE)
     }
 
+    /// Whether the rules let the descriptor poll `op`'s source: a listed
+    /// MSR, the TSC, or a counter under `allow rdpmc` (`EACCES` otherwise).
+    fn may_poll(&self, op: &Op) -> Result {
+        use crate::uapi::poll;
+        if op.flags & poll::F_TSC != 0 {
+            Ok(())
+        } else if op.flags & poll::F_RDPMC != 0 {
+            if self.allows(Extras::RDPMC) { Ok(()) } else { Err(EACCES) }
+        } else {
+            self.mask(op.reg).map(|_| ()).ok_or(EACCES)
+        }
+    }
+
     /// Refuses the first op of `ops` (validated by `batch::plan`) that the
     /// rules do not allow: `EACCES` (MSR not listed; RDPMC or RDCR4 without
     /// its `allow` line), `EROFS` (a write to an MSR with write mask 0).
@@ -211,6 +224,8 @@ impl Snapshot {
                 opcode::RDPMC if self.allows(Extras::RDPMC) => Ok(()),
                 opcode::RDCR4 if self.allows(Extras::RDCR4) => Ok(()),
                 opcode::RDTSC | opcode::RDTSCP | opcode::CPUID | opcode::DELAY => Ok(()),
+                // A POLL reads what a read of its source may read.
+                opcode::POLL => self.may_poll(op),
                 _ => Err(EACCES),
             };
             verdict.map_err(|err| Rejected {
@@ -406,6 +421,15 @@ mod tests {
         let more = rules("allow rdpmc\nallow rdcr4\n")?;
         assert!(more.check(&[op(opcode::RDPMC, 0, [0, 0]), op(opcode::RDCR4, 0, [0, 0])]).is_ok());
         assert!(!more.allows_pce() && rules("allow pce\n")?.allows_pce());
+        // A POLL reads what its source's read may: a listed MSR, the TSC,
+        // a counter under `allow rdpmc`.
+        use crate::uapi::poll;
+        let poll_of = |flags: u16, reg| Op { flags: flags | (1 << poll::TIMEOUT_SHIFT), ..op(opcode::POLL, reg, [1, 0]) };
+        assert!(r.check(&[poll_of(0, 0x10), poll_of(poll::F_TSC, 0)]).is_ok());
+        for bad in [poll_of(0, 0x11), poll_of(poll::F_RDPMC, 0)] {
+            assert!(r.check(&[ok[0], bad]) == Err(Rejected { err: EACCES, index: 1 }));
+        }
+        assert!(more.check(&[poll_of(poll::F_RDPMC, 0)]).is_ok());
         let none = Snapshot(None);
         assert!(none.check(&ok[3..]).is_ok());
         assert!(none.check(&ok[..1]) == Err(Rejected { err: EACCES, index: 0 }));

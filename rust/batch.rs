@@ -84,6 +84,8 @@ pub(crate) mod status {
     /// Not run: the CPU's busy credit had nothing left for it
     /// (`MSRBATCH_MAX_CPU_BUSY_NS`, see `busy::Credit`).
     pub(crate) const ETIME: i32 = -(bindings::ETIME as i32);
+    /// A POLL saw no change within its timeout (or the share's time).
+    pub(crate) const ETIMEDOUT: i32 = -(bindings::ETIMEDOUT as i32);
 }
 
 /// Not a flag of the ABI (`check_header` refuses it from user space): set
@@ -132,6 +134,9 @@ pub(crate) fn check_op(op: &Op) -> Result {
     if op.op == 0 || op.op > opcode::MAX {
         return Err(crate::compat::eopnotsupp());
     }
+    if op.op == opcode::POLL {
+        return check_poll(op);
+    }
     if op.flags != 0 {
         return Err(EINVAL);
     }
@@ -155,6 +160,43 @@ pub(crate) fn check_op(op: &Op) -> Result {
         return Err(ERANGE);
     }
     Ok(())
+}
+
+/// Checks a POLL's flags and operands: known flag bits, one source, a
+/// timeout of 1 us .. `MSRBATCH_MAX_POLL_NS` (`ERANGE` above), no register
+/// for the TSC, `arg[1]` only with `F_EQUAL` and then inside the mask (a
+/// value the masked reads can never equal is a mistake, not a wait). Out of
+/// line: `check_op` runs for every op of every batch.
+#[cold]
+#[inline(never)]
+fn check_poll(op: &Op) -> Result {
+    use uapi::poll;
+    let flags = op.flags & ((1 << poll::TIMEOUT_SHIFT) - 1);
+    let timeout = poll::timeout_ns(op.flags);
+    if flags & !poll::F_ALL != 0 || flags & (poll::F_RDPMC | poll::F_TSC) == poll::F_RDPMC | poll::F_TSC {
+        return Err(EINVAL);
+    }
+    if timeout == 0 || (flags & poll::F_TSC != 0 && op.reg != 0) {
+        return Err(EINVAL);
+    }
+    let equal = flags & poll::F_EQUAL != 0;
+    if (!equal && op.arg[1] != 0) || op.arg[1] & !op.arg[0] != 0 {
+        return Err(EINVAL);
+    }
+    if timeout > uapi::MAX_POLL_NS {
+        return Err(ERANGE);
+    }
+    Ok(())
+}
+
+/// How long `op` may keep its CPU waiting, in nanoseconds: a DELAY's
+/// delay, a POLL's timeout (both count towards `MSRBATCH_MAX_CPU_DELAY_NS`).
+fn wait_ns(op: &Op) -> u64 {
+    match op.op {
+        opcode::DELAY => op.arg[0],
+        opcode::POLL => uapi::poll::timeout_ns(op.flags),
+        _ => 0,
+    }
 }
 
 /// The ops of one CPU: `Plan::order[start..start + len]`.
@@ -304,7 +346,7 @@ impl Plan {
             // (a masked WRMSR run as an RMWMSR reports no value). Nothing
             // of this is computed per op without timestamps.
             if stamps
-                && (matches!(op.op, opcode::RDTSCP | opcode::CPUID)
+                && (matches!(op.op, opcode::RDTSCP | opcode::CPUID | opcode::POLL)
                     || (op.op == opcode::RMWMSR && flags & F_MASKED_WRITES == 0))
             {
                 return Err(Rejected::at(EINVAL, i));
@@ -326,7 +368,7 @@ impl Plan {
                     };
                 }
             }
-            let d = if op.op == opcode::DELAY { op.arg[0] } else { 0 };
+            let d = wait_ns(op);
             let sum = match &mut sums {
                 Sums::One(one_delay) => {
                     *one_delay += d;
@@ -553,7 +595,7 @@ const REFUSED: u64 = u64::MAX;
 /// If `code` is `WRMSR` or `RMWMSR`, the write it makes to `op.reg` is
 /// allowed (see [`insn::wrmsr`]).
 #[inline(always)]
-unsafe fn run_op(code: u16, op: &mut Op) -> i32 {
+unsafe fn run_op(code: u16, op: &mut Op, busy: (u64, u64)) -> i32 {
     let out: insn::InsnResult<[u64; 2]> = match code {
         opcode::RDMSR => insn::rdmsr(op.reg).map(|v| [v, 0]),
         // SAFETY: `code` is WRMSR: by the function's requirements.
@@ -581,6 +623,7 @@ unsafe fn run_op(code: u16, op: &mut Op) -> i32 {
             insn::rdtsc().map(|t1| [t1.wrapping_sub(t0), 0])
         }),
         opcode::RDCR4 => insn::read_cr4().map(|v| [v, 0]),
+        opcode::POLL => return run_poll(op, busy),
         // Unreachable after `check_op`, but never trust that in IRQ context.
         _ => return -(bindings::EOPNOTSUPP as i32),
     };
@@ -596,6 +639,70 @@ unsafe fn run_op(code: u16, op: &mut Op) -> i32 {
             status::EIO
         }
     }
+}
+
+/// One read of a POLL's source: the value and the TSC right after it (the
+/// TSC itself for the TSC).
+#[inline(always)]
+fn poll_read(flags: u16, reg: u32) -> insn::InsnResult<(u64, u64)> {
+    use uapi::poll;
+    if flags & poll::F_TSC != 0 {
+        return insn::rdtsc().map(|t| (t, t));
+    }
+    let v = if flags & poll::F_RDPMC != 0 { insn::rdpmc(reg) } else { insn::rdmsr(reg) }?;
+    insn::rdtsc().map(|t| (v, t))
+}
+
+/// Runs a POLL (checked by [`check_poll`]): reads its source until
+/// `(value & arg[0])` differs from the first read's (or equals `arg[1]`),
+/// for at most its timeout from the first read and never past the share's
+/// time, `busy` (`(ticks, start)`, as [`run_loop`]'s): each read starts
+/// before the end, so a poll holds the CPU past it by one read at most. A
+/// POLL whose first read comes after the share's time does not poll
+/// (`-ETIME`, as an op not started). Writes `val` and returns the status.
+#[inline(never)]
+fn run_poll(op: &mut Op, (busy_tsc, start): (u64, u64)) -> i32 {
+    use uapi::poll;
+    let (flags, mask, want) = (op.flags, op.arg[0], op.arg[1]);
+    let Ok((first, t0)) = poll_read(flags, op.reg) else {
+        op.val = [0, 0];
+        return status::EIO;
+    };
+    if t0.wrapping_sub(start) >= busy_tsc {
+        op.val = [0, 0];
+        return status::ETIME;
+    }
+    let ticks = crate::helpers::ns_to_tsc(poll::timeout_ns(flags));
+    let done = |v: u64| {
+        if flags & poll::F_EQUAL != 0 {
+            v & mask == want
+        } else {
+            (v ^ first) & mask != 0
+        }
+    };
+    let (mut v, mut t, mut reads) = (first, t0, 1u64);
+    let mut result = 0;
+    while !done(v) {
+        if t.wrapping_sub(t0) >= ticks || t.wrapping_sub(start) >= busy_tsc {
+            result = status::ETIMEDOUT;
+            break;
+        }
+        match poll_read(flags, op.reg) {
+            Ok((nv, nt)) => (v, t, reads) = (nv, nt, reads.wrapping_add(1)),
+            Err(insn::Fault) => {
+                op.val = [0, 0];
+                return status::EIO;
+            }
+        }
+    }
+    let stamp = if flags & poll::F_COUNT != 0 {
+        let max = u64::from(u32::MAX);
+        (reads.min(max) << 32) | t.wrapping_sub(t0).min(max)
+    } else {
+        t
+    };
+    op.val = [v, stamp];
+    result
 }
 
 /// How many ops run between two looks at the clock (and before every DELAY).
@@ -620,20 +727,20 @@ unsafe fn run_sequence<'a>(ops: impl Iterator<Item = &'a mut Op>, mode: Mode) ->
         // function's requirements.
         _ if mode.stamps => unsafe {
             run_loop(ops, stop, busy, |op| {
-                let status = run_op(op.op, op);
+                let status = run_op(op.op, op, busy);
                 op.val[1] = insn::rdtsc().unwrap_or(0);
                 status
             })
         },
         // SAFETY: RDMSR does not write.
-        Some(opcode::RDMSR) => unsafe { run_loop(ops, stop, busy, |op| run_op(opcode::RDMSR, op)) },
+        Some(opcode::RDMSR) => unsafe { run_loop(ops, stop, busy, |op| run_op(opcode::RDMSR, op, busy)) },
         // SAFETY: RDPMC does not write.
-        Some(opcode::RDPMC) => unsafe { run_loop(ops, stop, busy, |op| run_op(opcode::RDPMC, op)) },
+        Some(opcode::RDPMC) => unsafe { run_loop(ops, stop, busy, |op| run_op(opcode::RDPMC, op, busy)) },
         // SAFETY: RDTSC does not write.
-        Some(opcode::RDTSC) => unsafe { run_loop(ops, stop, busy, |op| run_op(opcode::RDTSC, op)) },
+        Some(opcode::RDTSC) => unsafe { run_loop(ops, stop, busy, |op| run_op(opcode::RDTSC, op, busy)) },
         // SAFETY: Each op runs as its own code; its writes are allowed by the
         // function's requirements.
-        _ => unsafe { run_loop(ops, stop, busy, |op| run_op(op.op, op)) },
+        _ => unsafe { run_loop(ops, stop, busy, |op| run_op(op.op, op, busy)) },
     }
 }
 
@@ -670,6 +777,11 @@ unsafe fn run_loop<'a>(
         op.status = status;
         if status != 0 {
             nr_failed = nr_failed.wrapping_add(1);
+            // A POLL found the share's time over: so are the ops after it.
+            if status == status::ETIME {
+                skip = status::ETIME;
+                break;
+            }
             if stop_on_error {
                 skip = status::ECANCELED;
                 break;
@@ -1184,6 +1296,95 @@ mod tests {
             assert_eq!(check_op(o), Err(*err));
         }
         assert!(is_write(&good[1]) && is_write(&good[2]) && !is_write(&good[0]));
+        Ok(())
+    }
+
+    /// A POLL of `reg` with `flags` and a timeout of `us` microseconds.
+    fn poll_op(cpu: u32, reg: u32, flags: u16, us: u16, arg: [u64; 2]) -> Op {
+        Op { flags: flags | (us << uapi::poll::TIMEOUT_SHIFT), ..op(opcode::POLL, cpu, reg, arg) }
+    }
+
+    #[test]
+    fn poll_checks() -> Result {
+        use uapi::poll;
+        let max_us = (uapi::MAX_POLL_NS / 1000) as u16;
+        let good = [
+            poll_op(0, 0x611, 0, 1, [u64::MAX, 0]),
+            poll_op(0, 0x611, 0, max_us, [0, 0]),
+            poll_op(0, 0, poll::F_TSC | poll::F_COUNT, 10, [1 << 20, 0]),
+            poll_op(0, 1 << 30, poll::F_RDPMC, 10, [0xff, 0]),
+            poll_op(0, 0x19c, poll::F_EQUAL, 10, [0xff, 0x12]),
+        ];
+        for o in &good {
+            assert_eq!(check_op(o), Ok(()));
+        }
+        let bad = [
+            (poll_op(0, 0x611, 0, 0, [1, 0]), EINVAL),                         // no timeout
+            (poll_op(0, 0x611, 0, max_us + 1, [1, 0]), ERANGE),                // too long
+            (poll_op(0, 0x611, 1 << 3 | 1 << 2 | 1 << 1, 1, [1, 0]), EINVAL), // two sources
+            (poll_op(0, 1, poll::F_TSC, 1, [1, 0]), EINVAL),                   // TSC with a register
+            (poll_op(0, 0x611, 0, 1, [1, 1]), EINVAL),                         // a value without F_EQUAL
+            (poll_op(0, 0x611, poll::F_EQUAL, 1, [0xf0, 0x1]), EINVAL),        // outside the mask
+        ];
+        for (o, err) in &bad {
+            assert_eq!(check_op(o), Err(*err));
+        }
+        // Timeouts count towards a CPU's waits, with its delays; timestamps
+        // have no room in a POLL's val[1].
+        let d = op(opcode::DELAY, 0, 0, [uapi::MAX_DELAY_NS, 0]);
+        let p = poll_op(0, 0x611, 0, max_us, [1, 0]);
+        // 4 x 1 ms and 3 x 2 ms: the 10 ms of one CPU, then 1 us more.
+        let mut ops = [d, p, d, p, d, p, d, poll_op(0, 0x611, 0, 1, [1, 0])];
+        assert_eq!(uapi::MAX_CPU_DELAY_NS, 4 * uapi::MAX_DELAY_NS + 3 * uapi::MAX_POLL_NS);
+        assert!(Plan::new(&ops[..7], 0, 1, |_| true).is_ok());
+        let r = Plan::new(&ops, 0, 1, |_| true).err();
+        assert_eq!(r, Some(Rejected { err: ERANGE, index: 7 }));
+        // On another CPU it counts there.
+        ops[7].cpu = 1;
+        assert!(Plan::new(&ops, 0, 2, |_| true).is_ok());
+        let r = Plan::new(&[p], uapi::F_TIMESTAMPS, 1, |_| true).err();
+        assert_eq!(r, Some(Rejected { err: EINVAL, index: 0 }));
+        Ok(())
+    }
+
+    #[test]
+    fn poll_reads_until_change_within_bounds() -> Result {
+        use uapi::poll;
+        // The TSC changes at every read: two reads, the second's value is
+        // its stamp, the ticks between them are counted.
+        let mut o = poll_op(0, 0, poll::F_TSC | poll::F_COUNT, 100, [u64::MAX, 0]);
+        assert_eq!(run_poll(&mut o, (u64::MAX, 0)), 0);
+        assert_eq!(o.val[1] >> 32, 2);
+        assert!(o.val[1] & 0xffff_ffff > 0);
+        let mut o = poll_op(0, 0, poll::F_TSC, 100, [u64::MAX, 0]);
+        assert_eq!(run_poll(&mut o, (u64::MAX, 0)), 0);
+        assert_eq!(o.val[0], o.val[1]);
+        // Mask 0: nothing can change; the timeout ends it, measured in TSC
+        // ticks, and the share's time ends it earlier.
+        let ticks = crate::helpers::ns_to_tsc(20_000);
+        let mut o = poll_op(0, 0, poll::F_TSC | poll::F_COUNT, 20, [0, 0]);
+        assert_eq!(run_poll(&mut o, (u64::MAX, 0)), status::ETIMEDOUT);
+        assert!(o.val[1] & 0xffff_ffff >= ticks && o.val[1] >> 32 >= 2);
+        // (A vCPU the host preempts between `now` and the first read may
+        // start the poll past the share's time: -ETIME, tried again.)
+        let mut o = poll_op(0, 0, poll::F_TSC | poll::F_COUNT, 2000, [0, 0]);
+        let mut r = status::ETIME;
+        for _ in 0..10 {
+            let now = insn::rdtsc().unwrap_or(0);
+            r = run_poll(&mut o, (ticks, now));
+            if r != status::ETIME {
+                break;
+            }
+        }
+        assert_eq!(r, status::ETIMEDOUT);
+        assert!(o.val[1] & 0xffff_ffff < crate::helpers::ns_to_tsc(2_000_000));
+        // Past the share's time already: no poll.
+        let mut o = poll_op(0, 0, poll::F_TSC, 20, [0, 0]);
+        assert_eq!(run_poll(&mut o, (0, 0)), status::ETIME);
+        // Equal: the TSC's bit 0 is 0 at one read or the next few.
+        let mut o = poll_op(0, 0, poll::F_TSC | poll::F_EQUAL, 100, [1, 0]);
+        assert_eq!(run_poll(&mut o, (u64::MAX, 0)), 0);
+        assert_eq!(o.val[0] & 1, 0);
         Ok(())
     }
 

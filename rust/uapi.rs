@@ -75,6 +75,8 @@ pub(crate) const MAX_OPS: u32 = sys::MSRBATCH_MAX_OPS;
 pub(crate) const MAX_DELAY_NS: u64 = sys::MSRBATCH_MAX_DELAY_NS as u64;
 /// `MSRBATCH_MAX_CPU_DELAY_NS`.
 pub(crate) const MAX_CPU_DELAY_NS: u64 = sys::MSRBATCH_MAX_CPU_DELAY_NS as u64;
+/// `MSRBATCH_MAX_POLL_NS`.
+pub(crate) const MAX_POLL_NS: u64 = sys::MSRBATCH_MAX_POLL_NS as u64;
 /// `MSRBATCH_MAX_CPU_BUSY_NS`.
 pub(crate) const MAX_CPU_BUSY_NS: u64 = sys::MSRBATCH_MAX_CPU_BUSY_NS as u64;
 
@@ -90,12 +92,38 @@ pub(crate) mod opcode {
     pub(crate) const CPUID: u16 = u16_of(sys::MSRBATCH_OP_CPUID);
     pub(crate) const DELAY: u16 = u16_of(sys::MSRBATCH_OP_DELAY);
     pub(crate) const RDCR4: u16 = u16_of(sys::MSRBATCH_OP_RDCR4);
+    pub(crate) const POLL: u16 = u16_of(sys::MSRBATCH_OP_POLL);
     pub(crate) const MAX: u16 = u16_of(sys::MSRBATCH_OP_MAX);
 
     // A new op code in the header comes with its implementation: `check_op`,
-    // `run_op` and INFO's `ops_supported` know the codes up to RDCR4, and
+    // `run_op` and INFO's `ops_supported` know the codes up to POLL, and
     // would otherwise accept (and advertise) a code they cannot run.
-    const _: () = assert!(MAX == RDCR4);
+    const _: () = assert!(MAX == POLL);
+}
+
+/// `MSRBATCH_POLL_*`: a POLL op's flags.
+pub(crate) mod poll {
+    use super::{sys, u16_of};
+    pub(crate) const F_EQUAL: u16 = u16_of(sys::MSRBATCH_POLL_F_EQUAL);
+    pub(crate) const F_RDPMC: u16 = u16_of(sys::MSRBATCH_POLL_F_RDPMC);
+    pub(crate) const F_TSC: u16 = u16_of(sys::MSRBATCH_POLL_F_TSC);
+    pub(crate) const F_COUNT: u16 = u16_of(sys::MSRBATCH_POLL_F_COUNT);
+    pub(crate) const F_ALL: u16 = u16_of(sys::MSRBATCH_POLL_F_ALL);
+    /// `MSRBATCH_POLL_TIMEOUT_SHIFT`.
+    pub(crate) const TIMEOUT_SHIFT: u32 = sys::MSRBATCH_POLL_TIMEOUT_SHIFT;
+
+    // The flags are bits of their own below the timeout's field, which holds
+    // the longest timeout in microseconds.
+    const _: () = assert!(F_ALL == F_EQUAL | F_RDPMC | F_TSC | F_COUNT);
+    const _: () = assert!(F_EQUAL & F_RDPMC == 0 && (F_EQUAL | F_RDPMC) & F_TSC == 0);
+    const _: () = assert!((F_EQUAL | F_RDPMC | F_TSC) & F_COUNT == 0);
+    const _: () = assert!((F_ALL as u32) < 1 << TIMEOUT_SHIFT);
+    const _: () = assert!(super::MAX_POLL_NS / 1000 < 1 << (16 - TIMEOUT_SHIFT));
+
+    /// The timeout of a POLL whose flags are `flags`, in nanoseconds.
+    pub(crate) const fn timeout_ns(flags: u16) -> u64 {
+        (flags >> TIMEOUT_SHIFT) as u64 * 1000
+    }
 }
 
 /// `MSRBATCH_F_STOP_ON_ERROR`.

@@ -47,7 +47,7 @@ static int rdmsr(int fd, unsigned int cpu, unsigned int msr, __u64 *v)
 	int r, tries = 0;
 
 	while ((r = one_op(fd, MSRBATCH_OP_RDMSR, cpu, msr, 0, v)) == -ETIME && ++tries < 10)
-		usleep(100000);
+		sleep_us(100000);
 	return r;
 }
 
@@ -282,7 +282,7 @@ static void *protect_later(void *p)
 		pin(ncpus - 1);
 	while (!*a->go)
 		;
-	usleep(a->usec);
+	sleep_us(a->usec);
 	mprotect(a->addr, a->len, PROT_READ);
 	return NULL;
 }
@@ -312,7 +312,7 @@ static void efault_after_run(int fd, int header_too)
 		 * -ETIME, which this test could not see with the results
 		 * unwritable. 200 ms refill 40 ms of credit: all of it.
 		 */
-		usleep(200000);
+		sleep_us(200000);
 		mprotect(mem, 2 * pg, PROT_READ | PROT_WRITE);
 		rdmsr(fd, 0, TSC_AUX, &cur);	/* an earlier try may have written it */
 		ops[0] = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, before ^ (0x100 + tries), 0);
@@ -586,7 +586,7 @@ static void test_lifetime_stress(int seconds)
 		if (rounds % 10 == 0) {
 			/* Unload as soon as the reaper has freed every grant. */
 			for (i = 0; i < 2000 && system("rmmod msrbatch 2>/dev/null"); i++)
-				usleep(5000);
+				sleep_us(5000);
 			if (i < 2000) {
 				unloads++;
 				if (system("insmod /lib/modules/msrbatch.ko"))
@@ -641,6 +641,168 @@ static void test_busy_budget(void)
 	close(fd);
 }
 
+/* ---- polls: within the busy budget and their bound ------------------------ */
+
+#define POLL_BATCHES 12
+#define POLLS 5	/* 5 x 2 ms: a CPU's waits in one batch (MSRBATCH_MAX_CPU_DELAY_NS) */
+
+/*
+ * How far a 2 ms poll ended from its bound, in ticks (either way); keeps the
+ * nearest in `best`, and in `slack` that poll's allowance: 3 of its reads
+ * (its ticks over its reads) and 0.5 % of the bound (the rate is measured
+ * against CLOCK_MONOTONIC).
+ */
+static void poll_overrun(const struct msrbatch_op *op, double per_ms, double *best, double *slack)
+{
+	double bound = MSRBATCH_MAX_POLL_NS / 1e6 * per_ms, ticks = (__u32)op->val[1];
+	double off = ticks > bound ? ticks - bound : bound - ticks;
+	__u32 reads = op->val[1] >> 32;
+
+	if (reads == 0 || off >= *best)
+		return;
+	*best = off;
+	*slack = 3 * ticks / reads + 0.005 * bound;
+}
+
+/*
+ * Polls that never see a change (mask 0), 5 x 2 ms per batch, 12 batches
+ * back to back to one CPU: 120 ms of asked-for polling. The CPU's credit
+ * (4/5 of MSRBATCH_MAX_CPU_BUSY_NS, plus a fifth of the time that passes)
+ * cuts them short or keeps them from starting (-ETIME); the TSC time they
+ * took (their own count) stays within it, and no poll outlasts its 2 ms.
+ */
+static void test_poll_budget(void)
+{
+	int fd = dev_open(O_RDWR), cpu = ncpus > 1, b, i, etime = 0, cut = 0, ran = 0;
+	struct msrbatch_op ops[POLLS];
+	struct timespec t0, t1;
+	double sum = 0, per_ms, wall, allowed, ms[POLL_BATCHES * POLLS];
+	double bound, best = 1e18, slack = 0;
+	int n = 0, tries = 0, run;
+
+	if (fd < 0)
+		return;
+	/* Ticks per ms against CLOCK_MONOTONIC (200 ms: the credit rests meanwhile). */
+	per_ms = tsc_per_ms();
+	/*
+	 * A read the host stretches at a poll's end is past the module's last
+	 * look at the clock, so it is not in the credit: a run of the 12
+	 * batches (the credit rested 200 ms before each) tries again, up to 3.
+	 */
+	for (run = 0; run < 3; run++) {
+		if (run)
+			sleep_ms(200);
+		etime = cut = ran = n = 0;
+		sum = 0;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (b = 0; b < POLL_BATCHES; b++) {
+			for (i = 0; i < POLLS; i++) {
+				ops[i] = mkop(MSRBATCH_OP_POLL, cpu, PAT, 0, 0);
+				ops[i].flags = MSRBATCH_POLL_F_COUNT | MSRBATCH_POLL_TIMEOUT_US(MSRBATCH_MAX_POLL_NS / 1000);
+			}
+			if (batch(fd, ops, POLLS, 0, NULL))
+				break;
+			for (i = 0; i < POLLS; i++) {
+				if (ops[i].status == -ETIME) {
+					etime++;
+					continue;
+				}
+				if (ops[i].status != -ETIMEDOUT)
+					continue;
+				ms[n] = (__u32)ops[i].val[1] / per_ms;
+				ran++;
+				cut += ms[n] < 1.9;
+				sum += ms[n++];
+			}
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		wall = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+		/* 4/5 of the budget, a fifth of the time that passed, a read per batch. */
+		allowed = 0.8 * MSRBATCH_MAX_CPU_BUSY_NS / 1e6 + wall / 5 + POLL_BATCHES * 0.1;
+		if (b == POLL_BATCHES && etime + cut > 0 && sum <= allowed)
+			break;
+	}
+	ksft_test_result(run < 3,
+			 "%d batches of %d 2 ms polls back to back: %d polled (%d cut short), %d -ETIME; %.1f ms polled in %.1f ms (credit: %.1f ms); run %d of at most 3\n",
+			 POLL_BATCHES, POLLS, ran, cut, etime, sum, wall, allowed, run < 3 ? run + 1 : 3);
+	/*
+	 * A poll's reads start before its bound, so it ends within a read of it.
+	 * A vCPU the host preempts in the middle of a read (TCG on a loaded
+	 * host; the TSC goes on) stretches that read: 1 of 2 polls in one run
+	 * took 22 ms. So single polls on a rested credit (200 ms apart, which
+	 * cannot cut a 2 ms poll short) try up to 10 times, and the nearest
+	 * must end within 3 of its reads and 0.5 % of the bound. A poll
+	 * without a bound would run on to the credit's end every time.
+	 */
+	for (i = 0, wall = 0; i < n; i++)
+		wall = ms[i] > wall ? ms[i] : wall;
+	while (best > slack && tries++ < 10) {
+		sleep_ms(200);
+		ops[0] = mkop(MSRBATCH_OP_POLL, cpu, PAT, 0, 0);
+		ops[0].flags = MSRBATCH_POLL_F_COUNT | MSRBATCH_POLL_TIMEOUT_US(MSRBATCH_MAX_POLL_NS / 1000);
+		if (batch(fd, ops, 1, 0, NULL) == 0 && ops[0].status == -ETIMEDOUT)
+			poll_overrun(&ops[0], per_ms, &best, &slack);
+	}
+	bound = MSRBATCH_MAX_POLL_NS / 1e6 * per_ms;
+	ksft_test_result(best <= slack,
+			 "polls end at their 2 ms bound: %.0f ticks from it at best (<= %.0f: 3 reads and 0.5 %%; %.0f ticks), %d tries; longest of the %d in the last budget run %.2f ms\n",
+			 best, slack, bound, tries > 10 ? 10 : tries, n, wall);
+	close(fd);
+	sleep_ms(200);
+}
+
+/* A confined caller polls only what it may read. */
+struct poll_confined {
+	int opened, listed, status, unlisted, unlisted_index, pmc, tsc;
+};
+
+static void poll_confined_child(int wfd)
+{
+	struct poll_confined res = { 0 };
+	struct msrbatch_batch b;
+	struct msrbatch_op ops[2];
+	int fd = dev_open(O_RDONLY);
+
+	res.opened = fd >= 0;
+	ops[0] = mkop(MSRBATCH_OP_POLL, 0, PAT, 0, 0);
+	ops[0].flags = MSRBATCH_POLL_TIMEOUT_US(10);
+	res.listed = batch(fd, ops, 1, 0, NULL);
+	res.status = ops[0].status;
+	ops[1] = mkop(MSRBATCH_OP_POLL, 0, TSC_AUX, 0, 0);
+	ops[1].flags = MSRBATCH_POLL_TIMEOUT_US(10);
+	res.unlisted = batch(fd, ops, 2, 0, &b);
+	res.unlisted_index = b.err_index;
+	ops[1] = mkop(MSRBATCH_OP_POLL, 0, 0, 1, 0);
+	ops[1].flags = MSRBATCH_POLL_F_RDPMC | MSRBATCH_POLL_TIMEOUT_US(10);
+	res.pmc = batch(fd, ops + 1, 1, 0, NULL);
+	ops[1].flags = MSRBATCH_POLL_F_TSC | MSRBATCH_POLL_TIMEOUT_US(10);
+	res.tsc = batch(fd, ops + 1, 1, 0, NULL);
+	if (write(wfd, &res, sizeof(res)) != sizeof(res))
+		_exit(1);
+}
+
+static void test_poll_confined(void)
+{
+	struct poll_confined res;
+	int r;
+
+	if (load_list("0x277 0\n")) {
+		ksft_test_result_fail("load an allowlist with PAT\n");
+		return;
+	}
+	open_node();
+	r = as_user(poll_confined_child, &res, sizeof(res));
+	close_node();
+	load_list("# empty\n");
+	ksft_test_result(r == 0 && res.opened && res.listed == 0 && res.status == -ETIMEDOUT,
+			 "confined: a poll of a listed MSR (PAT) runs (%d, %d)\n", res.listed, res.status);
+	ksft_test_result(r == 0 && res.unlisted == -EACCES && res.unlisted_index == 1,
+			 "confined: a poll of an MSR not listed (TSC_AUX): EACCES at its index (%d)\n", res.unlisted);
+	ksft_test_result(r == 0 && res.pmc == -EACCES && res.tsc == 0,
+			 "confined: a poll of a counter without 'allow rdpmc': EACCES (%d); of the TSC: runs (%d)\n", res.pmc,
+			 res.tsc);
+}
+
 /* ---- the busy budget is per CPU: several callers' batches to one CPU ----- */
 
 #define IRQOFF_GROUP 16
@@ -661,27 +823,6 @@ static void *send_batch(void *p)
 	pthread_barrier_wait(s->bar);
 	s->r = batch(s->fd, s->ops, IRQOFF_NOPS, 0, NULL);
 	return NULL;
-}
-
-static __u64 rdtsc_user(void)
-{
-	unsigned int lo, hi;
-
-	asm volatile("rdtsc" : "=a"(lo), "=d"(hi));
-	return (__u64)hi << 32 | lo;
-}
-
-static double tsc_per_ms(void)
-{
-	struct timespec t0, t1;
-	__u64 a, b;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	a = rdtsc_user();
-	usleep(200000);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	b = rdtsc_user();
-	return (b - a) / ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
 }
 
 /* The stretches of time (TSC) the spinner on CPU 0 did not run. */
@@ -754,7 +895,7 @@ static void test_busy_budget_per_cpu(void)
 		if (s[i].fd < 0 || !s[i].ops)
 			exit(1);
 	}
-	usleep(100000);
+	sleep_us(100000);
 	for (tries = 0; tries < 10; tries++) {
 		int gaps0 = log->n, g;
 
@@ -771,7 +912,7 @@ static void test_busy_budget_per_cpu(void)
 		for (i = 0; i < nsend; i++)
 			pthread_join(t[i], NULL);
 		pthread_barrier_destroy(&bar);
-		usleep(20000);	/* the spinner logs the stretch that ends now */
+		sleep_us(20000);	/* the spinner logs the stretch that ends now */
 		for (i = 0; i < nsend; i++) {
 			ran_all &= s[i].r == 0;
 			span[i][0] = span[i][1] = 0;
@@ -840,6 +981,8 @@ int main(int argc, char **argv)
 	test_exec_no_descriptor();
 	test_busy_budget();
 	test_busy_budget_per_cpu();
+	test_poll_budget();
+	test_poll_confined();
 	test_lifetime_stress(argc > 1 ? atoi(argv[1]) : 20);
 	tests_done();
 }

@@ -47,61 +47,6 @@
 #define MAX_PREPARED_BYTES_CONFINED (1u << 20)
 #define MAX_PREPARED_BYTES_ALL_CONFINED (64u << 20)
 
-static int load_list(const char *text)
-{
-	int fd = open("/dev/msrbatch_allowlist", O_WRONLY);
-	ssize_t n = fd < 0 ? -1 : write(fd, text, strlen(text));
-
-	if (fd >= 0)
-		close(fd);
-	return n == (ssize_t)strlen(text) ? 0 : -1;
-}
-
-static mode_t dev_mode;
-
-/* Lets uid 1000 open the node (restored by close_node). */
-static void open_node(void)
-{
-	struct stat sb;
-
-	stat("/dev/msrbatch", &sb);
-	dev_mode = sb.st_mode & 07777;
-	chmod("/dev/msrbatch", 0666);
-}
-
-static void close_node(void)
-{
-	chmod("/dev/msrbatch", dev_mode);
-}
-
-static int drop_to_user(void)
-{
-	return setgroups(0, NULL) || setgid(4242) || setuid(1000) ? -1 : 0;
-}
-
-/* Runs fn in a child as uid 1000; its results come back through *out. */
-static int as_user(void (*fn)(int wfd), void *out, size_t len)
-{
-	int p[2], st, ok;
-	pid_t pid;
-
-	if (pipe(p))
-		return -1;
-	pid = fork();
-	if (pid == 0) {
-		close(p[0]);
-		if (drop_to_user())
-			_exit(2);
-		fn(p[1]);
-		_exit(0);
-	}
-	close(p[1]);
-	ok = read(p[0], out, len) == (ssize_t)len;
-	close(p[0]);
-	waitpid(pid, &st, 0);
-	return ok && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
-}
-
 /* ---- stamps --------------------------------------------------------------- */
 
 struct stamps_result {

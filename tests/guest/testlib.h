@@ -25,7 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/msrbatch.h>
@@ -288,17 +292,146 @@ static inline long vmalloc_used_kb(void)
 	return kb;
 }
 
+/*
+ * Sleeps `us` microseconds, or ends the test. The 32-bit build makes the
+ * time64 syscall itself: the guest kernels have no 32-bit time syscalls
+ * (CONFIG_COMPAT_32BIT_TIME is off), and 32-bit glibc (2.36) makes the
+ * 32-bit clock_nanosleep whenever the time fits in 32 bits, so its
+ * nanosleep(), usleep() and sleep() fail at once with ENOSYS there and a
+ * test would not wait at all.
+ */
 static inline void sleep_us(long us)
 {
-	struct timespec ts = { us / 1000000, (us % 1000000) * 1000L };
+#ifdef __i386__
+	struct {
+		long long tv_sec, tv_nsec;
+	} ts = { us / 1000000, (us % 1000000) * 1000LL };
+	long r;
 
-	while (nanosleep(&ts, &ts) && errno == EINTR)
+	while ((r = syscall(SYS_clock_nanosleep_time64, CLOCK_MONOTONIC, 0, &ts, &ts)) && errno == EINTR)
 		;
+#else
+	struct timespec ts = { us / 1000000, (us % 1000000) * 1000L };
+	long r;
+
+	while ((r = nanosleep(&ts, &ts)) && errno == EINTR)
+		;
+#endif
+	if (r)
+		ksft_exit_fail_msg("sleeping %ld us: %s\n", us, strerror(errno));
 }
 
 static inline void sleep_ms(long ms)
 {
 	sleep_us(ms * 1000);
+}
+
+/* ---- the TSC's rate ------------------------------------------------------ */
+
+/* The TSC, read in user mode. */
+static inline __u64 rdtsc_user(void)
+{
+	unsigned int lo, hi;
+
+	asm volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (__u64)hi << 32 | lo;
+}
+
+/*
+ * CLOCK_MONOTONIC (ns) and the TSC read together: of 5 tries, the one whose
+ * two clock reads bracket the TSC read most tightly (a vCPU the host
+ * preempts between them would skew the pair).
+ */
+static inline void clock_and_tsc(double *ns, __u64 *tsc)
+{
+	double best = 1e18, a, b;
+	struct timespec t0, t1;
+	__u64 t;
+	int i;
+
+	for (i = 0; i < 5; i++) {
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		t = rdtsc_user();
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		a = t0.tv_sec * 1e9 + t0.tv_nsec;
+		b = t1.tv_sec * 1e9 + t1.tv_nsec;
+		if (b - a < best) {
+			best = b - a;
+			*ns = (a + b) / 2;
+			*tsc = t;
+		}
+	}
+}
+
+/* TSC ticks per millisecond against CLOCK_MONOTONIC, over 200 ms. */
+static inline double tsc_per_ms(void)
+{
+	double n0, n1;
+	__u64 a, b;
+
+	clock_and_tsc(&n0, &a);
+	sleep_us(200000);
+	clock_and_tsc(&n1, &b);
+	return (b - a) / ((n1 - n0) / 1e6);
+}
+
+/* ---- a confined caller (uid 1000 without CAP_SYS_RAWIO) ------------------ */
+
+/* Loads allowlist text (root); 0 or -1. "# empty\n" is the default list. */
+static inline int load_list(const char *text)
+{
+	int fd = open("/dev/msrbatch_allowlist", O_WRONLY);
+	ssize_t n = fd < 0 ? -1 : write(fd, text, strlen(text));
+
+	if (fd >= 0)
+		close(fd);
+	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+static mode_t dev_mode __attribute__((unused));
+
+/* Lets uid 1000 open the node (restored by close_node). */
+static inline void open_node(void)
+{
+	struct stat sb;
+
+	stat("/dev/msrbatch", &sb);
+	dev_mode = sb.st_mode & 07777;
+	chmod("/dev/msrbatch", 0666);
+}
+
+static inline void close_node(void)
+{
+	chmod("/dev/msrbatch", dev_mode);
+}
+
+/* Becomes uid 1000, gid 4242, no supplementary groups (no capabilities). */
+static inline int drop_to_user(void)
+{
+	return setgroups(0, NULL) || setgid(4242) || setuid(1000) ? -1 : 0;
+}
+
+/* Runs fn in a child as uid 1000; its results come back through *out. */
+static inline int as_user(void (*fn)(int wfd), void *out, size_t len)
+{
+	int p[2], st, ok;
+	pid_t pid;
+
+	if (pipe(p))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		if (drop_to_user())
+			_exit(2);
+		fn(p[1]);
+		_exit(0);
+	}
+	close(p[1]);
+	ok = read(p[0], out, len) == (ssize_t)len;
+	close(p[0]);
+	waitpid(pid, &st, 0);
+	return ok && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
 #endif /* MSRBATCH_TESTLIB_H */

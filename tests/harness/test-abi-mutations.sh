@@ -207,12 +207,12 @@ limit "MSRBATCH_SYNC_TIMEOUT_NS 20 ms -> 30 ms" 's/(define MSRBATCH_SYNC_TIMEOUT
 	MSRBATCH_SYNC_TIMEOUT_NS 20000000 30000000 30000000
 limit "MSRBATCH_PREPARED_STRIDE 2 MiB -> 4 MiB" 's/(define MSRBATCH_PREPARED_STRIDE\s+)\(2U << 20\)/${1}(4U << 20)/' \
 	MSRBATCH_PREPARED_STRIDE 2097152 4194304
-expect alone "a new op code (MSRBATCH_OP_MAX 10)" "$hdr" \
-	's/(define MSRBATCH_OP_MAX\s+)MSRBATCH_OP_RDCR4/${1}10/' \
-	fails "$(frozen MSRBATCH_OP_MAX 'the header' 9)" "$(abi MSRBATCH_OP_MAX)"
-expect bumped "a new op code (MSRBATCH_OP_MAX 10) without its implementation" "$hdr" \
-	's/(define MSRBATCH_OP_MAX\s+)MSRBATCH_OP_RDCR4/${1}10/' \
-	fails 'assertion failed: MAX == RDCR4'
+expect alone "a new op code (MSRBATCH_OP_MAX 11)" "$hdr" \
+	's/(define MSRBATCH_OP_MAX\s+)MSRBATCH_OP_POLL/${1}11/' \
+	fails "$(frozen MSRBATCH_OP_MAX 'the header' 10)" "$(abi MSRBATCH_OP_MAX)"
+expect bumped "a new op code (MSRBATCH_OP_MAX 11) without its implementation" "$hdr" \
+	's/(define MSRBATCH_OP_MAX\s+)MSRBATCH_OP_POLL/${1}11/' \
+	fails 'assertion failed: MAX == POLL'
 drop='s/(struct msrbatch_op \{.*?)\t__s32 status;\n/$1/s'
 # (struct msrbatch_op keeps its size: status's bytes become padding)
 expect alone "drop status from struct msrbatch_op" "$hdr" "$drop" \

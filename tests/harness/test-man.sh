@@ -42,8 +42,11 @@ statements=$({
 	sed -n '/^const FLAGS/,/^];/p' "$script_rs" | grep -oE 'word: "[a-z0-9-]+"'
 } | grep -oE '"[a-z0-9-]+"' | tr -d '"' | sort -u)
 # The literal words of its usage messages ("cpu all|N|N-M,...", "rdpmc fixed N", ...).
-usage_words=$(grep -oE 'want\([^"]*"[^"]*"' "$script_rs" | sed 's/.*"\(.*\)"/\1/' |
-	tr ' |,[]()' '\n' | grep -xE '[a-z][a-z0-9-]*' | sort -u)
+# (and of the usage constants of statements parsed apart, e.g. POLL_USAGE).
+usage_words=$({
+	grep -oE 'want\([^"]*"[^"]*"' "$script_rs" | sed 's/.*"\(.*\)"/\1/'
+	sed -n '/^const [A-Z_]*USAGE: &str/,/;$/p' "$script_rs" | grep -oE '"[^"]*"' | tr -d '"'
+} | tr ' |,[]()' '\n' | grep -xE '[a-z][a-z0-9-]*' | sort -u)
 if [ "$(wc -w <<<"$statements")" -lt 12 ] || [ "$(wc -w <<<"$usage_words")" -lt 10 ]; then
 	echo "not ok - found only these statements in $script_rs: $statements / usage words: $usage_words"
 	exit 1

@@ -21,7 +21,10 @@
 /* Limits (also reported by MSRBATCH_IOC_INFO). */
 #define MSRBATCH_MAX_OPS		65536
 #define MSRBATCH_MAX_DELAY_NS		1000000		/* one DELAY op */
-#define MSRBATCH_MAX_CPU_DELAY_NS	10000000	/* all DELAY ops of one CPU */
+#define MSRBATCH_MAX_CPU_DELAY_NS	10000000	/* all DELAY ops and POLL
+							 * timeouts of one CPU
+							 */
+#define MSRBATCH_MAX_POLL_NS		2000000		/* one POLL's timeout */
 /*
  * MSRBATCH_MAX_CPU_BUSY_NS bounds the time each CPU spends running msrbatch
  * ops with interrupts off, for all batches together: every CPU has a credit
@@ -57,7 +60,36 @@
 						 * val[0] = TSC ticks elapsed
 						 */
 #define MSRBATCH_OP_RDCR4		9	/* val[0] = CR4 of this CPU */
-#define MSRBATCH_OP_MAX			MSRBATCH_OP_RDCR4
+/*
+ * MSRBATCH_OP_POLL: read a source again and again, interrupts off, until
+ * (value & arg[0]) differs from the first read's (or, with
+ * MSRBATCH_POLL_F_EQUAL, equals arg[1]), or its timeout (in @flags) or the
+ * CPU's busy time runs out (status -ETIMEDOUT, the outputs still written).
+ * The source is MSR reg, or with MSRBATCH_POLL_F_RDPMC counter reg (RDPMC),
+ * or with MSRBATCH_POLL_F_TSC the TSC (reg 0).
+ * val[0] = the value of the last read (the one that saw the change);
+ * val[1] = the TSC of that read, or with MSRBATCH_POLL_F_COUNT the number of
+ * reads << 32 | the TSC ticks from the first read to the last (at most
+ * 0xffffffff).
+ */
+#define MSRBATCH_OP_POLL		10
+#define MSRBATCH_OP_MAX			MSRBATCH_OP_POLL
+
+/* struct msrbatch_op.flags of a POLL: bits 0-3, and the timeout in bits 4-15. */
+#define MSRBATCH_POLL_F_EQUAL		(1U << 0)	/* until (value & arg[0]) == arg[1] */
+#define MSRBATCH_POLL_F_RDPMC		(1U << 1)	/* source: RDPMC(ECX = reg) */
+#define MSRBATCH_POLL_F_TSC		(1U << 2)	/* source: the TSC; reg 0 */
+#define MSRBATCH_POLL_F_COUNT		(1U << 3)	/* val[1]: reads and ticks */
+#define MSRBATCH_POLL_F_ALL		(MSRBATCH_POLL_F_EQUAL | \
+					 MSRBATCH_POLL_F_RDPMC | \
+					 MSRBATCH_POLL_F_TSC | \
+					 MSRBATCH_POLL_F_COUNT)
+/*
+ * The timeout in microseconds, 1 .. MSRBATCH_MAX_POLL_NS / 1000, in bits
+ * 4-15 of a POLL's flags: flags = MSRBATCH_POLL_F_* | MSRBATCH_POLL_TIMEOUT_US(us).
+ */
+#define MSRBATCH_POLL_TIMEOUT_SHIFT	4
+#define MSRBATCH_POLL_TIMEOUT_US(us)	((us) << MSRBATCH_POLL_TIMEOUT_SHIFT)
 
 /* Batch flags (struct msrbatch_batch.flags). */
 #define MSRBATCH_F_STOP_ON_ERROR	(1U << 0)	/* per CPU: the ops after
@@ -72,7 +104,7 @@
  * allows (there the wait is part of the CPU's share: charged, and what is
  * left of it after the wait is the ops'; with CAP_SYS_RAWIO it is not).
  * MSRBATCH_F_TIMESTAMPS: val[1] of every op is the TSC right after it ran;
- * not with RDTSCP, CPUID, RMWMSR (EINVAL).
+ * not with RDTSCP, CPUID, RMWMSR, POLL (EINVAL).
  */
 #define MSRBATCH_F_SYNC_START	(1U << 1)
 #define MSRBATCH_F_TIMESTAMPS	(1U << 2)
@@ -92,7 +124,8 @@
 /**
  * struct msrbatch_op - one operation on one CPU (48 bytes)
  * @op:     MSRBATCH_OP_* code.
- * @flags:  reserved, must be 0.
+ * @flags:  POLL: MSRBATCH_POLL_F_* and MSRBATCH_POLL_TIMEOUT_US(); other
+ *          ops: must be 0.
  * @cpu:    logical CPU number the op runs on.
  * @reg:    MSR index (RDMSR, WRMSR, RMWMSR), counter selector in ECX
  *          (RDPMC; bit 30 selects Intel fixed counters) or CPUID leaf.
@@ -100,7 +133,8 @@
  * @status: out: 0, or a negative errno for this op (-EIO: the instruction
  *          faulted; -ECANCELED: not run after an earlier failure on the
  *          same CPU with MSRBATCH_F_STOP_ON_ERROR; -ETIME: not run, the
- *          CPU's busy credit ran out, see MSRBATCH_MAX_CPU_BUSY_NS).
+ *          CPU's busy credit ran out, see MSRBATCH_MAX_CPU_BUSY_NS;
+ *          -ETIMEDOUT: a POLL saw no change in time).
  *          Ignored on input.
  * @arg:    inputs; entries an op does not use must be 0.
  * @val:    outputs; ignored on input, zeroed for entries an op does not set.
@@ -242,7 +276,7 @@ struct msrbatch_result {
  * @version:    MSRBATCH_ABI_VERSION.
  * @flags:      0.
  * @handle:     a prepared batch of this descriptor. Its ops may be RDMSR,
- *              RDPMC, RDTSC, RDTSCP and CPUID (others: EINVAL, err_index
+ *              RDPMC, RDTSC, RDTSCP and CPUID (others, POLL too: EINVAL, err_index
  *              names the op), at most MSRBATCH_SAMPLE_MAX_OPS per CPU (E2BIG).
  *              Its batch flags are ignored.
  * @ring_pages: pages of the ring's data area: a power of two (EINVAL), at
@@ -387,7 +421,8 @@ struct msrbatch_rec_cpu {
  * allowlist in force at open allows, for its whole life: RDMSR of listed
  * MSRs, WRMSR/RMWMSR of listed MSRs with a non-zero write mask (only the bits
  * in the mask change; the others keep the MSR's value), RDTSC, RDTSCP, CPUID
- * and DELAY, and RDPMC, RDCR4 and PCE grants where the list allows them. A
+ * and DELAY, POLL of what it may read (listed MSRs, the TSC, counters where
+ * RDPMC is allowed), and RDPMC, RDCR4 and PCE grants where the list allows them. A
  * batch with another op fails with EACCES (EROFS: a write to an MSR with
  * write mask 0) and err_index set, before anything runs. The list is loaded
  * by writing it, in msr-safe's format, to /dev/msrbatch_allowlist. See

@@ -2,6 +2,7 @@
 //! `msrbatch`: run batch MSR scripts through /dev/msrbatch.
 
 mod allowlist;
+mod energy;
 mod exec;
 mod exit;
 mod man;
@@ -99,6 +100,11 @@ lines of their own (table: '#' lines). Ctrl-C stops sampling and prints the last
 output pipe ends the command quietly. The script's batch flags are ignored."
     )]
     Sample(sample::SampleArgs),
+    /// Measure how often the RAPL energy counters update: polls
+    /// (read-until-changed ops) stamp each update with the TSC; prints the
+    /// intervals' distribution per counter. Exit status 1 when no counter
+    /// updates (e.g. under an emulated CPU without RAPL).
+    Energy(energy::EnergyArgs),
     /// Read an MSR, with msr-tools' rdmsr options, output and exit statuses.
     Rdmsr(msrtools::RdmsrArgs),
     /// Write an MSR, with msr-tools' wrmsr options and exit statuses.
@@ -466,6 +472,7 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             run_script(device, &file, &a)
         }
         Cmd::Sample(a) => sample_script(device, &a),
+        Cmd::Energy(a) => energy::energy(&open(device, Access::Read)?, &a),
         Cmd::Rdmsr(a) => msrtools::rdmsr(device, &a),
         Cmd::Wrmsr(a) => msrtools::wrmsr(device, &a),
         Cmd::Pmu {

@@ -4,7 +4,7 @@
 
 use clap::ValueEnum;
 use msrbatch::script::Origin;
-use msrbatch::{msr_name, Op, OpResult, Value};
+use msrbatch::{msr_name, Op, OpResult, PollSource, PollStamp, Value};
 use serde::ser::SerializeMap;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -32,7 +32,7 @@ impl Format {
 /// The CSV header line (the columns of [`CSV_EXTRA`] last, after those of
 /// earlier versions).
 pub const CSV_HEADER: &str =
-    "iteration,line,cpu,op,register,value,error,tsc,start_spread,old,aux,ebx,ecx,edx";
+    "iteration,line,cpu,op,register,value,error,tsc,start_spread,old,aux,ebx,ecx,edx,reads,ticks";
 
 /// One run of a script, as its output names it.
 #[derive(Clone, Copy, Debug)]
@@ -61,6 +61,14 @@ pub fn describe_value(value: &Result<Value, msrbatch::Errno>) -> String {
             format!("eax={eax:08x} ebx={ebx:08x} ecx={ecx:08x} edx={edx:08x}")
         }
         Ok(Value::Ticks(t)) => format!("{t} TSC ticks"),
+        Ok(Value::Poll {
+            value,
+            at: PollStamp::Tsc(t),
+        }) => format!("{value:#018x} at TSC {t}"),
+        Ok(Value::Poll {
+            value,
+            at: PollStamp::Count { reads, ticks },
+        }) => format!("{value:#018x} after {reads} reads, {ticks} TSC ticks"),
     }
 }
 
@@ -69,10 +77,24 @@ pub fn describe_value(value: &Result<Value, msrbatch::Errno>) -> String {
 pub fn csv_reg(op: &Op) -> String {
     match *op {
         Op::RdMsr { msr } | Op::WrMsr { msr, .. } | Op::RmwMsr { msr, .. } => format!("{msr:#x}"),
-        Op::RdPmc { ecx } => format!("{ecx:#x}"),
+        Op::Poll {
+            source: PollSource::Msr(msr),
+            ..
+        } => format!("{msr:#x}"),
+        Op::RdPmc { ecx }
+        | Op::Poll {
+            source: PollSource::Pmc(ecx),
+            ..
+        } => format!("{ecx:#x}"),
         Op::Cpuid { leaf, subleaf } => format!("{leaf:#x}.{subleaf}"),
         Op::Delay { ns } => ns.to_string(),
-        Op::RdTsc | Op::RdTscp | Op::RdCr4 => String::new(),
+        Op::RdTsc
+        | Op::RdTscp
+        | Op::RdCr4
+        | Op::Poll {
+            source: PollSource::Tsc,
+            ..
+        } => String::new(),
     }
 }
 
@@ -162,7 +184,14 @@ pub fn json_op(r: &OpResult, extra: &[(&'static str, u64)]) -> JsonObject {
     let mut o = JsonObject::default()
         .with("op", r.op.mnemonic())
         .with("register", csv_reg(&r.op));
-    if let Op::RdMsr { msr } | Op::WrMsr { msr, .. } | Op::RmwMsr { msr, .. } = r.op {
+    if let Op::RdMsr { msr }
+    | Op::WrMsr { msr, .. }
+    | Op::RmwMsr { msr, .. }
+    | Op::Poll {
+        source: PollSource::Msr(msr),
+        ..
+    } = r.op
+    {
         if let Some(n) = msr_name(msr) {
             o.push("name", n);
         }
@@ -188,7 +217,8 @@ pub fn json_op(r: &OpResult, extra: &[(&'static str, u64)]) -> JsonObject {
 
 /// Every value an op returned, named: `value` (the main one: the value
 /// written for WRMSR, the new value of an RMW, the TSC of RDTSCP, EAX of
-/// CPUID), then `old` and `new` (RMW), `aux` (RDTSCP), `eax`..`edx` (CPUID).
+/// CPUID, the last value a poll read), then `old` and `new` (RMW), `aux`
+/// (RDTSCP), `eax`..`edx` (CPUID), a poll's `tsc` or `reads` and `ticks`.
 pub fn values(op: &Op, v: &Value) -> Vec<(&'static str, u64)> {
     let main = match (v, op) {
         (Value::None, Op::WrMsr { value, .. }) => Some(*value),
@@ -202,6 +232,14 @@ pub fn values(op: &Op, v: &Value) -> Vec<(&'static str, u64)> {
             [("eax", eax), ("ebx", ebx), ("ecx", ecx), ("edx", edx)]
                 .map(|(k, v)| (k, u64::from(v))),
         ),
+        Value::Poll {
+            at: PollStamp::Tsc(t),
+            ..
+        } => out.push(("tsc", t)),
+        Value::Poll {
+            at: PollStamp::Count { reads, ticks },
+            ..
+        } => out.extend([("reads", u64::from(reads)), ("ticks", u64::from(ticks))]),
         _ => {}
     }
     out
@@ -226,8 +264,9 @@ pub fn json_result(run: &Run, line: usize, r: &OpResult) -> String {
 
 /// The CSV columns of the values an op may return besides its main one
 /// (empty for ops without them): RMW's old value, RDTSCP's TSC_AUX, CPUID's
-/// EBX, ECX and EDX (its EAX is the value).
-pub const CSV_EXTRA: [&str; 5] = ["old", "aux", "ebx", "ecx", "edx"];
+/// EBX, ECX and EDX (its EAX is the value), a counting poll's reads and
+/// ticks (a poll's TSC goes into the `tsc` column).
+pub const CSV_EXTRA: [&str; 7] = ["old", "aux", "ebx", "ecx", "edx", "reads", "ticks"];
 
 /// An op's cells for [`CSV_EXTRA`].
 fn csv_extra(r: &OpResult) -> Vec<String> {
@@ -253,13 +292,20 @@ fn csv_result(run: &Run, line: usize, r: &OpResult) -> String {
         .unwrap_or_default();
     let err = r.value.err().map(|e| e.name()).unwrap_or_default();
     let num = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+    let tsc = r.tsc.or(match r.value {
+        Ok(Value::Poll {
+            at: PollStamp::Tsc(t),
+            ..
+        }) => Some(t),
+        _ => None,
+    });
     format!(
         "{},{line},{},{},{},{value},{err},{},{},{}",
         run.iteration,
         r.cpu,
         r.op.mnemonic(),
         csv_reg(&r.op),
-        num(r.tsc),
+        num(tsc),
         num(run.start_spread),
         csv_extra(r).join(",")
     )
@@ -597,12 +643,12 @@ mod tests {
         let pat = result(Op::RdMsr { msr: 0x277 }, Ok(Value::U64(0x7040600070406)));
         assert_eq!(
             csv_result(&run(0, None), 4, &pat),
-            "0,4,2,rdmsr,0x277,0x7040600070406,,,,,,,,"
+            "0,4,2,rdmsr,0x277,0x7040600070406,,,,,,,,,,"
         );
         let fault = result(Op::RdPmc { ecx: 1 << 30 }, Err(Errno(libc::EIO)));
         assert_eq!(
             csv_result(&run(1, Some(0)), 2, &fault),
-            "1,2,2,rdpmc,0x40000000,,EIO,,0,,,,,"
+            "1,2,2,rdpmc,0x40000000,,EIO,,0,,,,,,,"
         );
         let stamped = OpResult {
             tsc: Some(99),
@@ -610,7 +656,7 @@ mod tests {
         };
         assert_eq!(
             csv_result(&run(0, Some(7)), 4, &stamped),
-            "0,4,2,rdmsr,0x277,0x7040600070406,,99,7,,,,,"
+            "0,4,2,rdmsr,0x277,0x7040600070406,,99,7,,,,,,,"
         );
         // Every value an op returns has its column.
         let rmw = Op::RmwMsr {
@@ -625,11 +671,11 @@ mod tests {
         for (r, want) in [
             (
                 result(rmw, Ok(Value::Rmw { old: 3, new: 2 })),
-                "0,1,2,rmw,0x10,0x2,,,,0x3,,,,",
+                "0,1,2,rmw,0x10,0x2,,,,0x3,,,,,,",
             ),
             (
                 result(Op::RdTscp, Ok(Value::Tscp { tsc: 9, aux: 0x103 })),
-                "0,1,2,rdtscp,,0x9,,,,,0x103,,,",
+                "0,1,2,rdtscp,,0x9,,,,,0x103,,,,,",
             ),
             (
                 result(
@@ -641,7 +687,42 @@ mod tests {
                         edx: 4,
                     }),
                 ),
-                "0,1,2,cpuid,0xa.0,0x1,,,,,,0x2,0x3,0x4",
+                "0,1,2,cpuid,0xa.0,0x1,,,,,,0x2,0x3,0x4,,",
+            ),
+            (
+                result(
+                    Op::Poll {
+                        source: msrbatch::PollSource::Msr(0x611),
+                        mask: u64::MAX,
+                        equals: None,
+                        timeout_us: 100,
+                        count: false,
+                    },
+                    Ok(Value::Poll {
+                        value: 5,
+                        at: PollStamp::Tsc(77),
+                    }),
+                ),
+                "0,1,2,poll,0x611,0x5,,77,,,,,,,,",
+            ),
+            (
+                result(
+                    Op::Poll {
+                        source: msrbatch::PollSource::Tsc,
+                        mask: u64::MAX,
+                        equals: None,
+                        timeout_us: 100,
+                        count: true,
+                    },
+                    Ok(Value::Poll {
+                        value: 5,
+                        at: PollStamp::Count {
+                            reads: 2,
+                            ticks: 40,
+                        },
+                    }),
+                ),
+                "0,1,2,poll,,0x5,,,,,,,,,0x2,0x28",
             ),
         ] {
             assert_eq!(csv_result(&run(0, None), 1, &r), want);

@@ -836,7 +836,7 @@ fn rdtsc() -> u64 {
 /// The TSC's rate measured against `CLOCK_MONOTONIC` (`Instant`) from a
 /// start: what `TSC_MHz` is, and what turns the TSC ticks between two
 /// samples into time.
-struct TscClock {
+pub(crate) struct TscClock {
     at: Instant,
     tsc: u64,
 }
@@ -858,13 +858,13 @@ impl TscClock {
             .unwrap_or_else(|| (Instant::now(), rdtsc()))
     }
 
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let (at, tsc) = Self::now();
         TscClock { at, tsc }
     }
 
     /// Ticks per second since the start (None before 100 us).
-    fn hz(&self) -> Option<f64> {
+    pub(crate) fn hz(&self) -> Option<f64> {
         let (t, tsc) = Self::now();
         let secs = t.duration_since(self.at).as_secs_f64();
         (secs >= 1e-4).then(|| tsc.wrapping_sub(self.tsc) as f64 / secs)

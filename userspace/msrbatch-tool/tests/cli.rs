@@ -449,8 +449,20 @@ fn limits_are_named_before_the_ioctl() {
             vec!["run"],
             "delay 1ms\ndelay 1ms\ndelay 1ms\ndelay 1ms\ndelay 1ms\ndelay 1ms\ndelay 1ms\n\
              delay 1ms\ndelay 1ms\ndelay 1ms\ndelay 1us\n",
-            "s.msr:11: ERANGE: the delays on CPU 0 add up to 10001us, over the 10ms one CPU's \
-             delays in a batch may last (MSRBATCH_MAX_CPU_DELAY_NS)",
+            "s.msr:11: ERANGE: the delays and poll timeouts on CPU 0 add up to 10001us, over \
+             the 10ms one CPU's waits in a batch may last (MSRBATCH_MAX_CPU_DELAY_NS)",
+        ),
+        (
+            vec!["run"],
+            "delay 1ms\ndelay 1ms\ndelay 1ms\ndelay 1ms\ndelay 1ms\ndelay 1ms\ndelay 1ms\n\
+             delay 1ms\npoll tsc\npoll tsc timeout 1us\n",
+            "s.msr:10: ERANGE: the delays and poll timeouts on CPU 0 add up to 10001us, over \
+             the 10ms one CPU's waits in a batch may last (MSRBATCH_MAX_CPU_DELAY_NS)",
+        ),
+        (
+            vec!["run"],
+            "timestamps\npoll tsc\n",
+            "s.msr:2: EINVAL: 'poll' returns a second value itself",
         ),
         (
             vec!["run"],

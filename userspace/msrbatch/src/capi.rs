@@ -18,10 +18,11 @@ use crate::sampler::{Record, Sampler, SamplerConfig};
 #[cfg(feature = "sim")]
 use crate::sim::{SimPmu, Source};
 use crate::uapi::{
-    msrbatch_info, MSRBATCH_REC_LOST, MSRBATCH_REC_OFFLINE, MSRBATCH_REC_ONLINE,
-    MSRBATCH_REC_SAMPLE,
+    msrbatch_info, MSRBATCH_POLL_F_ALL, MSRBATCH_POLL_F_COUNT, MSRBATCH_POLL_F_EQUAL,
+    MSRBATCH_POLL_F_RDPMC, MSRBATCH_POLL_F_TSC, MSRBATCH_REC_LOST, MSRBATCH_REC_OFFLINE,
+    MSRBATCH_REC_ONLINE, MSRBATCH_REC_SAMPLE,
 };
-use crate::{Backend, Batch, Device, Errno, Op, Prepared};
+use crate::{Backend, Batch, Device, Errno, Op, PollSource, Prepared};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_long, CStr, CString};
 
@@ -344,6 +345,51 @@ push_fns! {
     msrbatch_batch_delay(ns: u64) => Op::Delay { ns };
     /// Appends a CR4 read on `cpu`.
     msrbatch_batch_rdcr4() => Op::RdCr4;
+}
+
+/// `msrbatch_batch_poll()`: appends a POLL on `cpu`: `flags` are the uapi
+/// header's `MSRBATCH_POLL_F_*` (`MSRBATCH_POLL_F_RDPMC`: `reg` is an RDPMC
+/// selector; `MSRBATCH_POLL_F_TSC`: the TSC, `reg` 0; neither: MSR `reg`;
+/// `MSRBATCH_POLL_F_EQUAL`: until `(value & mask) == equals`, else `equals`
+/// must be 0; `MSRBATCH_POLL_F_COUNT`), `timeout_us` 1 ..
+/// `MSRBATCH_MAX_POLL_NS / 1000`.
+///
+/// Returns the op's index, or a negative errno (`-EINVAL`: unknown flags,
+/// both sources, a register with the TSC, `equals` without
+/// `MSRBATCH_POLL_F_EQUAL`; the kernel checks the rest).
+///
+/// # Safety
+///
+/// `batch` came from `msrbatch_batch_new`.
+#[no_mangle]
+pub unsafe extern "C" fn msrbatch_batch_poll(
+    batch: *mut CBatch,
+    cpu: u32,
+    flags: u32,
+    reg: u32,
+    mask: u64,
+    equals: u64,
+    timeout_us: u32,
+) -> c_long {
+    let source = match flags & (MSRBATCH_POLL_F_RDPMC | MSRBATCH_POLL_F_TSC) {
+        0 => PollSource::Msr(reg),
+        MSRBATCH_POLL_F_RDPMC => PollSource::Pmc(reg),
+        MSRBATCH_POLL_F_TSC if reg == 0 => PollSource::Tsc,
+        _ => return -c_long::from(libc::EINVAL),
+    };
+    let equal = flags & MSRBATCH_POLL_F_EQUAL != 0;
+    if flags & !MSRBATCH_POLL_F_ALL != 0 || (!equal && equals != 0) {
+        return -c_long::from(libc::EINVAL);
+    }
+    let op = Op::Poll {
+        source,
+        mask,
+        equals: equal.then_some(equals),
+        timeout_us: u16::try_from(timeout_us).unwrap_or(u16::MAX),
+        count: flags & MSRBATCH_POLL_F_COUNT != 0,
+    };
+    // SAFETY: By the caller's contract.
+    unsafe { push(batch, cpu, op) }
 }
 
 /// `msrbatch_batch_len()`

@@ -155,6 +155,55 @@ pub enum Op {
     },
     /// Read CR4 of the CPU.
     RdCr4,
+    /// Read `source` again and again, interrupts off, until `value & mask`
+    /// differs from the first read's (or, with `equals`, is that value), for
+    /// at most `timeout_us` microseconds (and the CPU's busy time). Its
+    /// result is a [`Value::Poll`]; a poll that saw no change in time fails
+    /// with `ETIMEDOUT`.
+    Poll {
+        /// What it reads.
+        source: PollSource,
+        /// The bits that count.
+        mask: u64,
+        /// Stop when `value & mask` equals this (inside `mask`), instead of
+        /// when it changes.
+        equals: Option<u64>,
+        /// The timeout, 1 ..= [`MAX_POLL_US`] microseconds.
+        timeout_us: u16,
+        /// Report the number of reads and the ticks they took
+        /// ([`PollStamp::Count`]) instead of the TSC of the last read.
+        count: bool,
+    },
+}
+
+/// The longest timeout of an [`Op::Poll`], in microseconds
+/// (`MSRBATCH_MAX_POLL_NS`).
+pub const MAX_POLL_US: u16 = (MSRBATCH_MAX_POLL_NS / 1000) as u16;
+
+/// What an [`Op::Poll`] reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PollSource {
+    /// An MSR.
+    Msr(u32),
+    /// A performance counter, by RDPMC selector.
+    Pmc(u32),
+    /// The time-stamp counter.
+    Tsc,
+}
+
+/// When an [`Op::Poll`] saw what it waited for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PollStamp {
+    /// The TSC right after the read that saw it.
+    Tsc(u64),
+    /// How many reads it took (the first included), and the TSC ticks
+    /// from the first to the last (both at most `u32::MAX`).
+    Count {
+        /// Reads.
+        reads: u32,
+        /// Ticks.
+        ticks: u32,
+    },
 }
 
 impl Op {
@@ -170,6 +219,7 @@ impl Op {
             Op::Cpuid { .. } => "cpuid",
             Op::Delay { .. } => "delay",
             Op::RdCr4 => "rdcr4",
+            Op::Poll { .. } => "poll",
         }
     }
 
@@ -199,6 +249,36 @@ impl Op {
             Op::Cpuid { leaf, subleaf } => (MSRBATCH_OP_CPUID, leaf, [u64::from(subleaf), 0]),
             Op::Delay { ns } => (MSRBATCH_OP_DELAY, 0, [ns, 0]),
             Op::RdCr4 => (MSRBATCH_OP_RDCR4, 0, [0, 0]),
+            Op::Poll {
+                source,
+                mask,
+                equals,
+                timeout_us,
+                count,
+            } => {
+                let (reg, mut flags) = match source {
+                    PollSource::Msr(msr) => (msr, 0),
+                    PollSource::Pmc(ecx) => (ecx, MSRBATCH_POLL_F_RDPMC),
+                    PollSource::Tsc => (0, MSRBATCH_POLL_F_TSC),
+                };
+                if equals.is_some() {
+                    flags |= MSRBATCH_POLL_F_EQUAL;
+                }
+                if count {
+                    flags |= MSRBATCH_POLL_F_COUNT;
+                }
+                // A timeout too long for its field stays too long (ERANGE).
+                let field = u32::from(u16::MAX) >> MSRBATCH_POLL_TIMEOUT_SHIFT;
+                flags |= u32::from(timeout_us).min(field) << MSRBATCH_POLL_TIMEOUT_SHIFT;
+                return msrbatch_op {
+                    op: MSRBATCH_OP_POLL as u16,
+                    flags: flags as u16,
+                    cpu,
+                    reg,
+                    arg: [mask, equals.unwrap_or(0)],
+                    ..Default::default()
+                };
+            }
         };
         msrbatch_op {
             op: op as u16,
@@ -244,6 +324,13 @@ pub enum Value {
     },
     /// DELAY: TSC ticks that elapsed.
     Ticks(u64),
+    /// POLL: the value that ended it, and when.
+    Poll {
+        /// The value of the last read (the one that saw the change).
+        value: u64,
+        /// When.
+        at: PollStamp,
+    },
 }
 
 impl Value {
@@ -252,7 +339,7 @@ impl Value {
     pub fn as_u64(&self) -> Option<u64> {
         match *self {
             Value::None => None,
-            Value::U64(v) | Value::Ticks(v) => Some(v),
+            Value::U64(v) | Value::Ticks(v) | Value::Poll { value: v, .. } => Some(v),
             Value::Rmw { new, .. } => Some(new),
             Value::Tscp { tsc, .. } => Some(tsc),
             Value::Cpuid { eax, .. } => Some(u64::from(eax)),
@@ -303,6 +390,17 @@ impl OpResult {
                     edx: (v1 >> 32) as u32,
                 },
                 Op::Delay { .. } => Value::Ticks(v0),
+                Op::Poll { count, .. } => Value::Poll {
+                    value: v0,
+                    at: if count {
+                        PollStamp::Count {
+                            reads: (v1 >> 32) as u32,
+                            ticks: v1 as u32,
+                        }
+                    } else {
+                        PollStamp::Tsc(v1)
+                    },
+                },
                 _ => Value::U64(v0),
             })
         };
@@ -929,6 +1027,54 @@ mod tests {
         }
     }
 
+    #[test]
+    fn encode_polls() {
+        let poll = |source, equals, timeout_us, count| Op::Poll {
+            source,
+            mask: 0xff00,
+            equals,
+            timeout_us,
+            count,
+        };
+        let t = |us: u32| us << MSRBATCH_POLL_TIMEOUT_SHIFT;
+        let cases = [
+            (
+                poll(PollSource::Msr(0x611), None, 1000, false),
+                0x611,
+                t(1000),
+                [0xff00, 0],
+            ),
+            (
+                poll(PollSource::Pmc(1 << 30), Some(0x100), 5, true),
+                1 << 30,
+                MSRBATCH_POLL_F_RDPMC | MSRBATCH_POLL_F_EQUAL | MSRBATCH_POLL_F_COUNT | t(5),
+                [0xff00, 0x100],
+            ),
+            (
+                poll(PollSource::Tsc, None, 1, false),
+                0,
+                MSRBATCH_POLL_F_TSC | t(1),
+                [0xff00, 0],
+            ),
+            // Too long for the field: still too long for the kernel.
+            (
+                poll(PollSource::Tsc, None, u16::MAX, false),
+                0,
+                MSRBATCH_POLL_F_TSC | t(0xfff),
+                [0xff00, 0],
+            ),
+        ];
+        for (op, reg, flags, arg) in cases {
+            let raw = op.encode(2);
+            assert_eq!(
+                (raw.op, raw.cpu, raw.reg, u32::from(raw.flags), raw.arg),
+                (MSRBATCH_OP_POLL as u16, 2, reg, flags, arg),
+                "{op:?}"
+            );
+        }
+        assert!(u32::from(MAX_POLL_US) < 1 << (16 - MSRBATCH_POLL_TIMEOUT_SHIFT));
+    }
+
     /// The value `OpResult::decode` gives op `op` with outputs `val` and
     /// `status`, without timestamps.
     fn decode(op: Op, status: i32, val: [u64; 2]) -> std::result::Result<Value, Errno> {
@@ -976,6 +1122,34 @@ mod tests {
             Ok(Value::None)
         );
         assert_eq!(decode(Op::RdTsc, -libc::EIO, val), Err(Errno(libc::EIO)));
+        let poll = |count| Op::Poll {
+            source: PollSource::Tsc,
+            mask: 1,
+            equals: None,
+            timeout_us: 10,
+            count,
+        };
+        assert_eq!(
+            decode(poll(false), 0, [9, 10]),
+            Ok(Value::Poll {
+                value: 9,
+                at: PollStamp::Tsc(10)
+            })
+        );
+        assert_eq!(
+            decode(poll(true), 0, [9, 3 << 32 | 700]),
+            Ok(Value::Poll {
+                value: 9,
+                at: PollStamp::Count {
+                    reads: 3,
+                    ticks: 700
+                }
+            })
+        );
+        assert_eq!(
+            decode(poll(true), -libc::ETIMEDOUT, [9, 1]),
+            Err(Errno(libc::ETIMEDOUT))
+        );
         assert_eq!(Errno(libc::ECANCELED).name(), "ECANCELED");
         assert_eq!(Errno(libc::ETIMEDOUT).name(), "ETIMEDOUT");
         assert_eq!(Errno(4095).name(), "E4095");

@@ -81,14 +81,28 @@ fn duration(ns: u64) -> String {
 
 /// The ops that return a second value themselves (no room for a timestamp).
 fn has_own_second_value(op: &Op) -> bool {
-    matches!(op, Op::RdTscp | Op::Cpuid { .. } | Op::RmwMsr { .. })
+    matches!(
+        op,
+        Op::RdTscp | Op::Cpuid { .. } | Op::RmwMsr { .. } | Op::Poll { .. }
+    )
+}
+
+/// How long `op` may keep its CPU waiting, in nanoseconds: a delay's
+/// delay, a poll's timeout (both count towards `MSRBATCH_MAX_CPU_DELAY_NS`).
+fn wait_ns(op: &Op) -> u64 {
+    match *op {
+        Op::Delay { ns } => ns,
+        Op::Poll { timeout_us, .. } => u64::from(timeout_us) * 1000,
+        _ => 0,
+    }
 }
 
 /// The checks of a batch (`ops`: each op with its CPU) that need nothing but
 /// the batch, in the kernel's order: at least one op, at most
-/// `MSRBATCH_MAX_OPS`, no delay over `MSRBATCH_MAX_DELAY_NS` and no CPU's
-/// delays over `MSRBATCH_MAX_CPU_DELAY_NS`, no timestamps with an op that
-/// returns a second value.
+/// `MSRBATCH_MAX_OPS`, no delay over `MSRBATCH_MAX_DELAY_NS`, no poll's
+/// timeout over `MSRBATCH_MAX_POLL_NS` and no CPU's delays and poll timeouts
+/// over `MSRBATCH_MAX_CPU_DELAY_NS`, no timestamps with an op that returns a
+/// second value.
 pub fn check_batch(ops: &[(u32, Op)], timestamps: bool) -> Result<(), Refusal> {
     if ops.is_empty() {
         return Err(Refusal::new(
@@ -124,27 +138,42 @@ pub fn check_batch(ops: &[(u32, Op)], timestamps: bool) -> Result<(), Refusal> {
                 ));
             }
         }
+        if let Op::Poll { timeout_us, .. } = *op {
+            let ns = u64::from(timeout_us) * 1000;
+            if ns == 0 || ns > u64::from(MSRBATCH_MAX_POLL_NS) {
+                return Err(Refusal::new(
+                    if ns == 0 { libc::EINVAL } else { libc::ERANGE },
+                    Some(i),
+                    format!(
+                        "a poll's timeout of {} is not within 1us to {} (MSRBATCH_MAX_POLL_NS)",
+                        duration(ns),
+                        duration(MSRBATCH_MAX_POLL_NS.into())
+                    ),
+                ));
+            }
+        }
         if timestamps && has_own_second_value(op) {
             return Err(Refusal::new(
                 libc::EINVAL,
                 Some(i),
                 format!(
                     "'{}' returns a second value itself, where a timestamp would go: \
-                     a batch with timestamps may not have rdtscp, cpuid or rmw",
+                     a batch with timestamps may not have rdtscp, cpuid, rmw or poll",
                     op.mnemonic()
                 ),
             ));
         }
-        if let Op::Delay { ns } = *op {
+        let wait = wait_ns(op);
+        if wait != 0 {
             let sum = delays.entry(*cpu).or_default();
-            *sum += ns;
+            *sum += wait;
             if *sum > u64::from(MSRBATCH_MAX_CPU_DELAY_NS) {
                 return Err(Refusal::new(
                     libc::ERANGE,
                     Some(i),
                     format!(
-                        "the delays on CPU {cpu} add up to {}, over the {} one CPU's delays \
-                         in a batch may last (MSRBATCH_MAX_CPU_DELAY_NS)",
+                        "the delays and poll timeouts on CPU {cpu} add up to {}, over the {} \
+                         one CPU's waits in a batch may last (MSRBATCH_MAX_CPU_DELAY_NS)",
                         duration(*sum),
                         duration(MSRBATCH_MAX_CPU_DELAY_NS.into())
                     ),
@@ -462,10 +491,32 @@ mod tests {
         let r = check_batch(&ops, false).unwrap_err();
         assert_eq!((r.errno, r.index), (Errno(libc::ERANGE), Some(11)));
         assert!(
-            r.text
-                .contains("the delays on CPU 1 add up to 10000001ns, over the 10ms"),
+            r.text.contains(
+                "the delays and poll timeouts on CPU 1 add up to 10000001ns, over the 10ms"
+            ),
             "{r}"
         );
+        // Poll timeouts count as delays; a poll's own timeout is bounded.
+        let poll = |timeout_us| Op::Poll {
+            source: crate::PollSource::Tsc,
+            mask: 1,
+            equals: None,
+            timeout_us,
+            count: false,
+        };
+        let mut ops = on(0, &[ms; 8]);
+        ops.push((0, poll(crate::MAX_POLL_US)));
+        assert!(check_batch(&ops, false).is_ok());
+        ops.push((0, poll(1)));
+        let r = check_batch(&ops, false).unwrap_err();
+        assert_eq!((r.errno, r.index), (Errno(libc::ERANGE), Some(9)));
+        let r = check_batch(&on(0, &[poll(crate::MAX_POLL_US + 1)]), false).unwrap_err();
+        assert_eq!((r.errno, r.index), (Errno(libc::ERANGE), Some(0)));
+        assert!(r.text.contains("MSRBATCH_MAX_POLL_NS"), "{r}");
+        let r = check_batch(&on(0, &[poll(0)]), false).unwrap_err();
+        assert_eq!(r.errno, Errno(libc::EINVAL));
+        let r = check_batch(&on(0, &[poll(1)]), true).unwrap_err();
+        assert!(r.text.contains("'poll' returns a second value"), "{r}");
         let r = check_batch(&on(0, &[Op::RdTsc, Op::RdTscp]), true).unwrap_err();
         assert_eq!((r.errno, r.index), (Errno(libc::EINVAL), Some(1)));
         assert!(r.text.contains("'rdtscp' returns a second value"), "{r}");

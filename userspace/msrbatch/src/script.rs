@@ -17,7 +17,7 @@
 
 use crate::msr::{parse_msr, Reg};
 use crate::number::{parse_bit_range, parse_cpu_list, parse_duration, parse_u32, parse_u64};
-use crate::{Batch, Op, RDPMC_FIXED};
+use crate::{Batch, Op, PollSource, MAX_POLL_US, RDPMC_FIXED};
 use std::fmt;
 use std::str::FromStr;
 
@@ -74,8 +74,114 @@ impl fmt::Display for Op {
             Op::Cpuid { leaf, subleaf } => write!(f, "{m} {leaf:#x} {subleaf}"),
             Op::Delay { ns } => write!(f, "{m} {ns}ns"),
             Op::RdTsc | Op::RdTscp | Op::RdCr4 => f.write_str(m),
+            Op::Poll {
+                source,
+                mask,
+                equals,
+                timeout_us,
+                count,
+            } => {
+                match source {
+                    PollSource::Msr(msr) => write!(f, "{m} {}", Reg(msr))?,
+                    PollSource::Pmc(ecx) if ecx & RDPMC_FIXED != 0 => {
+                        write!(f, "{m} pmc fixed {}", ecx & !RDPMC_FIXED)?
+                    }
+                    PollSource::Pmc(ecx) => write!(f, "{m} pmc {ecx}")?,
+                    PollSource::Tsc => write!(f, "{m} tsc")?,
+                }
+                if mask != u64::MAX {
+                    write!(f, " mask {mask:#x}")?;
+                }
+                if let Some(v) = equals {
+                    write!(f, " equals {v:#x}")?;
+                }
+                if timeout_us != MAX_POLL_US {
+                    write!(f, " timeout {timeout_us}us")?;
+                }
+                if count {
+                    f.write_str(" count")?;
+                }
+                Ok(())
+            }
         }
     }
+}
+
+/// The usage of the `poll` statement.
+const POLL_USAGE: &str =
+    "usage: poll REG|tsc|pmc [fixed] N [mask M] [equals V] [timeout DURATION] [count]";
+
+/// Parses the arguments of a `poll` statement; errors carry the column.
+fn parse_poll(head: &Tok<'_>, args: &[Tok<'_>]) -> Result<Op, (usize, String)> {
+    let err = |t: &Tok<'_>, msg: String| (t.col, msg);
+    let u32_at = |t: &Tok<'_>| parse_u32(t.text).map_err(|e| err(t, e.to_string()));
+    let (source, mut rest) = match args {
+        [] => return Err((head.col, POLL_USAGE.into())),
+        [t, rest @ ..] if t.text == "tsc" => (PollSource::Tsc, rest),
+        [t, f, i, rest @ ..] if t.text == "pmc" && f.text == "fixed" => {
+            (PollSource::Pmc(RDPMC_FIXED | u32_at(i)?), rest)
+        }
+        [t, i, rest @ ..] if t.text == "pmc" => (PollSource::Pmc(u32_at(i)?), rest),
+        [t, rest @ ..] => (
+            PollSource::Msr(parse_msr(t.text).map_err(|e| err(t, e.to_string()))?),
+            rest,
+        ),
+    };
+    let (mut mask, mut equals, mut timeout_us, mut count) = (u64::MAX, None, MAX_POLL_US, false);
+    while let Some((word, tail)) = rest.split_first() {
+        let value = |name: &str| {
+            tail.first()
+                .ok_or_else(|| err(word, format!("'{name}' needs a value; {POLL_USAGE}")))
+        };
+        let u64_at = |t: &Tok<'_>| parse_u64(t.text).map_err(|e| err(t, e.to_string()));
+        rest = match word.text {
+            "mask" => {
+                mask = u64_at(value("mask")?)?;
+                &tail[1..]
+            }
+            "equals" => {
+                equals = Some(u64_at(value("equals")?)?);
+                &tail[1..]
+            }
+            "timeout" => {
+                let t = value("timeout")?;
+                let ns = parse_duration(t.text).map_err(|e| err(t, e.to_string()))?;
+                timeout_us = match u16::try_from(ns / 1000) {
+                    Ok(us) if ns % 1000 == 0 && (1..=MAX_POLL_US).contains(&us) => us,
+                    _ => {
+                        return Err(err(
+                            t,
+                            format!(
+                                "a poll's timeout is whole microseconds, 1us to {MAX_POLL_US}us \
+                                 (MSRBATCH_MAX_POLL_NS)"
+                            ),
+                        ))
+                    }
+                };
+                &tail[1..]
+            }
+            "count" => {
+                count = true;
+                tail
+            }
+            _ => return Err(err(word, POLL_USAGE.into())),
+        };
+    }
+    if let Some(v) = equals {
+        if v & !mask != 0 {
+            return Err((
+                head.col,
+                format!("equals {v:#x} has bits outside mask {mask:#x}"),
+            ));
+        }
+    }
+    Ok(Op::Poll {
+        source,
+        mask,
+        equals,
+        timeout_us,
+        count,
+    })
 }
 
 /// Parses one op statement (not `cpu` or `stop-on-error`); errors point at
@@ -296,6 +402,7 @@ fn parse_statement<'a>(
                 ns: parse_duration(args[0].text).map_err(|e| (args[0].col, e.to_string()))?,
             }
         }
+        "poll" => parse_poll(head, args)?,
         other => return Err((head.col, format!("unknown statement '{other}'"))),
     };
     Ok(Statement::Op(op))
@@ -411,6 +518,27 @@ mod tests {
             },
             Op::Delay { ns: 10_000 },
             Op::Delay { ns: 0 },
+            Op::Poll {
+                source: PollSource::Msr(0x611),
+                mask: u64::MAX,
+                equals: None,
+                timeout_us: MAX_POLL_US,
+                count: false,
+            },
+            Op::Poll {
+                source: PollSource::Tsc,
+                mask: 0x100,
+                equals: Some(0x100),
+                timeout_us: 5,
+                count: true,
+            },
+            Op::Poll {
+                source: PollSource::Pmc(RDPMC_FIXED | 1),
+                mask: 0,
+                equals: None,
+                timeout_us: 1,
+                count: false,
+            },
         ]
     }
 
@@ -437,6 +565,9 @@ mod tests {
                 "cpuid 0x80000022 7",
                 "delay 10000ns",
                 "delay 0ns",
+                "poll MSR_PKG_ENERGY_STATUS",
+                "poll tsc mask 0x100 equals 0x100 timeout 5us count",
+                "poll pmc fixed 1 mask 0x0 timeout 1us",
             ]
         );
     }
@@ -473,6 +604,26 @@ mod tests {
                 },
             ),
             ("delay 10us", Op::Delay { ns: 10_000 }),
+            (
+                "poll 0x611 count timeout 1ms mask 0xffffffff",
+                Op::Poll {
+                    source: PollSource::Msr(0x611),
+                    mask: 0xffff_ffff,
+                    equals: None,
+                    timeout_us: 1000,
+                    count: true,
+                },
+            ),
+            (
+                "poll pmc 3 equals 0",
+                Op::Poll {
+                    source: PollSource::Pmc(3),
+                    mask: u64::MAX,
+                    equals: Some(0),
+                    timeout_us: MAX_POLL_US,
+                    count: false,
+                },
+            ),
         ] {
             let parsed: Op = text.parse().unwrap();
             assert_eq!(parsed, op, "{text}");
@@ -485,6 +636,16 @@ mod tests {
             ("rdmsr", 1, "usage: rdmsr"),
             ("rdmsr 010", 7, "must not start with 0"),
             ("frobnicate", 1, "unknown statement"),
+            ("poll", 1, "usage: poll"),
+            ("poll tsc mask", 10, "'mask' needs a value"),
+            (
+                "poll tsc timeout 3ms",
+                18,
+                "whole microseconds, 1us to 2000us",
+            ),
+            ("poll tsc timeout 1500ns", 18, "whole microseconds"),
+            ("poll tsc often", 10, "usage: poll"),
+            ("poll tsc mask 0xf0 equals 1", 1, "outside mask"),
         ] {
             let e = text.parse::<Op>().unwrap_err();
             assert_eq!((e.line, e.col), (1, col), "{text}: {e}");

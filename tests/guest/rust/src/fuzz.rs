@@ -183,8 +183,54 @@ fn violation(rules: &Allowlist, op: &msrbatch_op) -> Option<i32> {
         },
         MSRBATCH_OP_RDPMC => (!rules.extras().has(Extras::RDPMC)).then_some(libc::EACCES),
         MSRBATCH_OP_RDCR4 => (!rules.extras().has(Extras::RDCR4)).then_some(libc::EACCES),
+        // A poll reads what a read of its source may.
+        MSRBATCH_OP_POLL => {
+            let flags = u32::from(op.flags);
+            if flags & MSRBATCH_POLL_F_TSC != 0 {
+                None
+            } else if flags & MSRBATCH_POLL_F_RDPMC != 0 {
+                (!rules.extras().has(Extras::RDPMC)).then_some(libc::EACCES)
+            } else {
+                rules.mask(op.reg).is_none().then_some(libc::EACCES)
+            }
+        }
         _ => None,
     }
+}
+
+/// A poll's flags and operands: a source (mostly an MSR: IA32_PAT, which
+/// never changes, TSC_AUX or a random one; a counter; the TSC), a mask (0:
+/// it times out; one TSC bit: it changes in time; all ones), sometimes a
+/// value to wait for, a timeout of mostly a few microseconds (the whole 2 ms
+/// now and then), and COUNT at random.
+fn random_poll(r: &mut Rng, op: &mut msrbatch_op) {
+    let (source, reg) = match r.below(6) {
+        0 => (MSRBATCH_POLL_F_TSC, 0),
+        1 => (MSRBATCH_POLL_F_RDPMC, r.next() as u32),
+        2 => (0, TSC_AUX),
+        3 => (0, r.next() as u32),
+        _ => (0, PAT),
+    };
+    op.reg = reg;
+    op.arg[0] = match r.below(4) {
+        0 => 0,
+        1 => 1 << r.below(20),
+        _ => u64::MAX,
+    };
+    let mut flags = source;
+    if r.chance(20) {
+        flags |= MSRBATCH_POLL_F_EQUAL;
+        op.arg[1] = r.next() & op.arg[0];
+    }
+    if r.chance(50) {
+        flags |= MSRBATCH_POLL_F_COUNT;
+    }
+    let us = if r.chance(5) {
+        MSRBATCH_MAX_POLL_NS / 1000
+    } else {
+        1 + r.below(20) as u32
+    };
+    op.flags = (flags | (us << MSRBATCH_POLL_TIMEOUT_SHIFT)) as u16;
 }
 
 /// A random op; with `mutate`, one of its fields is likely invalid. Under
@@ -248,6 +294,13 @@ fn random_op(
                 r.next()
             } else {
                 r.below(2000)
+            }
+        }
+        MSRBATCH_OP_POLL => {
+            let flags = op.flags;
+            random_poll(r, &mut op);
+            if mutate && flags != 0 {
+                op.flags = flags;
             }
         }
         _ => {}
@@ -535,8 +588,24 @@ fn fuzz_thread(seed: u64, ncpus: u32, budget: u64, confine: bool, stop: &AtomicB
                     ));
                 }
                 for o in ran {
-                    if ![0, -libc::EIO, -libc::ECANCELED, -libc::ETIME].contains(&o.status) {
+                    let poll = u32::from(o.op) == MSRBATCH_OP_POLL;
+                    let documented = [0, -libc::EIO, -libc::ECANCELED, -libc::ETIME]
+                        .contains(&o.status)
+                        || (poll && o.status == -libc::ETIMEDOUT);
+                    if !documented {
                         st.problem(format!("op {} status {}", o.op, o.status));
+                    }
+                    // A poll of IA32_PAT ends with its value (changed or not).
+                    if poll
+                        && o.reg == PAT
+                        && u32::from(o.flags) & (MSRBATCH_POLL_F_TSC | MSRBATCH_POLL_F_RDPMC) == 0
+                        && [0, -libc::ETIMEDOUT].contains(&o.status)
+                        && o.val[0] != PAT_VALUE.load(Ordering::Relaxed)
+                    {
+                        st.problem(format!(
+                            "poll of PAT ended with {:#x} on cpu {}",
+                            o.val[0], o.cpu
+                        ));
                     }
                     if u32::from(o.op) == MSRBATCH_OP_RDMSR && o.status == 0 {
                         if o.reg == PAT && o.val[0] != PAT_VALUE.load(Ordering::Relaxed) {
