@@ -207,9 +207,11 @@ limit "MSRBATCH_SYNC_TIMEOUT_NS 20 ms -> 30 ms" 's/(define MSRBATCH_SYNC_TIMEOUT
 	MSRBATCH_SYNC_TIMEOUT_NS 20000000 30000000 30000000
 limit "MSRBATCH_PREPARED_STRIDE 2 MiB -> 4 MiB" 's/(define MSRBATCH_PREPARED_STRIDE\s+)\(2U << 20\)/${1}(4U << 20)/' \
 	MSRBATCH_PREPARED_STRIDE 2097152 4194304
-expect alone "a new op code (MSRBATCH_OP_MAX 11)" "$hdr" \
+# MSRBATCH_OP_MAX is not frozen (a new op is a compatible change), but the
+# module asserts it implements every op up to it.
+expect alone "a new op code (MSRBATCH_OP_MAX 11) without its implementation" "$hdr" \
 	's/(define MSRBATCH_OP_MAX\s+)MSRBATCH_OP_POLL/${1}11/' \
-	fails "$(frozen MSRBATCH_OP_MAX 'the header' 10)" "$(abi MSRBATCH_OP_MAX)"
+	fails 'assertion failed: MAX == POLL'
 expect bumped "a new op code (MSRBATCH_OP_MAX 11) without its implementation" "$hdr" \
 	's/(define MSRBATCH_OP_MAX\s+)MSRBATCH_OP_POLL/${1}11/' \
 	fails 'assertion failed: MAX == POLL'
