@@ -1169,6 +1169,34 @@ fn put_tsc_aux_back(fd: std::os::fd::BorrowedFd<'_>, ran: &[msrbatch_op], st: &S
     st.problem(format!("TSC_AUX could not be put back on CPUs {cpus:?}"));
 }
 
+/// Starts `threads` fuzzing threads sharing `stop` and `st`: thread `t`
+/// runs `body(t, its seed, stop, st)`, each seed its own stream of `seed`.
+fn spawn_fuzzers<F>(
+    threads: u64,
+    seed: u64,
+    stop: &Arc<AtomicBool>,
+    st: &Arc<Stats>,
+    body: F,
+) -> Vec<std::thread::JoinHandle<()>>
+where
+    F: Fn(u64, u64, &AtomicBool, &Stats) + Clone + Send + 'static,
+{
+    (0..threads)
+        .map(|t| {
+            let (stop, st, body) = (stop.clone(), st.clone(), body.clone());
+            std::thread::spawn(move || body(t, seed.wrapping_add(t * 0x9e37_79b9), &stop, &st))
+        })
+        .collect()
+}
+
+/// Waits for the threads of [`spawn_fuzzers`]: how many panicked.
+fn join_fuzzers(handles: Vec<std::thread::JoinHandle<()>>) -> u32 {
+    handles
+        .into_iter()
+        .map(|h| u32::from(h.join().is_err()))
+        .sum()
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let arg = |name: &str, default: u64| {
@@ -1208,25 +1236,13 @@ fn main() {
     let st = Arc::new(Stats::default());
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
-    let handles: Vec<_> = (0..threads)
-        .map(|t| {
-            let (st, stop) = (st.clone(), stop.clone());
-            // With CAP_SYS_RAWIO and two threads or more, the second
-            // thread opens confined descriptors: samplers and prepared
-            // batches of both kinds at once.
-            let confine = t == 1 && rules.is_none();
-            std::thread::spawn(move || {
-                fuzz_thread(
-                    seed.wrapping_add(t * 0x9e37_79b9),
-                    ncpus,
-                    total / threads,
-                    confine,
-                    &stop,
-                    &st,
-                )
-            })
-        })
-        .collect();
+    // With CAP_SYS_RAWIO and two threads or more, the second thread opens
+    // confined descriptors: samplers and prepared batches of both kinds at
+    // once.
+    let rawio = rules.is_none();
+    let handles = spawn_fuzzers(threads, seed, &stop, &st, move |t, seed, stop, st| {
+        fuzz_thread(seed, ncpus, total / threads, t == 1 && rawio, stop, st)
+    });
     if seconds > 0 {
         while start.elapsed() < Duration::from_secs(seconds)
             && !handles.iter().all(|h| h.is_finished())
@@ -1235,10 +1251,7 @@ fn main() {
         }
         stop.store(true, Ordering::Relaxed);
     }
-    let mut crashed = 0;
-    for h in handles {
-        crashed += u32::from(h.join().is_err());
-    }
+    let crashed = join_fuzzers(handles);
     let elapsed = start.elapsed();
 
     // TSC_AUX must name its CPU again everywhere.

@@ -295,26 +295,11 @@ pub(crate) fn main(total: u64, threads: u64, seed: u64, ncpus: u32) -> ! {
     let st = Arc::new(Stats::default());
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
-    let handles: Vec<_> = (0..threads)
-        .map(|i| {
-            let (st, stop, pat) = (st.clone(), stop.clone(), pat[0].msrdata);
-            std::thread::spawn(move || {
-                thread(
-                    seed.wrapping_add(i * 0x9e37_79b9),
-                    ncpus,
-                    total / threads,
-                    pat,
-                    i == 0,
-                    &stop,
-                    &st,
-                )
-            })
-        })
-        .collect();
-    let crashed = handles
-        .into_iter()
-        .map(|h| u32::from(h.join().is_err()))
-        .sum::<u32>();
+    let pat = pat[0].msrdata;
+    let handles = crate::spawn_fuzzers(threads, seed, &stop, &st, move |i, seed, stop, st| {
+        thread(seed, ncpus, total / threads, pat, i == 0, stop, st)
+    });
+    let crashed = crate::join_fuzzers(handles);
     // Put TSC_AUX back (the first list lets its bits 31:12 be written).
     load(LISTS[0]).expect("load the first list");
     let dev = open("/dev/cpu/msr_batch").expect("open /dev/cpu/msr_batch");
