@@ -33,7 +33,11 @@ use kernel::transmute::{AsBytes, FromBytes};
     unreachable_pub,
     unsafe_op_in_unsafe_fn,
     clippy::all,
-    clippy::undocumented_unsafe_blocks
+    clippy::undocumented_unsafe_blocks,
+    // bindgen's __IncompleteArrayField casts as the kernel's clippy
+    // configuration (ptr_as_ptr, ref_as_ptr) would not.
+    clippy::ptr_as_ptr,
+    clippy::ref_as_ptr
 )]
 mod userspace_view {
     include!("../userspace/msrbatch-sys/src/uapi.rs");
