@@ -40,7 +40,7 @@ check "--json objects carry cpu, op, register, value and error" \
 check "--json names MSRs" grep -q '"name":"IA32_PAT","value":[0-9]*,"value_hex":"0x'"$pat"'"' /tmp/demo.json
 msrbatch run --csv /tests/scripts/demo.msr >/tmp/demo.csv
 check "--csv has a header and $((5 * ncpu)) rows" sh -c "head -n1 /tmp/demo.csv | grep -qx 'iteration,line,cpu,op,register,value,error,tsc,start_spread,old,aux,ebx,ecx,edx,reads,ticks' && [ \$(wc -l </tmp/demo.csv) -eq $((5 * ncpu + 1)) ]"
-check "--csv rows: rdmsr of IA32_PAT on cpu 0, no timestamp, the start spread" grep -qx "0,4,0,rdmsr,0x277,0x$pat,,,[0-9][0-9]*,,,,," /tmp/demo.csv
+check "--csv rows: rdmsr of IA32_PAT on cpu 0, no timestamp, the start spread" grep -qx "0,4,0,rdmsr,0x277,0x$pat,,,[0-9][0-9]*,,,,,,," /tmp/demo.csv
 printf 'cpu 1\nrdtsc\n' | msrbatch run --csv --repeat 3 --interval 10ms - >/tmp/rep.csv
 check "--repeat 3 runs the batch 3 times" sh -c "[ \$(grep -c ',rdtsc,' /tmp/rep.csv) -eq 3 ] && [ \$(cut -d, -f1 /tmp/rep.csv | sort -u | wc -l) -eq 4 ]"
 t1=$(sed -n 2p /tmp/rep.csv | cut -d, -f6)
