@@ -41,7 +41,9 @@
 //! family. A task whose parent's grant is still pending (the root granted
 //! while it was cloning) inherits that pending family. When the root's grant
 //! ends (revoke, close, exit), the family is revoked: no member's grant
-//! applies again, and an IPI takes PCE back wherever one runs.
+//! applies again, an IPI takes PCE back wherever one runs, and a task work
+//! has each member end its inert grant before it next returns to user mode
+//! (a thread the root made a member may never call into msrbatch itself).
 //!
 //! **How grants end, and who frees them.** A preempt notifier may only be
 //! unregistered by its own thread, outside its notifier chain.
@@ -158,6 +160,11 @@ pub(crate) struct Grant {
     dead: AtomicBool,
     /// Seen dead by the reaper before its grace period: free after it.
     reapable: AtomicBool,
+    /// The task work that has the thread end its revoked grant
+    /// ([`end_by_its_thread`]), queued at most once (`end_queued`).
+    #[pin]
+    end_work: Opaque<bindings::callback_head>,
+    end_queued: AtomicBool,
 }
 
 static OPS: bindings::preempt_ops = bindings::preempt_ops {
@@ -310,9 +317,10 @@ unsafe extern "C" fn revoke_family_on_cpu(info: *mut core::ffi::c_void) {
 }
 
 /// Ends a family (its root's grant has ended): no member's grant applies
-/// again, and when this returns no member holds PCE on any CPU. Called with
-/// the registry locked, as the making of every member's grant is.
-fn revoke_family(family: &Family) {
+/// again, and when this returns no member holds PCE on any CPU; each member
+/// ends its grant when it next returns to user mode. Called with the
+/// registry, `grants`, locked, as the making of every member's grant is.
+fn revoke_family(grants: &KVec<Arc<Grant>>, family: &Family) {
     if family.revoked.swap(true, Ordering::AcqRel) {
         return;
     }
@@ -326,14 +334,71 @@ fn revoke_family(family: &Family) {
             &raw const bindings::__cpu_online_mask,
         )
     };
+    for g in grants.iter() {
+        if g.family.as_ref().is_some_and(|f| core::ptr::eq(Arc::as_ptr(f), family)) {
+            end_by_its_thread(g);
+        }
+    }
+}
+
+/// Has the thread of `g`, another thread's revoked grant, end it (and drop
+/// its module reference) before it next returns to user mode: a thread that
+/// never calls into msrbatch again, such as a thread that a family's root
+/// made a member, would otherwise hold the module until it exits. Called
+/// with the registry locked; if the thread is exiting, its final switch
+/// marks the grant dead instead.
+fn end_by_its_thread(g: &Arc<Grant>) {
+    if g.is_current() || g.is_dead() || g.end_queued.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let module = crate::compat::this_module();
+    // SAFETY: `g` holds a reference on our live module; `end_revoked` hands
+    // this one to the reaper.
+    unsafe { bindings::__module_get(module) };
+    let raw = Arc::into_raw(g.clone());
+    // SAFETY: The task is live (the grant holds a reference on it); `end_work`
+    // is pinned in the grant, which the reference from `into_raw` keeps alive
+    // until the callback has run.
+    let ret = unsafe {
+        crate::sys::msrbatch_task_work_add(g.task.as_ptr().cast(), (*raw).end_work.get().cast(), Some(end_revoked))
+    };
+    if ret != 0 {
+        // SAFETY: From `into_raw` above, and not queued.
+        drop(unsafe { Arc::from_raw(raw) });
+        // SAFETY: Taken above; `g` holds another one.
+        unsafe { bindings::module_put(module) };
+    }
+}
+
+/// Task work of [`end_by_its_thread`]: ends the current thread's revoked
+/// grant.
+///
+/// # Safety
+///
+/// `work` is the `end_work` field of a grant that `end_by_its_thread` passed
+/// to `Arc::into_raw`.
+unsafe extern "C" fn end_revoked(work: *mut crate::sys::callback_head) {
+    let work = work.cast::<bindings::callback_head>();
+    let g = kernel::container_of!(Opaque::cast_from(work), Grant, end_work);
+    // SAFETY: By the function's requirements.
+    let g = unsafe { Arc::from_raw(g) };
+    let mut grants = GRANTS.lock();
+    // Ours, unless a grant or revoke of the thread took it out already.
+    let old = take_own_revoked(&mut grants);
+    drop(grants);
+    drop(old);
+    // Not the last reference: `end_by_its_thread` took another one for us.
+    drop(g);
+    // The last thing we do: the reaper may drop it at once.
+    orphan_ref();
 }
 
 /// Ends the calling thread's grant `g`, just taken out of the registry,
 /// and its family if it is the family's root.
-fn end_own(g: &Grant) {
+fn end_own(grants: &KVec<Arc<Grant>>, g: &Grant) {
     g.end_on_current();
     if let (true, Some(f)) = (g.root, &g.family) {
-        revoke_family(f);
+        revoke_family(grants, f);
     }
 }
 
@@ -437,6 +502,8 @@ fn register(
             we_set: AtomicBool::new(false),
             dead: AtomicBool::new(false),
             reapable: AtomicBool::new(false),
+            end_work: Opaque::uninit(),
+            end_queued: AtomicBool::new(false),
         }),
         GFP_KERNEL_ACCOUNT,
     )?;
@@ -610,7 +677,7 @@ pub(crate) fn revoke() -> Result {
         .position(|g| g.is_current() && !g.is_dead())
         .ok_or(ENOENT)?;
     let g = grants.remove(i).map_err(|_| ENOENT)?;
-    end_own(&g);
+    end_own(&grants, &g);
     drop(grants);
     drop(g);
     Ok(())
@@ -629,12 +696,12 @@ pub(crate) fn release_file(file: usize) {
         if g.is_current() {
             own = grants.remove(i).ok();
             if let Some(g) = &own {
-                end_own(g);
+                end_own(&grants, g);
             }
             continue;
         }
         if let (true, Some(f)) = (g.root, &g.family) {
-            revoke_family(f);
+            revoke_family(&grants, f);
         }
         if !g.revoked.swap(true, Ordering::AcqRel) {
             // SAFETY: `revoke_on_cpu` gets a grant that the registry keeps
@@ -674,7 +741,7 @@ unsafe extern "C" fn msrbatch_reap_grants() {
                 any = true;
                 // The root has exited: its family ends with it.
                 if let (true, Some(f)) = (g.root, &g.family) {
-                    revoke_family(f);
+                    revoke_family(&grants, f);
                 }
             }
         }

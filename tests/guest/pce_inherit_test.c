@@ -599,6 +599,32 @@ static int pending_fn(void *arg __attribute__((unused)))
 	return (i == n) | (r1 - r0 <= 1) << 1 | (r2 == r0) << 2;
 }
 
+/*
+ * A thread that the root made a member, and that never calls msrbatch
+ * itself, gives its module reference back once it returns to user mode after
+ * the root's revoke (it must not hold the module until it exits).
+ */
+static int member_end_fn(void *arg __attribute__((unused)))
+{
+	int fd = open("/dev/msrbatch", O_RDWR | O_CLOEXEC), a, b, r0, r1, r2 = -1;
+	pthread_t t;
+
+	if (fd < 0 || sleeper_start(&t))
+		return 100;
+	r0 = refcnt();
+	if (pce_grant(fd, PROGRAM))
+		return 101;
+	a = ask('p');
+	pce_revoke(fd);
+	r1 = refcnt();
+	b = ask('x');	/* wakes it: out of read() and back, calling nothing of ours */
+	for (int j = 0; j < 1000 && (r2 = refcnt()) != r0; j++)
+		usleep(10000);
+	ksft_print_msg("a member that never calls msrbatch: PCE %d, module refcnt %d, %d after the root's "
+		       "revoke, %d once it returned to user mode\n", a, r0, r1, r2);
+	return (a == 1) | (b == -1) << 1 | (r2 == r0) << 2;
+}
+
 /* Grant, revoke, grant again: the old thread is in the second family too. */
 static int regrant_fn(void *arg __attribute__((unused)))
 {
@@ -718,6 +744,9 @@ static void test_review_cases(void)
 	r = in_child(pending_fn, NULL);
 	ksft_test_result(r == 7, "3000 grants to a family while a thread sleeps: one pending inheritance "
 				 "(module references bounded, back when it wakes) (%d)\n", r);
+	r = in_child(member_end_fn, NULL);
+	ksft_test_result(r == 7, "after the root's revoke, a member that never calls msrbatch drops its module "
+				 "reference when it next returns to user mode (%d)\n", r);
 	r = in_child(regrant_fn, NULL);
 	ksft_test_result(r == 15, "grant, revoke, grant: an old thread and its new child are in the second "
 				  "family (%d)\n", r);
