@@ -30,16 +30,16 @@
  * ops with interrupts off, for all batches together: every CPU has a credit
  * of at most 4/5 of it, which grows by 1/5 of the time that passes and
  * shrinks by the time the CPU spends on a share of a batch (a synchronised
- * start's wait included, for descriptors opened without CAP_SYS_RAWIO). A share that starts with credit c may start ops
- * for 5c/4 (it earns 1/5 back while it runs); ops not started by then get
- * -ETIME. So a CPU with full credit runs one share for
- * MSRBATCH_MAX_CPU_BUSY_NS, shares run back to back (several callers'
- * batches queued on one CPU) split it between them, and over any span of
- * time T a CPU spends at most 4/5 of it plus T/5 on shares, plus the op each
- * share was running when its time ran out. The credit below 3/5 of
- * MSRBATCH_MAX_CPU_BUSY_NS is kept for descriptors opened with
- * CAP_SYS_RAWIO: one opened without it may start ops for 5(c - 3B/5)/4 only
- * (B: MSRBATCH_MAX_CPU_BUSY_NS; B/4 with full credit).
+ * start's wait included, for descriptors opened without CAP_SYS_RAWIO). A
+ * share that starts with credit c may start ops for 5c/4 (it earns 1/5 back
+ * while it runs); ops not started by then get -ETIME. So a CPU with full
+ * credit runs one share for MSRBATCH_MAX_CPU_BUSY_NS, shares run back to
+ * back (several callers' batches queued on one CPU) split it between them,
+ * and over any span of time T a CPU spends at most 4/5 of it plus T/5 on
+ * shares, plus the op each share was running when its time ran out. The
+ * credit below 3/5 of MSRBATCH_MAX_CPU_BUSY_NS is kept for descriptors
+ * opened with CAP_SYS_RAWIO: one opened without it may start ops for
+ * 5(c - 3B/5)/4 only (B: MSRBATCH_MAX_CPU_BUSY_NS; B/4 with full credit).
  */
 #define MSRBATCH_MAX_CPU_BUSY_NS	20000000
 
@@ -256,16 +256,11 @@ struct msrbatch_result {
 #define MSRBATCH_SAMPLE_MAX_OPS		64	/* ops of one CPU per sample */
 #define MSRBATCH_SAMPLE_MAX_RING_PAGES	1024	/* data pages of one ring */
 #define MSRBATCH_SAMPLE_MAX_OPS_PER_SEC	64000	/* all samplers' ops on one CPU */
-#define MSRBATCH_SAMPLE_MAX_OPS_PER_SEC_CONFINED	32000	/* of them, samplers made by
-							 * descriptors without
-							 * CAP_SYS_RAWIO
-							 */
-#define MSRBATCH_SAMPLE_MAX_EXPIRIES_PER_SEC	20000	/* all samplers' timer expiries
-							 * on one CPU
-							 */
-#define MSRBATCH_SAMPLE_MAX_EXPIRIES_PER_SEC_CONFINED	10000	/* of them, confined
-								 * samplers'
-								 */
+/* Of them, what samplers made by descriptors without CAP_SYS_RAWIO may take. */
+#define MSRBATCH_SAMPLE_MAX_OPS_PER_SEC_CONFINED	32000
+/* All samplers' timer expiries a second on one CPU, and the confined ones' share. */
+#define MSRBATCH_SAMPLE_MAX_EXPIRIES_PER_SEC	20000
+#define MSRBATCH_SAMPLE_MAX_EXPIRIES_PER_SEC_CONFINED	10000
 #define MSRBATCH_MAX_SAMPLERS		64	/* until their files are released, system-wide */
 #define MSRBATCH_MAX_SAMPLERS_CONFINED	16	/* of them, made by descriptors without
 						 * CAP_SYS_RAWIO
