@@ -1496,7 +1496,10 @@ mod tests {
                 (matches!(share, Share::CalledOff), now.wrapping_sub(t0), left)
             };
             assert!(called_off);
-            if waited < rv.timeout_tsc / 2 {
+            // A wait longer than a confined share may be charged (its
+            // budget, at most B/4, plus B/16) was stretched by the host:
+            // the excess is not charged, and the credit earns it back.
+            if waited <= b / 4 + b / 16 {
                 assert!(left < b / 100);
                 within = true;
                 break;
