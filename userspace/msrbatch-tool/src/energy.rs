@@ -10,7 +10,9 @@ use crate::output::JsonObject;
 use crate::sample::TscClock;
 use msrbatch::msr::parse_msr;
 use msrbatch::MAX_POLL_US;
-use msrbatch::{msr_by_name, msr_name, Batch, Device, Errno, Op, PollSource, PollStamp, Value};
+use msrbatch::{
+    msr_by_name, msr_name, Batch, Device, Errno, Op, Poll, PollSource, PollStamp, Value,
+};
 use std::time::Duration;
 
 /// The energy status counters measured by default, where they count: Intel's
@@ -114,13 +116,7 @@ pub fn energy(dev: &Device, a: &EnergyArgs) -> Result<Exit, Failure> {
 
 /// The poll of `msr` for the next change of its counter bits.
 fn poll(msr: u32) -> Op {
-    Op::Poll {
-        source: PollSource::Msr(msr),
-        mask: COUNTER_MASK,
-        equals: None,
-        timeout_us: MAX_POLL_US,
-        count: false,
-    }
+    Op::Poll(Poll::new(PollSource::Msr(msr)).with_mask(COUNTER_MASK))
 }
 
 /// Polls `msr` on `cpu` until `count` intervals are measured (or it shows

@@ -4,7 +4,7 @@
 
 use clap::ValueEnum;
 use msrbatch::script::Origin;
-use msrbatch::{msr_name, Op, OpResult, PollSource, PollStamp, Value};
+use msrbatch::{msr_name, Op, OpResult, Poll, PollSource, PollStamp, Value};
 use serde::ser::SerializeMap;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -77,24 +77,24 @@ pub fn describe_value(value: &Result<Value, msrbatch::Errno>) -> String {
 pub fn csv_reg(op: &Op) -> String {
     match *op {
         Op::RdMsr { msr } | Op::WrMsr { msr, .. } | Op::RmwMsr { msr, .. } => format!("{msr:#x}"),
-        Op::Poll {
+        Op::Poll(Poll {
             source: PollSource::Msr(msr),
             ..
-        } => format!("{msr:#x}"),
+        }) => format!("{msr:#x}"),
         Op::RdPmc { ecx }
-        | Op::Poll {
+        | Op::Poll(Poll {
             source: PollSource::Pmc(ecx),
             ..
-        } => format!("{ecx:#x}"),
+        }) => format!("{ecx:#x}"),
         Op::Cpuid { leaf, subleaf } => format!("{leaf:#x}.{subleaf}"),
         Op::Delay { ns } => ns.to_string(),
         Op::RdTsc
         | Op::RdTscp
         | Op::RdCr4
-        | Op::Poll {
+        | Op::Poll(Poll {
             source: PollSource::Tsc,
             ..
-        } => String::new(),
+        }) => String::new(),
     }
 }
 
@@ -187,10 +187,10 @@ pub fn json_op(r: &OpResult, extra: &[(&'static str, u64)]) -> JsonObject {
     if let Op::RdMsr { msr }
     | Op::WrMsr { msr, .. }
     | Op::RmwMsr { msr, .. }
-    | Op::Poll {
+    | Op::Poll(Poll {
         source: PollSource::Msr(msr),
         ..
-    } = r.op
+    }) = r.op
     {
         if let Some(n) = msr_name(msr) {
             o.push("name", n);
@@ -691,13 +691,7 @@ mod tests {
             ),
             (
                 result(
-                    Op::Poll {
-                        source: msrbatch::PollSource::Msr(0x611),
-                        mask: u64::MAX,
-                        equals: None,
-                        timeout_us: 100,
-                        count: false,
-                    },
+                    Op::Poll(Poll::new(PollSource::Msr(0x611)).with_timeout_us(100)),
                     Ok(Value::Poll {
                         value: 5,
                         at: PollStamp::Tsc(77),
@@ -707,13 +701,11 @@ mod tests {
             ),
             (
                 result(
-                    Op::Poll {
-                        source: msrbatch::PollSource::Tsc,
-                        mask: u64::MAX,
-                        equals: None,
-                        timeout_us: 100,
-                        count: true,
-                    },
+                    Op::Poll(
+                        Poll::new(PollSource::Tsc)
+                            .with_timeout_us(100)
+                            .with_count(true),
+                    ),
                     Ok(Value::Poll {
                         value: 5,
                         at: PollStamp::Count {

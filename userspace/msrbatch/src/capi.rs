@@ -22,7 +22,7 @@ use crate::uapi::{
     MSRBATCH_POLL_F_RDPMC, MSRBATCH_POLL_F_TSC, MSRBATCH_REC_LOST, MSRBATCH_REC_OFFLINE,
     MSRBATCH_REC_ONLINE, MSRBATCH_REC_SAMPLE,
 };
-use crate::{Backend, Batch, Device, Errno, Op, PollSource, Prepared};
+use crate::{Backend, Batch, Device, Errno, Op, Poll, PollSource, Prepared};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_long, CStr, CString};
 
@@ -381,13 +381,13 @@ pub unsafe extern "C" fn msrbatch_batch_poll(
     if flags & !MSRBATCH_POLL_F_ALL != 0 || (!equal && equals != 0) {
         return -c_long::from(libc::EINVAL);
     }
-    let op = Op::Poll {
+    let op = Op::Poll(Poll {
         source,
         mask,
         equals: equal.then_some(equals),
         timeout_us: u16::try_from(timeout_us).unwrap_or(u16::MAX),
         count: flags & MSRBATCH_POLL_F_COUNT != 0,
-    };
+    });
     // SAFETY: By the caller's contract.
     unsafe { push(batch, cpu, op) }
 }

@@ -155,25 +155,119 @@ pub enum Op {
     },
     /// Read CR4 of the CPU.
     RdCr4,
-    /// Read `source` again and again, interrupts off, until `value & mask`
-    /// differs from the first read's (or, with `equals`, is that value), for
-    /// at most `timeout_us` microseconds (and the CPU's busy time). Its
-    /// result is a [`Value::Poll`]; a poll that saw no change in time fails
-    /// with `ETIMEDOUT`.
-    Poll {
-        /// What it reads.
-        source: PollSource,
-        /// The bits that count.
-        mask: u64,
-        /// Stop when `value & mask` equals this (inside `mask`), instead of
-        /// when it changes.
-        equals: Option<u64>,
-        /// The timeout, 1 ..= [`MAX_POLL_US`] microseconds.
-        timeout_us: u16,
-        /// Report the number of reads and the ticks they took
-        /// ([`PollStamp::Count`]) instead of the TSC of the last read.
-        count: bool,
-    },
+    /// Wait for a change: see [`Poll`]. Its result is a [`Value::Poll`]; a
+    /// poll that saw no change in time fails with `ETIMEDOUT`.
+    Poll(Poll),
+}
+
+/// What an [`Op::Poll`] does: read `source` again and again, interrupts off,
+/// until `value & mask` differs from the first read's (or, with `equals`, is
+/// that value), for at most `timeout_us` microseconds (and the CPU's busy
+/// time).
+///
+/// [`Poll::new`] gives the poll of the script's bare `poll` statement;
+/// the `with_` methods change one field each:
+///
+/// ```
+/// use msrbatch::{Op, Poll, PollSource};
+///
+/// // Wait up to 100 us for bit 0 of the package's energy counter to
+/// // change, and report how many reads that took.
+/// let poll = Poll::new(PollSource::Msr(0x611))
+///     .with_mask(1)
+///     .with_timeout_us(100)
+///     .with_count(true);
+/// let op = Op::Poll(poll);
+/// assert_eq!(op.to_string(), "poll MSR_PKG_ENERGY_STATUS mask 0x1 timeout 100us count");
+/// ```
+///
+/// The fields are not checked here: a batch with an `equals` outside `mask`
+/// never sees it, and the kernel refuses a timeout of 0 (`EINVAL`) or over
+/// [`MAX_POLL_US`] (`ERANGE`), as [`refusal::check_batch`] tells beforehand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Poll {
+    /// What it reads.
+    pub source: PollSource,
+    /// The bits that count.
+    pub mask: u64,
+    /// Stop when `value & mask` equals this (inside `mask`), instead of
+    /// when it changes.
+    pub equals: Option<u64>,
+    /// The timeout, 1 ..= [`MAX_POLL_US`] microseconds.
+    pub timeout_us: u16,
+    /// Report the number of reads and the ticks they took
+    /// ([`PollStamp::Count`]) instead of the TSC of the last read.
+    pub count: bool,
+}
+
+impl Poll {
+    /// A poll of `source` for any change of any bit, for the longest time
+    /// ([`MAX_POLL_US`]), reporting the TSC of the read that saw it.
+    pub const fn new(source: PollSource) -> Self {
+        Poll {
+            source,
+            mask: u64::MAX,
+            equals: None,
+            timeout_us: MAX_POLL_US,
+            count: false,
+        }
+    }
+
+    /// The poll with only the bits of `mask` counting.
+    pub const fn with_mask(self, mask: u64) -> Self {
+        Poll { mask, ..self }
+    }
+
+    /// The poll ending when `value & mask` is `value` (give `value` inside
+    /// the mask), instead of at any change.
+    pub const fn with_equals(self, value: u64) -> Self {
+        Poll {
+            equals: Some(value),
+            ..self
+        }
+    }
+
+    /// The poll with a timeout of `timeout_us` microseconds.
+    pub const fn with_timeout_us(self, timeout_us: u16) -> Self {
+        Poll { timeout_us, ..self }
+    }
+
+    /// The poll reporting the number of reads and their ticks (`true`) or
+    /// the TSC of the last read (`false`).
+    pub const fn with_count(self, count: bool) -> Self {
+        Poll { count, ..self }
+    }
+
+    /// The timeout in nanoseconds, as the kernel's limits count it.
+    pub const fn timeout_ns(&self) -> u64 {
+        self.timeout_us as u64 * 1000
+    }
+
+    /// The poll in the ABI's layout, for `cpu`.
+    fn encode(&self, cpu: u32) -> msrbatch_op {
+        let (reg, mut flags) = match self.source {
+            PollSource::Msr(msr) => (msr, 0),
+            PollSource::Pmc(ecx) => (ecx, MSRBATCH_POLL_F_RDPMC),
+            PollSource::Tsc => (0, MSRBATCH_POLL_F_TSC),
+        };
+        if self.equals.is_some() {
+            flags |= MSRBATCH_POLL_F_EQUAL;
+        }
+        if self.count {
+            flags |= MSRBATCH_POLL_F_COUNT;
+        }
+        // A timeout too long for its field stays too long (ERANGE).
+        let field = u32::from(u16::MAX) >> MSRBATCH_POLL_TIMEOUT_SHIFT;
+        flags |= u32::from(self.timeout_us).min(field) << MSRBATCH_POLL_TIMEOUT_SHIFT;
+        msrbatch_op {
+            op: MSRBATCH_OP_POLL as u16,
+            flags: flags as u16,
+            cpu,
+            reg,
+            arg: [self.mask, self.equals.unwrap_or(0)],
+            ..Default::default()
+        }
+    }
 }
 
 /// The longest timeout of an [`Op::Poll`], in microseconds
@@ -219,7 +313,7 @@ impl Op {
             Op::Cpuid { .. } => "cpuid",
             Op::Delay { .. } => "delay",
             Op::RdCr4 => "rdcr4",
-            Op::Poll { .. } => "poll",
+            Op::Poll(_) => "poll",
         }
     }
 
@@ -249,36 +343,7 @@ impl Op {
             Op::Cpuid { leaf, subleaf } => (MSRBATCH_OP_CPUID, leaf, [u64::from(subleaf), 0]),
             Op::Delay { ns } => (MSRBATCH_OP_DELAY, 0, [ns, 0]),
             Op::RdCr4 => (MSRBATCH_OP_RDCR4, 0, [0, 0]),
-            Op::Poll {
-                source,
-                mask,
-                equals,
-                timeout_us,
-                count,
-            } => {
-                let (reg, mut flags) = match source {
-                    PollSource::Msr(msr) => (msr, 0),
-                    PollSource::Pmc(ecx) => (ecx, MSRBATCH_POLL_F_RDPMC),
-                    PollSource::Tsc => (0, MSRBATCH_POLL_F_TSC),
-                };
-                if equals.is_some() {
-                    flags |= MSRBATCH_POLL_F_EQUAL;
-                }
-                if count {
-                    flags |= MSRBATCH_POLL_F_COUNT;
-                }
-                // A timeout too long for its field stays too long (ERANGE).
-                let field = u32::from(u16::MAX) >> MSRBATCH_POLL_TIMEOUT_SHIFT;
-                flags |= u32::from(timeout_us).min(field) << MSRBATCH_POLL_TIMEOUT_SHIFT;
-                return msrbatch_op {
-                    op: MSRBATCH_OP_POLL as u16,
-                    flags: flags as u16,
-                    cpu,
-                    reg,
-                    arg: [mask, equals.unwrap_or(0)],
-                    ..Default::default()
-                };
-            }
+            Op::Poll(poll) => return poll.encode(cpu),
         };
         msrbatch_op {
             op: op as u16,
@@ -390,9 +455,9 @@ impl OpResult {
                     edx: (v1 >> 32) as u32,
                 },
                 Op::Delay { .. } => Value::Ticks(v0),
-                Op::Poll { count, .. } => Value::Poll {
+                Op::Poll(poll) => Value::Poll {
                     value: v0,
-                    at: if count {
+                    at: if poll.count {
                         PollStamp::Count {
                             reads: (v1 >> 32) as u32,
                             ticks: v1 as u32,
@@ -1028,13 +1093,49 @@ mod tests {
     }
 
     #[test]
+    fn poll_builder_sets_one_field_each() {
+        let tsc = Poll::new(PollSource::Tsc);
+        assert_eq!(
+            tsc,
+            Poll {
+                source: PollSource::Tsc,
+                mask: u64::MAX,
+                equals: None,
+                timeout_us: MAX_POLL_US,
+                count: false,
+            }
+        );
+        assert_eq!(tsc.with_mask(3), Poll { mask: 3, ..tsc });
+        assert_eq!(
+            tsc.with_equals(0),
+            Poll {
+                equals: Some(0),
+                ..tsc
+            }
+        );
+        assert_eq!(
+            tsc.with_timeout_us(7),
+            Poll {
+                timeout_us: 7,
+                ..tsc
+            }
+        );
+        assert_eq!(tsc.with_count(true), Poll { count: true, ..tsc });
+        assert_eq!(tsc.with_count(true).with_count(false), tsc);
+        assert_eq!(tsc.with_timeout_us(7).timeout_ns(), 7000);
+        assert_eq!(tsc.timeout_ns(), u64::from(MSRBATCH_MAX_POLL_NS));
+    }
+
+    #[test]
     fn encode_polls() {
-        let poll = |source, equals, timeout_us, count| Op::Poll {
-            source,
-            mask: 0xff00,
-            equals,
-            timeout_us,
-            count,
+        let poll = |source, equals, timeout_us, count| {
+            Op::Poll(Poll {
+                source,
+                mask: 0xff00,
+                equals,
+                timeout_us,
+                count,
+            })
         };
         let t = |us: u32| us << MSRBATCH_POLL_TIMEOUT_SHIFT;
         let cases = [
@@ -1122,12 +1223,13 @@ mod tests {
             Ok(Value::None)
         );
         assert_eq!(decode(Op::RdTsc, -libc::EIO, val), Err(Errno(libc::EIO)));
-        let poll = |count| Op::Poll {
-            source: PollSource::Tsc,
-            mask: 1,
-            equals: None,
-            timeout_us: 10,
-            count,
+        let poll = |count| {
+            Op::Poll(
+                Poll::new(PollSource::Tsc)
+                    .with_mask(1)
+                    .with_timeout_us(10)
+                    .with_count(count),
+            )
         };
         assert_eq!(
             decode(poll(false), 0, [9, 10]),

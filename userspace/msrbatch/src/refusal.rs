@@ -83,7 +83,7 @@ fn duration(ns: u64) -> String {
 fn has_own_second_value(op: &Op) -> bool {
     matches!(
         op,
-        Op::RdTscp | Op::Cpuid { .. } | Op::RmwMsr { .. } | Op::Poll { .. }
+        Op::RdTscp | Op::Cpuid { .. } | Op::RmwMsr { .. } | Op::Poll(_)
     )
 }
 
@@ -92,7 +92,7 @@ fn has_own_second_value(op: &Op) -> bool {
 fn wait_ns(op: &Op) -> u64 {
     match *op {
         Op::Delay { ns } => ns,
-        Op::Poll { timeout_us, .. } => u64::from(timeout_us) * 1000,
+        Op::Poll(poll) => poll.timeout_ns(),
         _ => 0,
     }
 }
@@ -138,8 +138,8 @@ pub fn check_batch(ops: &[(u32, Op)], timestamps: bool) -> Result<(), Refusal> {
                 ));
             }
         }
-        if let Op::Poll { timeout_us, .. } = *op {
-            let ns = u64::from(timeout_us) * 1000;
+        if let Op::Poll(poll) = op {
+            let ns = poll.timeout_ns();
             if ns == 0 || ns > u64::from(MSRBATCH_MAX_POLL_NS) {
                 return Err(Refusal::new(
                     if ns == 0 { libc::EINVAL } else { libc::ERANGE },
@@ -497,12 +497,12 @@ mod tests {
             "{r}"
         );
         // Poll timeouts count as delays; a poll's own timeout is bounded.
-        let poll = |timeout_us| Op::Poll {
-            source: crate::PollSource::Tsc,
-            mask: 1,
-            equals: None,
-            timeout_us,
-            count: false,
+        let poll = |timeout_us| {
+            Op::Poll(
+                crate::Poll::new(crate::PollSource::Tsc)
+                    .with_mask(1)
+                    .with_timeout_us(timeout_us),
+            )
         };
         let mut ops = on(0, &[ms; 8]);
         ops.push((0, poll(crate::MAX_POLL_US)));

@@ -17,7 +17,7 @@
 
 use crate::msr::{parse_msr, Reg};
 use crate::number::{parse_bit_range, parse_cpu_list, parse_duration, parse_u32, parse_u64};
-use crate::{Batch, Op, PollSource, MAX_POLL_US, RDPMC_FIXED};
+use crate::{Batch, Op, Poll, PollSource, MAX_POLL_US, RDPMC_FIXED};
 use std::fmt;
 use std::str::FromStr;
 
@@ -74,36 +74,37 @@ impl fmt::Display for Op {
             Op::Cpuid { leaf, subleaf } => write!(f, "{m} {leaf:#x} {subleaf}"),
             Op::Delay { ns } => write!(f, "{m} {ns}ns"),
             Op::RdTsc | Op::RdTscp | Op::RdCr4 => f.write_str(m),
-            Op::Poll {
-                source,
-                mask,
-                equals,
-                timeout_us,
-                count,
-            } => {
-                match source {
-                    PollSource::Msr(msr) => write!(f, "{m} {}", Reg(msr))?,
-                    PollSource::Pmc(ecx) if ecx & RDPMC_FIXED != 0 => {
-                        write!(f, "{m} pmc fixed {}", ecx & !RDPMC_FIXED)?
-                    }
-                    PollSource::Pmc(ecx) => write!(f, "{m} pmc {ecx}")?,
-                    PollSource::Tsc => write!(f, "{m} tsc")?,
-                }
-                if mask != u64::MAX {
-                    write!(f, " mask {mask:#x}")?;
-                }
-                if let Some(v) = equals {
-                    write!(f, " equals {v:#x}")?;
-                }
-                if timeout_us != MAX_POLL_US {
-                    write!(f, " timeout {timeout_us}us")?;
-                }
-                if count {
-                    f.write_str(" count")?;
-                }
-                Ok(())
-            }
+            Op::Poll(poll) => poll.fmt(f),
         }
+    }
+}
+
+/// The poll as its script statement, e.g. `poll tsc mask 0x100 count`: the
+/// fields that differ from [`Poll::new`]'s follow the source.
+impl fmt::Display for Poll {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.source {
+            PollSource::Msr(msr) => write!(f, "poll {}", Reg(msr))?,
+            PollSource::Pmc(ecx) if ecx & RDPMC_FIXED != 0 => {
+                write!(f, "poll pmc fixed {}", ecx & !RDPMC_FIXED)?
+            }
+            PollSource::Pmc(ecx) => write!(f, "poll pmc {ecx}")?,
+            PollSource::Tsc => f.write_str("poll tsc")?,
+        }
+        let default = Poll::new(self.source);
+        if self.mask != default.mask {
+            write!(f, " mask {:#x}", self.mask)?;
+        }
+        if let Some(v) = self.equals {
+            write!(f, " equals {v:#x}")?;
+        }
+        if self.timeout_us != default.timeout_us {
+            write!(f, " timeout {}us", self.timeout_us)?;
+        }
+        if self.count {
+            f.write_str(" count")?;
+        }
+        Ok(())
     }
 }
 
@@ -127,7 +128,7 @@ fn parse_poll(head: &Tok<'_>, args: &[Tok<'_>]) -> Result<Op, (usize, String)> {
             rest,
         ),
     };
-    let (mut mask, mut equals, mut timeout_us, mut count) = (u64::MAX, None, MAX_POLL_US, false);
+    let mut poll = Poll::new(source);
     while let Some((word, tail)) = rest.split_first() {
         let value = |name: &str| {
             tail.first()
@@ -136,17 +137,17 @@ fn parse_poll(head: &Tok<'_>, args: &[Tok<'_>]) -> Result<Op, (usize, String)> {
         let u64_at = |t: &Tok<'_>| parse_u64(t.text).map_err(|e| err(t, e.to_string()));
         rest = match word.text {
             "mask" => {
-                mask = u64_at(value("mask")?)?;
+                poll.mask = u64_at(value("mask")?)?;
                 &tail[1..]
             }
             "equals" => {
-                equals = Some(u64_at(value("equals")?)?);
+                poll.equals = Some(u64_at(value("equals")?)?);
                 &tail[1..]
             }
             "timeout" => {
                 let t = value("timeout")?;
                 let ns = parse_duration(t.text).map_err(|e| err(t, e.to_string()))?;
-                timeout_us = match u16::try_from(ns / 1000) {
+                poll.timeout_us = match u16::try_from(ns / 1000) {
                     Ok(us) if ns % 1000 == 0 && (1..=MAX_POLL_US).contains(&us) => us,
                     _ => {
                         return Err(err(
@@ -161,27 +162,21 @@ fn parse_poll(head: &Tok<'_>, args: &[Tok<'_>]) -> Result<Op, (usize, String)> {
                 &tail[1..]
             }
             "count" => {
-                count = true;
+                poll.count = true;
                 tail
             }
             _ => return Err(err(word, POLL_USAGE.into())),
         };
     }
-    if let Some(v) = equals {
-        if v & !mask != 0 {
+    if let Some(v) = poll.equals {
+        if v & !poll.mask != 0 {
             return Err((
                 head.col,
-                format!("equals {v:#x} has bits outside mask {mask:#x}"),
+                format!("equals {v:#x} has bits outside mask {:#x}", poll.mask),
             ));
         }
     }
-    Ok(Op::Poll {
-        source,
-        mask,
-        equals,
-        timeout_us,
-        count,
-    })
+    Ok(Op::Poll(poll))
 }
 
 /// Parses one op statement (not `cpu` or `stop-on-error`); errors point at
@@ -518,27 +513,19 @@ mod tests {
             },
             Op::Delay { ns: 10_000 },
             Op::Delay { ns: 0 },
-            Op::Poll {
-                source: PollSource::Msr(0x611),
-                mask: u64::MAX,
-                equals: None,
-                timeout_us: MAX_POLL_US,
-                count: false,
-            },
-            Op::Poll {
-                source: PollSource::Tsc,
-                mask: 0x100,
-                equals: Some(0x100),
-                timeout_us: 5,
-                count: true,
-            },
-            Op::Poll {
-                source: PollSource::Pmc(RDPMC_FIXED | 1),
-                mask: 0,
-                equals: None,
-                timeout_us: 1,
-                count: false,
-            },
+            Op::Poll(Poll::new(PollSource::Msr(0x611))),
+            Op::Poll(
+                Poll::new(PollSource::Tsc)
+                    .with_mask(0x100)
+                    .with_equals(0x100)
+                    .with_timeout_us(5)
+                    .with_count(true),
+            ),
+            Op::Poll(
+                Poll::new(PollSource::Pmc(RDPMC_FIXED | 1))
+                    .with_mask(0)
+                    .with_timeout_us(1),
+            ),
         ]
     }
 
@@ -606,23 +593,16 @@ mod tests {
             ("delay 10us", Op::Delay { ns: 10_000 }),
             (
                 "poll 0x611 count timeout 1ms mask 0xffffffff",
-                Op::Poll {
-                    source: PollSource::Msr(0x611),
-                    mask: 0xffff_ffff,
-                    equals: None,
-                    timeout_us: 1000,
-                    count: true,
-                },
+                Op::Poll(
+                    Poll::new(PollSource::Msr(0x611))
+                        .with_mask(0xffff_ffff)
+                        .with_timeout_us(1000)
+                        .with_count(true),
+                ),
             ),
             (
                 "poll pmc 3 equals 0",
-                Op::Poll {
-                    source: PollSource::Pmc(3),
-                    mask: u64::MAX,
-                    equals: Some(0),
-                    timeout_us: MAX_POLL_US,
-                    count: false,
-                },
+                Op::Poll(Poll::new(PollSource::Pmc(3)).with_equals(0)),
             ),
         ] {
             let parsed: Op = text.parse().unwrap();

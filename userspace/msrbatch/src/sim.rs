@@ -818,7 +818,7 @@ impl Backend for SimPmu {
                         (0, [ns, 0])
                     }
                     // The model has no time passing within an op.
-                    Op::RdCr4 | Op::Poll { .. } => (-libc::EOPNOTSUPP, [0, 0]),
+                    Op::RdCr4 | Op::Poll(_) => (-libc::EOPNOTSUPP, [0, 0]),
                 }
             };
             if status != 0 {
