@@ -27,11 +27,30 @@ fn count(ret: libc::c_int) -> io::Result<u32> {
     u32::try_from(ret).map_err(|_| io::Error::last_os_error())
 }
 
-/// An `_IO` command whose argument is a number passed by value.
+/// An `_IO` command whose argument is a number passed by value (0 where it
+/// takes none).
 fn ioctl_value(fd: BorrowedFd<'_>, cmd: u32, arg: libc::c_ulong) -> io::Result<u32> {
     // SAFETY: The commands this is called with take their argument by value
     // and never dereference it.
     count(unsafe { libc::ioctl(fd.as_raw_fd(), cmd as _, arg) })
+}
+
+/// An `_IOR`/`_IOW`/`_IOWR` command whose argument points to `arg`.
+///
+/// # Safety
+///
+/// `cmd` reads and writes at most `arg`'s size at `arg`, and what it reaches
+/// through pointers in `arg` is valid for what `cmd` does with it for the
+/// whole call.
+unsafe fn ioctl_struct<T>(fd: BorrowedFd<'_>, cmd: u32, arg: &mut T) -> io::Result<u32> {
+    // SAFETY: By the caller's contract.
+    count(unsafe { libc::ioctl(fd.as_raw_fd(), cmd as _, std::ptr::from_mut(arg)) })
+}
+
+/// The length of an ops array as its header's `u32` count (`E2BIG` if it
+/// does not fit).
+fn nr_ops(len: usize) -> io::Result<u32> {
+    u32::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))
 }
 
 /// `X86_IOC_MSR_BATCH` on msr-safe's `/dev/cpu/msr_batch` (the module's
@@ -44,14 +63,14 @@ pub fn msr_safe_batch(
     ops: &mut [msr_batch_op],
 ) -> io::Result<()> {
     let mut a = msr_batch_array {
-        numops: u32::try_from(ops.len()).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
+        numops: nr_ops(ops.len())?,
         version,
         ops: ops.as_mut_ptr(),
     };
     // SAFETY: `a` is a valid `msr_batch_array`, the size the ioctl number
     // announces; it points to `ops`, valid for reads and writes of `numops`
     // entries for the whole call.
-    check(unsafe { libc::ioctl(fd.as_raw_fd(), X86_IOC_MSR_BATCH as _, &raw mut a) })
+    unsafe { ioctl_struct(fd, X86_IOC_MSR_BATCH, &mut a) }.map(drop)
 }
 
 /// `MSRBATCH_IOC_INFO`: what the module supports.
@@ -59,7 +78,7 @@ pub fn info(fd: BorrowedFd<'_>) -> io::Result<msrbatch_info> {
     let mut info = msrbatch_info::default();
     // SAFETY: `info` is a valid, writable `msrbatch_info`, the size the
     // ioctl number announces.
-    check(unsafe { libc::ioctl(fd.as_raw_fd(), MSRBATCH_IOC_INFO as _, &raw mut info) })?;
+    unsafe { ioctl_struct(fd, MSRBATCH_IOC_INFO, &mut info) }?;
     Ok(info)
 }
 
@@ -71,16 +90,10 @@ pub fn batch(
     ops: &mut [msrbatch_op],
 ) -> io::Result<()> {
     hdr.ops = ops.as_mut_ptr() as u64;
-    hdr.nr_ops = u32::try_from(ops.len()).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?;
+    hdr.nr_ops = nr_ops(ops.len())?;
     // SAFETY: `hdr` is a valid `msrbatch_batch`; it points to `ops`, which is
     // valid for reads and writes of `nr_ops` entries for the whole call.
-    check(unsafe {
-        libc::ioctl(
-            fd.as_raw_fd(),
-            MSRBATCH_IOC_BATCH as _,
-            std::ptr::from_mut(hdr),
-        )
-    })
+    unsafe { ioctl_struct(fd, MSRBATCH_IOC_BATCH, hdr) }.map(drop)
 }
 
 /// `MSRBATCH_IOC_BATCH` with a header exactly as given, including its `ops`
@@ -94,13 +107,7 @@ pub fn batch(
 /// valid for writes of `hdr.nr_ops` ops.
 pub unsafe fn batch_raw(fd: BorrowedFd<'_>, hdr: &mut msrbatch_batch) -> io::Result<()> {
     // SAFETY: `hdr` is valid; what it points to is the caller's contract.
-    check(unsafe {
-        libc::ioctl(
-            fd.as_raw_fd(),
-            MSRBATCH_IOC_BATCH as _,
-            std::ptr::from_mut(hdr),
-        )
-    })
+    unsafe { ioctl_struct(fd, MSRBATCH_IOC_BATCH, hdr) }.map(drop)
 }
 
 /// `MSRBATCH_IOC_PCE_GRANT`: user-mode RDPMC for the calling thread. `flags`
@@ -108,20 +115,12 @@ pub unsafe fn batch_raw(fd: BorrowedFd<'_>, hdr: &mut msrbatch_batch) -> io::Res
 /// [`MSRBATCH_PCE_F_THREAD`](crate::uapi::MSRBATCH_PCE_F_THREAD) (it ends
 /// only on revoke or thread exit); other bits get `EINVAL`.
 pub fn pce_grant(fd: BorrowedFd<'_>, flags: u32) -> io::Result<()> {
-    // SAFETY: The argument is a flag word passed by value, never dereferenced.
-    check(unsafe {
-        libc::ioctl(
-            fd.as_raw_fd(),
-            MSRBATCH_IOC_PCE_GRANT as _,
-            flags as libc::c_ulong,
-        )
-    })
+    ioctl_value(fd, MSRBATCH_IOC_PCE_GRANT, flags.into()).map(drop)
 }
 
 /// `MSRBATCH_IOC_PCE_REVOKE`: ends the calling thread's grant.
 pub fn pce_revoke(fd: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: The command takes no argument; 0 is passed.
-    check(unsafe { libc::ioctl(fd.as_raw_fd(), MSRBATCH_IOC_PCE_REVOKE as _, 0usize) })
+    ioctl_value(fd, MSRBATCH_IOC_PCE_REVOKE, 0).map(drop)
 }
 
 /// Any ioctl command with a buffer argument: for tests of how the driver
@@ -153,17 +152,11 @@ pub fn prepare(
     ops: &[msrbatch_op],
 ) -> io::Result<()> {
     p.ops = ops.as_ptr() as u64;
-    p.nr_ops = u32::try_from(ops.len()).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?;
+    p.nr_ops = nr_ops(ops.len())?;
     // SAFETY: `p` is a valid `msrbatch_prepare`; it points to `ops`, valid for
     // reads of `nr_ops` entries for the whole call, and PREPARE only reads
     // them.
-    check(unsafe {
-        libc::ioctl(
-            fd.as_raw_fd(),
-            MSRBATCH_IOC_PREPARE as _,
-            std::ptr::from_mut(p),
-        )
-    })
+    unsafe { ioctl_struct(fd, MSRBATCH_IOC_PREPARE, p) }.map(drop)
 }
 
 /// `MSRBATCH_IOC_RUN`: runs prepared batch `handle`; returns the number of
@@ -285,14 +278,7 @@ impl Drop for Mapping {
 pub fn sample(fd: BorrowedFd<'_>, req: &mut msrbatch_sample_req) -> io::Result<OwnedFd> {
     // SAFETY: `req` is a valid, writable `msrbatch_sample_req`, the size the
     // ioctl number announces.
-    let ret = unsafe {
-        libc::ioctl(
-            fd.as_raw_fd(),
-            MSRBATCH_IOC_SAMPLE as _,
-            std::ptr::from_mut(req),
-        )
-    };
-    let raw = count(ret)?;
+    let raw = unsafe { ioctl_struct(fd, MSRBATCH_IOC_SAMPLE, req) }?;
     let raw = libc::c_int::try_from(raw).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
     // SAFETY: A successful MSRBATCH_IOC_SAMPLE returns a new descriptor that
     // nothing else owns.

@@ -20,6 +20,15 @@ fn session<'a>(m: &'a SimPmu, cpu: u32, ev: &str) -> Session<'a, SimPmu> {
     Session::open(m, cpu, ev, false).unwrap_or_else(|e| panic!("{ev}: {e}"))
 }
 
+/// What session `s` on CPU 0 counts while `m` runs `phases` there: started
+/// before, stopped after.
+fn counted(m: &SimPmu, s: &Session<'_, SimPmu>, phases: &[Phase]) -> Vec<u64> {
+    let start = s.start().unwrap();
+    m.execute(0, phases);
+    let end = s.stop().unwrap();
+    s.deltas(&start, &end)
+}
+
 /// `Session::open` refuses owned counters (`EBUSY`, saying who owns them)
 /// unless forced, and a CPU without a PMU (`ENODEV`, saying why).
 #[test]
@@ -123,16 +132,11 @@ fn usr_os_and_both() {
         0,
         "event=0xc4:umask=0:usr,event=0xc4:umask=0:os,branches",
     );
-    let start = s.start().unwrap();
-    m.execute(
-        0,
-        &[
-            Phase::user(100).with("branches", 2),
-            Phase::kernel(10).with("branches", 5),
-        ],
-    );
-    let end = s.stop().unwrap();
-    assert_eq!(s.deltas(&start, &end), [200, 50, 250]);
+    let phases = [
+        Phase::user(100).with("branches", 2),
+        Phase::kernel(10).with("branches", 5),
+    ];
+    assert_eq!(counted(&m, &s, &phases), [200, 50, 250]);
 }
 
 #[test]
@@ -151,16 +155,11 @@ fn fixed_counters_count_instructions_and_cycles() {
     );
     // OS|USR field 3 for fixed 0-2.
     assert_eq!(m.rdmsr(0, msr::IA32_FIXED_CTR_CTRL), Some(0x333));
-    let start = s.start().unwrap();
-    m.execute(
-        0,
-        &[
-            Phase::user(1000).with("instructions", 2),
-            Phase::kernel(300).with("instructions", 1),
-        ],
-    );
-    let end = s.stop().unwrap();
-    assert_eq!(s.deltas(&start, &end), [2300, 1300, 1300, 2000]);
+    let phases = [
+        Phase::user(1000).with("instructions", 2),
+        Phase::kernel(300).with("instructions", 1),
+    ];
+    assert_eq!(counted(&m, &s, &phases), [2300, 1300, 1300, 2000]);
 }
 
 #[test]
@@ -185,22 +184,17 @@ fn cmask_inv_edge() {
         0,
         "instructions:usr:cmask=2,instructions:usr:cmask=2:inv,instructions:usr:cmask=2:edge,instructions:usr",
     );
-    let start = s.start().unwrap();
-    m.execute(
-        0,
-        &[
-            Phase::user(10).with("instructions", 3),
-            Phase::user(20).with("instructions", 1),
-            Phase::user(30).with("instructions", 2),
-            Phase::kernel(5).with("instructions", 4),
-            Phase::user(7).with("instructions", 4),
-        ],
-    );
-    let end = s.stop().unwrap();
     // cmask=2: cycles with >= 2: 10 + 30 + 7. inv: cycles with < 2 (user): 20.
     // edge: starts of >= 2 runs: at 0, at 30, at 65 (after the kernel phase,
     // where a usr-only counter sees nothing). Plain: 30 + 20 + 60 + 28.
-    assert_eq!(s.deltas(&start, &end), [47, 20, 3, 138]);
+    let phases = [
+        Phase::user(10).with("instructions", 3),
+        Phase::user(20).with("instructions", 1),
+        Phase::user(30).with("instructions", 2),
+        Phase::kernel(5).with("instructions", 4),
+        Phase::user(7).with("instructions", 4),
+    ];
+    assert_eq!(counted(&m, &s, &phases), [47, 20, 3, 138]);
 }
 
 #[test]
@@ -540,17 +534,12 @@ fn pentium_one_half_is_changed_the_other_left_alone() {
 fn pentium_modes_clocks_and_wrap() {
     let m = model(MMX);
     let s = session(&m, 0, "DATA_READ:usr,DATA_READ:os");
-    let start = s.start().unwrap();
-    m.execute(
-        0,
-        &[
-            Phase::user(10).with("DATA_READ", 2),
-            Phase::kernel(5).with("DATA_READ", 3),
-        ],
-    );
-    let end = s.stop().unwrap();
+    let phases = [
+        Phase::user(10).with("DATA_READ", 2),
+        Phase::kernel(5).with("DATA_READ", 3),
+    ];
     assert_eq!(
-        s.deltas(&start, &end),
+        counted(&m, &s, &phases),
         [20, 15],
         "CC 010 (CPL 3), CC 001 (CPL 0-2)"
     );
@@ -601,12 +590,8 @@ fn pentium_without_mmx_reads_with_rdmsr() {
             Op::RdMsr { msr: msr::P5_CTR1 }
         ]
     );
-    let start = s.start().unwrap();
-    m.execute(
-        0,
-        &[Phase::user(10).with("instructions", 1).with("BRANCHES", 1)],
-    );
-    assert_eq!(s.deltas(&start, &s.stop().unwrap()), [10, 10]);
+    let phases = [Phase::user(10).with("instructions", 1).with("BRANCHES", 1)];
+    assert_eq!(counted(&m, &s, &phases), [10, 10]);
     // RDPMC came with MMX: without it, it faults.
     let mut b = Batch::new();
     b.push(0, Op::RdPmc { ecx: 0 });
