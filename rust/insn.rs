@@ -55,6 +55,18 @@ macro_rules! safe_insn {
     };
 }
 
+/// Runs `$insn`, which returns a 64-bit value in EDX:EAX, with
+/// [`safe_insn!`]: the value, or the fault. `$operands` are its inputs and
+/// options.
+macro_rules! safe_read_edx_eax {
+    ($insn:literal, $($operands:tt)*) => {{
+        let (lo, hi): (u32, u32);
+        let err: u64;
+        safe_insn!($insn, out("eax") lo, out("edx") hi, inout("r8") 0u64 => err, $($operands)*);
+        check(err).map(|()| u64::from(lo) | (u64::from(hi) << 32))
+    }};
+}
+
 fn check(err: u64) -> InsnResult<()> {
     if err == 0 {
         Ok(())
@@ -65,15 +77,9 @@ fn check(err: u64) -> InsnResult<()> {
 
 /// Reads MSR `msr`.
 pub(crate) fn rdmsr(msr: u32) -> InsnResult<u64> {
-    let (lo, hi): (u32, u32);
-    let err: u64;
     // SAFETY: RDMSR only reads; a fault on an unimplemented MSR is caught by the
     // exception table entry. We run in ring 0 (module code).
-    unsafe {
-        safe_insn!("rdmsr", in("ecx") msr, out("eax") lo, out("edx") hi,
-                   inout("r8") 0u64 => err, options(nostack, nomem))
-    };
-    check(err).map(|()| u64::from(lo) | (u64::from(hi) << 32))
+    unsafe { safe_read_edx_eax!("rdmsr", in("ecx") msr, options(nostack, nomem)) }
 }
 
 /// Writes `value` to MSR `msr`.
@@ -99,28 +105,16 @@ pub(crate) unsafe fn wrmsr(msr: u32, value: u64) -> InsnResult<()> {
 
 /// Reads performance counter `ecx` (bit 30 selects Intel fixed counters).
 pub(crate) fn rdpmc(ecx: u32) -> InsnResult<u64> {
-    let (lo, hi): (u32, u32);
-    let err: u64;
     // SAFETY: RDPMC only reads; #GP (bad index) and #UD (no PMU) are caught by
     // the exception table entry.
-    unsafe {
-        safe_insn!("rdpmc", in("ecx") ecx, out("eax") lo, out("edx") hi,
-                   inout("r8") 0u64 => err, options(nostack, nomem))
-    };
-    check(err).map(|()| u64::from(lo) | (u64::from(hi) << 32))
+    unsafe { safe_read_edx_eax!("rdpmc", in("ecx") ecx, options(nostack, nomem)) }
 }
 
 /// Reads the time-stamp counter.
 pub(crate) fn rdtsc() -> InsnResult<u64> {
-    let (lo, hi): (u32, u32);
-    let err: u64;
     // SAFETY: RDTSC only reads; it cannot fault in ring 0, but carries an entry
     // like every other op so the guarantee does not depend on that.
-    unsafe {
-        safe_insn!("rdtsc", out("eax") lo, out("edx") hi,
-                   inout("r8") 0u64 => err, options(nostack, nomem))
-    };
-    check(err).map(|()| u64::from(lo) | (u64::from(hi) << 32))
+    unsafe { safe_read_edx_eax!("rdtsc", options(nostack, nomem)) }
 }
 
 /// Reads the time-stamp counter and IA32_TSC_AUX.

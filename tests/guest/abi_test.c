@@ -401,9 +401,7 @@ static void test_taint(void)
 int main(void)
 {
 	ksft_print_header();
-	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-	if (ncpus > 16)
-		ncpus = 16;
+	ncpus = online_cpus(16);
 	printf("# msrbatch ABI test (%zu-bit), %d CPUs\n", sizeof(void *) * 8, ncpus);
 	fd = dev_open(O_RDWR);
 	if (fd < 0)

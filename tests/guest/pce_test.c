@@ -323,9 +323,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	ksft_print_header();
-	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-	if (ncpus > 64)
-		ncpus = 64;
+	ncpus = online_cpus(64);
 	printf("# msrbatch PCE grant test, %d CPUs\n", ncpus);
 	fd = dev_open(O_RDWR);
 	if (fd < 0)

@@ -305,9 +305,7 @@ int main(int argc, char **argv)
 	};
 
 	ksft_print_header();
-	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-	if (ncpus > 64)
-		ncpus = 64;
+	ncpus = online_cpus(64);
 	ctl = dev_open(O_RDWR);
 	if (ctl < 0 || all_aux(ctl, 0, 0, orig))
 		ksft_exit_fail_msg("cannot read TSC_AUX on every CPU\n");

@@ -726,9 +726,7 @@ int main(int argc, char **argv)
 	};
 
 	ksft_print_header();
-	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-	if (ncpus > 64)
-		ncpus = 64;
+	ncpus = online_cpus(64);
 	run_parts(parts, ARRAY_SIZE(parts), argc, argv);
 	tests_done();
 }

@@ -678,9 +678,7 @@ int main(int argc, char **argv)
 	int rounds = argc > 1 ? atoi(argv[1]) : 30;
 
 	ksft_print_header();
-	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-	if (ncpus > 64)
-		ncpus = 64;
+	ncpus = online_cpus(64);
 	test_basic();
 	test_stop_wakes();
 	test_refusals();

@@ -211,6 +211,14 @@ static inline int pin(int cpu)
 	return sched_setaffinity(0, sizeof(set), &set);
 }
 
+/* The number of online CPUs, at most max (the size of a test's per-CPU arrays). */
+static inline int online_cpus(int max)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > max ? max : n;
+}
+
 /* Lets the calling thread run on CPUs 0 .. ncpus - 1 again. */
 static inline void unpin(int ncpus)
 {
