@@ -3,10 +3,10 @@
  * What the C guest tests share, in one place: kselftest's KTAP output
  * (kselftest.h from the kernel tree's tools/testing/selftests, which
  * tests/harness/guest.sh puts on the include path), opening the device, one
- * wrapper per ioctl, building an op, taking a CPU off- and online, pinning,
- * the user-mode RDPMC probe that tells CR4.PCE apart, and the sampler's
- * request. Included by one test program each, which defines _GNU_SOURCE
- * before its first include.
+ * wrapper per ioctl, building an op, counting the online CPUs, taking a CPU
+ * off- and online, pinning, the user-mode RDPMC probe that tells CR4.PCE
+ * apart, and the sampler's request. Included by one test program each, which
+ * defines _GNU_SOURCE before its first include.
  *
  * A test prints ksft_print_header() first, one ksft_test_result*() line per
  * check (a skip says why: ksft_test_result_skip("what: why\n")), and ends with
