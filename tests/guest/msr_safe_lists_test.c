@@ -475,5 +475,6 @@ int main(int argc, char **argv)
 			ksft_print_msg("put back %s: %s\n", nodes[i], strerror(errno));
 	ksft_test_result(saved_len >= 0 && write_node(MB_NODE, saved, saved_len) == 0,
 			 "the allowlist in force before is back\n");
+	ksft_set_plan(ksft_test_num());
 	ksft_finished();
 }

@@ -88,7 +88,7 @@ msr_safe_tests() {
 		done
 		[ -n "$(ls "$lists/site")" ] || { echo "msrbatch: MSRBATCH_SITE_ALLOWLISTS=$MSRBATCH_SITE_ALLOWLISTS: no file in it" >&2; return 1; }
 	fi
-	EXTRA="${EXTRA:-} $lists" guest_boot msr-safe "grep -qx Y /sys/module/msrbatch/parameters/msr_safe && run-all.sh msr_safe_test"' "msr_safe_lists_test $(find /extra/msr-safe-lists -type f | sort)"'" /tests/msr_safe_udev_test.sh 'msrbatch-fuzz --msr-safe --ioctls 5000 --threads 2'" \
+	EXTRA="${EXTRA:-} $lists" guest_boot msr-safe "grep -qx Y /sys/module/msrbatch/parameters/msr_safe && run-all.sh msr_safe_test"' "msr_safe_lists_test $(find /extra/msr-safe-lists -type f | sort | tr "\n" " ")"'" /tests/msr_safe_udev_test.sh 'msrbatch-fuzz --msr-safe --ioctls 5000 --threads 2'" \
 		900 'msrbatch.msr_safe=1'
 }
 
