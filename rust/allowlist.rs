@@ -82,6 +82,7 @@ fn text_errno(kind: ErrorKind) -> Error {
         ErrorKind::TooLong => E2BIG,
         ErrorKind::TooLarge => ERANGE,
         ErrorKind::Duplicate(_) => crate::compat::enotuniq(),
+        ErrorKind::NoEntry => crate::compat::enomsg(),
         ErrorKind::BadNumber | ErrorKind::BadLine | ErrorKind::UnknownAllow | ErrorKind::Unterminated => {
             EINVAL
         }
@@ -127,21 +128,27 @@ impl Rules {
 /// Parses `text` and makes it the list in force, atomically; on any error
 /// the list in force stays.
 pub(crate) fn load(text: &[u8]) -> Result {
-    install(Rules::parse(text)?)
+    let rules = Rules::parse(text)?;
+    text::check_entries(text.len(), rules.entries.len(), rules.extras).map_err(|e| {
+        pr_info!("allowlist refused: no entry in {} bytes\n", text.len());
+        text_errno(e.kind)
+    })?;
+    install(rules)
 }
 
 /// [`load`] as msr-safe's `/dev/cpu/msr_allowlist` does it: a write of at
-/// most 2 bytes empties the list; a text without an MSR is `ENOMSG`; a text
-/// that ends inside an entry is `EILSEQ`; the other errors as [`load`].
+/// most 2 bytes empties the list; a text without an MSR is `ENOMSG` (`allow`
+/// lines do not count); a text that ends inside an entry is `EILSEQ`; the
+/// other errors as [`load`].
 pub(crate) fn load_msr_safe(text: &[u8]) -> Result {
     if text.len() <= 2 {
         return install(Rules::parse(b"")?);
     }
     let rules = Rules::parse_with(text, msr_safe_errno)?;
-    if rules.entries.is_empty() {
+    text::check_entries(text.len(), rules.entries.len(), Extras::default()).map_err(|e| {
         pr_info!("allowlist refused: no MSR in {} bytes\n", text.len());
-        return Err(crate::compat::enomsg());
-    }
+        text_errno(e.kind)
+    })?;
     install(rules)
 }
 
@@ -257,11 +264,16 @@ impl Snapshot {
     }
 
     /// The list as msr-safe's `/dev/cpu/msr_allowlist` prints it: its MSRs
-    /// only (msr-safe's readers know no `allow` line).
+    /// only (msr-safe's readers know no `allow` line), in the order of the
+    /// text they were loaded from, as msr-safe keeps them.
     pub(crate) fn render_msr_safe(&self) -> Result<KVVec<u8>> {
         let mut buf = TextBuf(KVVec::new());
         let entries = self.rules().map_or(&[][..], |r| &r.entries[..]);
-        text::render_entries(&mut buf, entries).map_err(|_| ENOMEM)?;
+        let mut in_text_order = KVVec::with_capacity(entries.len(), GFP_KERNEL_ACCOUNT)?;
+        in_text_order.extend_from_slice(entries, GFP_KERNEL_ACCOUNT)?;
+        // Each entry has a line of its own.
+        text::heapsort::sort_by_key(&mut in_text_order, |e| e.line);
+        text::render_msr_safe(&mut buf, &in_text_order).map_err(|_| ENOMEM)?;
         Ok(buf.0)
     }
 
@@ -481,10 +493,16 @@ mod tests {
         assert!(parse("0x10 0xq\n") == Some(EINVAL));
         assert!(parse("0x100000000 0\n") == Some(ERANGE));
         // What msr-safe's /dev/cpu/msr_allowlist prints: no allow lines.
+        // What msr-safe's /dev/cpu/msr_allowlist prints: its header, the
+        // entries in the text's order, no allow lines; nothing when empty.
         let text = rules("allow pce\n0x199 0xffff\n0x10 0\n")?.render_msr_safe()?;
-        let want = b"# MSR      Write mask\n0x00000010 0x0000000000000000\n0x00000199 0x000000000000FFFF\n";
+        let want = b"#MSR       Write mask        \n0x00000199 0x000000000000FFFF\n0x00000010 0x0000000000000000\n";
         assert!(text[..] == want[..]);
-        assert!(Snapshot(None).render_msr_safe()?[..] == b"# MSR      Write mask\n"[..]);
+        assert!(Snapshot(None).render_msr_safe()?.is_empty());
+        // No entry: ENOMSG (allow lines are no MSR), 2 bytes empty the list.
+        for t in ["# 0x00000010 0x0000000000000000 # \"TSC\"\n", "allow pce\n"] {
+            assert!(load_msr_safe(t.as_bytes()) == Err(crate::compat::enomsg()));
+        }
         Ok(())
     }
 

@@ -17,22 +17,33 @@
 //!   blanks. Numbers are written as C's `strtoull` with base 0 reads them
 //!   (msr-safe parses them with `kstrtoull(s, 0, ...)`): `0x` or `0X`
 //!   hexadecimal, a leading `0` octal, otherwise decimal; an optional `+`.
-//! - `#` starts a comment that runs to the end of the line; blank lines and
-//!   comment lines are ignored.
+//! - Fields are separated by blanks as the kernel's `isspace()` reads them
+//!   (msr-safe skips them with `skip_spaces()`). A `#` where a field would
+//!   start begins a comment that runs to the end of the line; inside a field
+//!   it is part of the field (`0xff#x` is not a number, as in msr-safe).
+//!   Blank lines and comment lines are ignored; a NUL ends the text (msr-safe
+//!   reads it as a C string); CRLF line ends are fine (`\r` is a blank).
 //! - msrbatch adds one line form: `allow rdpmc`, `allow rdcr4` and `allow pce`
 //!   let descriptors opened without `CAP_SYS_RAWIO` use the RDPMC op, the
 //!   RDCR4 op and PCE grants ([`Extras`]).
-//! - An MSR fits in 32 bits and is listed at most once; a line with an entry
-//!   ends with a newline (so a list cut short never loses the last digits of
-//!   its last mask); the whole text is at most [`MAX_TEXT`] bytes.
+//! - An MSR fits in 32 bits and is listed at most once; an entry's write
+//!   mask is followed by something (a blank, a newline, a comment), so a
+//!   list cut short never loses the last digits of its last mask (msr-safe's
+//!   "premature EOF"); the whole text is at most [`MAX_TEXT`] bytes.
+//! - A text of more than 2 bytes with no entry (nor `allow` line) does not
+//!   load ([`check_entries`], msr-safe's `ENOMSG`): msr-safe ships its
+//!   per-CPU-model lists with every entry commented out, and loading one
+//!   unedited must not empty the list in force. At most 2 bytes load the
+//!   empty list, which [`render`] prints as nothing.
 //!
-//! Differences from msr-safe's parser: msr-safe reads whitespace-separated
-//! pairs, so it also accepts an entry split over two lines (here, an error);
-//! it refuses a text with no entry (`ENOMSG`) but empties the list for a write
-//! of at most 2 bytes, while here any text without entries (empty, blank or
-//! only comments) loads as the empty list; and after an error in its second
-//! pass (a duplicate MSR) msr-safe is left with an empty list, while here
-//! nothing changes on any error.
+//! Differences from msr-safe's parser, both refusing texts msr-safe takes:
+//! msr-safe reads a stream of whitespace-separated pairs, so it also takes
+//! an entry split over two lines or two entries on one line (here `EINVAL`:
+//! one entry per line, so a forgotten mask cannot shift every later pair and
+//! give MSRs the next MSR's address as write mask); it takes an MSR above 32
+//! bits, which no access can name (here `ERANGE`). And after an error in its
+//! second pass (a duplicate MSR) msr-safe is left with an empty list, while
+//! here nothing changes on any error.
 
 // The module includes this file in a private module; the library re-exports it.
 #![allow(unreachable_pub)]
@@ -99,6 +110,8 @@ pub enum ErrorKind {
     Unterminated,
     /// The MSR was listed before, on the line given (`ENOTUNIQ`).
     Duplicate(u32),
+    /// No entry in a text of more than 2 bytes (`ENOMSG`).
+    NoEntry,
 }
 
 impl ErrorKind {
@@ -112,8 +125,13 @@ impl ErrorKind {
             ErrorKind::TooLarge => "number too large (an MSR has 32 bits, a write mask 64)",
             ErrorKind::BadLine => "want 'MSR WRITEMASK' or 'allow rdpmc|rdcr4|pce'",
             ErrorKind::UnknownAllow => "'allow' takes rdpmc, rdcr4 or pce",
-            ErrorKind::Unterminated => "the last entry has no newline (was the list cut short?)",
+            ErrorKind::Unterminated => {
+                "the text ends right after the last write mask (was the list cut short?)"
+            }
             ErrorKind::Duplicate(_) => "this MSR is listed twice",
+            ErrorKind::NoEntry => {
+                "no entry (every MSR commented out?); write at most 2 bytes to empty the list"
+            }
         }
     }
 }
@@ -165,12 +183,38 @@ fn parse_number(tok: &[u8]) -> Result<u64, ErrorKind> {
     Ok(v)
 }
 
-/// One line without its comment.
-fn parse_line(line: &[u8], extras: &mut Extras) -> Result<Option<(u32, u64)>, ErrorKind> {
-    let mut fields = line
-        .split(|c| c.is_ascii_whitespace())
-        .filter(|f| !f.is_empty());
-    let (a, b) = match (fields.next(), fields.next(), fields.next()) {
+/// Whitespace as the kernel's `isspace()` reads it (`lib/ctype.c`: tab, line
+/// feed, vertical tab, form feed, carriage return, space and Latin-1's
+/// no-break space 0xA0): what msr-safe's parser (`skip_spaces()`) skips.
+fn is_space(c: u8) -> bool {
+    matches!(c, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ' | 0xa0)
+}
+
+/// One line's fields up to its comment: a `#` starts a comment where a
+/// field would start (as msr-safe reads it; inside a field it is part of the
+/// field, which then is not a number). Each field with its end in the line.
+fn fields(line: &[u8]) -> impl Iterator<Item = (&[u8], usize)> {
+    let mut at = 0;
+    core::iter::from_fn(move || {
+        while at < line.len() && is_space(line[at]) {
+            at += 1;
+        }
+        if at == line.len() || line[at] == b'#' {
+            return None;
+        }
+        let start = at;
+        while at < line.len() && !is_space(line[at]) {
+            at += 1;
+        }
+        Some((&line[start..at], at))
+    })
+}
+
+/// One line without its newline: its entry, if any, and whether its write
+/// mask is the line's last byte.
+fn parse_line(line: &[u8], extras: &mut Extras) -> Result<Option<(u32, u64, bool)>, ErrorKind> {
+    let mut fields = fields(line);
+    let ((a, _), (b, end)) = match (fields.next(), fields.next(), fields.next()) {
         (None, _, _) => return Ok(None),
         (Some(a), Some(b), None) => (a, b),
         _ => return Err(ErrorKind::BadLine),
@@ -188,7 +232,7 @@ fn parse_line(line: &[u8], extras: &mut Extras) -> Result<Option<(u32, u64)>, Er
         return Err(ErrorKind::BadLine);
     }
     let msr = u32::try_from(parse_number(a)?).map_err(|_| ErrorKind::TooLarge)?;
-    Ok(Some((msr, parse_number(b)?)))
+    Ok(Some((msr, parse_number(b)?, end == line.len())))
 }
 
 /// Parses `text`: calls `entry` with each entry in text order and returns the
@@ -200,29 +244,47 @@ pub fn parse(text: &[u8], mut entry: impl FnMut(Entry)) -> Result<Extras, ParseE
             kind: ErrorKind::TooLong,
         });
     }
+    // msr-safe reads the text as a C string: a NUL ends it.
+    let text = match text.iter().position(|&c| c == 0) {
+        Some(n) => &text[..n],
+        None => text,
+    };
     let mut extras = Extras::default();
     let mut line = 0u32;
     let mut rest = text;
     while !rest.is_empty() {
         line += 1;
-        let (this, next, terminated) = match rest.iter().position(|&c| c == b'\n') {
-            Some(n) => (&rest[..n], &rest[n + 1..], true),
-            None => (rest, &rest[rest.len()..], false),
+        let (this, next, last) = match rest.iter().position(|&c| c == b'\n') {
+            Some(n) => (&rest[..n], &rest[n + 1..], false),
+            None => (rest, &rest[rest.len()..], true),
         };
         rest = next;
-        let content = match this.iter().position(|&c| c == b'#') {
-            Some(n) => &this[..n],
-            None => this,
-        };
         let err = |kind| ParseError { line, kind };
-        if let Some((msr, mask)) = parse_line(content, &mut extras).map_err(err)? {
-            if !terminated {
+        if let Some((msr, mask, at_end)) = parse_line(this, &mut extras).map_err(err)? {
+            // The text ends right after the mask: it may have been cut short.
+            if last && at_end {
                 return Err(err(ErrorKind::Unterminated));
             }
             entry(Entry { msr, mask, line });
         }
     }
     Ok(extras)
+}
+
+/// Whether a text of `len` bytes that parsed to `entries` entries and
+/// `extras` may load: msr-safe refuses a text without an entry (`ENOMSG`),
+/// such as its per-CPU-model lists as shipped (every entry commented out),
+/// unless it has at most 2 bytes, which empties the list. An `allow` line
+/// counts as an entry here (`/dev/msrbatch_allowlist`; msr-safe's node
+/// counts MSRs only).
+pub fn check_entries(len: usize, entries: usize, extras: Extras) -> Result<(), ParseError> {
+    if len > 2 && entries == 0 && extras == Extras::default() {
+        return Err(ParseError {
+            line: 0,
+            kind: ErrorKind::NoEntry,
+        });
+    }
+    Ok(())
 }
 
 /// Sorts `entries` by MSR; an MSR listed twice is an error on its second line.
@@ -239,10 +301,18 @@ pub fn sort_entries(entries: &mut [Entry]) -> Result<(), ParseError> {
 
 /// Writes the canonical text of a list (`entries` sorted): a header comment,
 /// one `0xMSR 0xMASK` line per entry as msr-safe prints them, then the
-/// `allow` lines. [`parse`] reads it back to the same list.
+/// `allow` lines; nothing for the empty list (as msr-safe prints it, and
+/// what a write of at most 2 bytes loads). [`parse`] reads it back to the
+/// same list.
 pub fn render(w: &mut impl fmt::Write, entries: &[Entry], extras: Extras) -> fmt::Result {
+    if entries.is_empty() && extras == Extras::default() {
+        return Ok(());
+    }
     writeln!(w, "# msrbatch allowlist: {} MSRs", entries.len())?;
-    render_entries(w, entries)?;
+    writeln!(w, "# MSR      Write mask")?;
+    for e in entries {
+        writeln!(w, "0x{:08X} 0x{:016X}", e.msr, e.mask)?;
+    }
     for (name, bit) in Extras::NAMES {
         if extras.has(bit) {
             writeln!(w, "allow {name}")?;
@@ -251,10 +321,21 @@ pub fn render(w: &mut impl fmt::Write, entries: &[Entry], extras: Extras) -> fmt
     Ok(())
 }
 
-/// Writes the entries (sorted) as msr-safe's `/dev/cpu/msr_allowlist`
-/// prints them: its header comment, then one `0xMSR 0xMASK` line each.
-pub fn render_entries(w: &mut impl fmt::Write, entries: &[Entry]) -> fmt::Result {
-    writeln!(w, "# MSR      Write mask")?;
+/// msr-safe's header line, which its `/dev/cpu/msr_allowlist` prints before
+/// the first entry (`"%-10s %-18s\n"` of `#MSR` and `Write mask`).
+#[allow(dead_code)] // The library prints no msr-safe text.
+pub const MSR_SAFE_HEADER: &str = "#MSR       Write mask        \n";
+
+/// Writes `entries` as msr-safe's `/dev/cpu/msr_allowlist` prints them:
+/// nothing for the empty list, else [`MSR_SAFE_HEADER`] and one
+/// `0x%08llX 0x%016llX` line per entry, in the order given (msr-safe's is
+/// the text's: sort by [`Entry::line`] first).
+#[allow(dead_code)] // The library prints no msr-safe text.
+pub fn render_msr_safe(w: &mut impl fmt::Write, entries: &[Entry]) -> fmt::Result {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    w.write_str(MSR_SAFE_HEADER)?;
     for e in entries {
         writeln!(w, "0x{:08X} 0x{:016X}", e.msr, e.mask)?;
     }
@@ -286,7 +367,7 @@ mod tests {
                     \t0x00000010   0x0000000000000000 # \"SMSR_TIME_STAMP_COUNTER\"\r\n\
                     \n   # indented comment\n\
                     0x00000620 0x0000000000007F7F\n\
-                    0X1AD 0xffffffffffffffff#no blank before the comment\n";
+                    0X1AD 0xffffffffffffffff\x0b#vertical tab before the comment\n";
         let (e, extras) = entries(text).unwrap();
         assert_eq!(
             e,
@@ -338,6 +419,53 @@ mod tests {
         ] {
             assert_eq!(entries(text), Ok((Vec::new(), Extras(0))), "{text:?}");
         }
+        // Loadable: at most 2 bytes, or an entry, or an allow line.
+        let ok = |len, n, x| check_entries(len, n, Extras(x)).is_ok();
+        assert!(ok(0, 0, 0) && ok(2, 0, 0) && ok(3, 1, 0) && ok(30, 0, Extras::PCE));
+        let no = check_entries(3, 0, Extras(0)).unwrap_err();
+        assert_eq!((no.line, no.kind), (0, ErrorKind::NoEntry));
+    }
+
+    /// Texts as msr-safe's parser (`parse_next_allowlist_entry()`: fields
+    /// separated by the kernel's `isspace()`, a `#` where a field would start
+    /// skips to the end of the line, a write mask must be followed by a
+    /// byte, a NUL ends the text) reads them, which this parser read
+    /// otherwise before.
+    #[test]
+    fn as_msr_safe_reads_them() {
+        let rows = |text: &str| entries(text).map(|(e, _)| e);
+        // The last line an uncommented entry with its comment, no newline
+        // (a shipped list's last line, uncommented, in a file without a
+        // final newline); or a blank after the mask.
+        let last = "# MSR # Write Mask # Comment\n0x00000010 0x0000000000000000 # \"TSC\"";
+        assert_eq!(rows(last), Ok(vec![(0x10, 0, 2)]));
+        assert_eq!(rows("0x10 0\r"), Ok(vec![(0x10, 0, 1)]));
+        assert_eq!(rows("0x10 0 "), Ok(vec![(0x10, 0, 1)]));
+        // The kernel's isspace(): vertical tab and Latin-1's no-break space.
+        assert_eq!(
+            entries_bytes(b"\x0b0x10\xa00xff\x0b\n"),
+            Ok(vec![(0x10, 0xff, 1)])
+        );
+        // A NUL ends the text: what follows is not read.
+        assert_eq!(entries_bytes(b"0x10 0\n\0garbage"), Ok(vec![(0x10, 0, 1)]));
+        assert_eq!(error_bytes(b"0x10 0xff\0\n").kind, ErrorKind::Unterminated);
+        // A '#' inside a field is part of it: not a number.
+        for text in ["0x10 0xff#comment\n", "0x10#c 0\n"] {
+            assert_eq!(error(text).kind, ErrorKind::BadNumber, "{text:?}");
+        }
+        // Still refused: the text ends with the mask (cut short?).
+        assert_eq!(error("0x10 0\n0x20 0xff").kind, ErrorKind::Unterminated);
+    }
+
+    fn entries_bytes(text: &[u8]) -> Result<Rows, ParseError> {
+        let mut v = Vec::new();
+        parse(text, |e| v.push(e))?;
+        sort_entries(&mut v)?;
+        Ok(v.iter().map(|e| (e.msr, e.mask, e.line)).collect())
+    }
+
+    fn error_bytes(text: &[u8]) -> ParseError {
+        entries_bytes(text).expect_err("an error")
     }
 
     #[test]
@@ -393,5 +521,20 @@ mod tests {
         let (again, extras2) = entries(&out).unwrap();
         let strip = |v: &[(u32, u64, u32)]| v.iter().map(|&(m, k, _)| (m, k)).collect::<Vec<_>>();
         assert_eq!((strip(&again), extras2), (strip(&e), extras));
+        // The empty list prints nothing, which loads the empty list again.
+        let mut out = String::new();
+        render(&mut out, &[], Extras(0)).unwrap();
+        assert_eq!(out, "");
+        // msr-safe's print: its header, the entries in the order given.
+        let mut out = String::new();
+        render_msr_safe(&mut out, &[list[1], list[0]]).unwrap();
+        assert_eq!(
+            out,
+            "#MSR       Write mask        \n\
+             0xC0000103 0x00000000FFFFF000\n0x00000010 0x0000000000000000\n"
+        );
+        let mut out = String::new();
+        render_msr_safe(&mut out, &[]).unwrap();
+        assert_eq!(out, "");
     }
 }

@@ -793,7 +793,7 @@ static void test_poll_confined(void)
 	open_node();
 	r = as_user(poll_confined_child, &res, sizeof(res));
 	close_node();
-	load_list("# empty\n");
+	load_list("\n");
 	ksft_test_result(r == 0 && res.opened && res.listed == 0 && res.status == -ETIMEDOUT,
 			 "confined: a poll of a listed MSR (PAT) runs (%d, %d)\n", res.listed, res.status);
 	ksft_test_result(r == 0 && res.unlisted == -EACCES && res.unlisted_index == 1,

@@ -105,7 +105,7 @@ static void test_stamps(void)
 	op = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, orig, 0);
 	r = batch(root, &op, 1, 0, NULL);
 	ksft_test_result(r == 0 && op.status == 0, "(TSC_AUX of CPU 0 put back: 0x%llx)\n", (unsigned long long)orig);
-	load_list("# empty\n");
+	load_list("\n");
 	close(root);
 }
 
@@ -357,7 +357,7 @@ static void test_starve(void)
 	}
 	memset(attack, 0, sizeof(*attack));
 	root = dev_open(O_RDONLY);
-	load_list("# empty\n");
+	load_list("\n");
 	open_node();
 	/*
 	 * Under TCG a synchronised start also times out when the host does not
@@ -531,7 +531,7 @@ static void test_rendezvous(void)
 		return;
 	}
 	root = dev_open(O_RDONLY);
-	load_list("# empty\n");
+	load_list("\n");
 	open_node();
 	rv_trial = mmap(NULL, 2 * sizeof(long), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (rv_trial == MAP_FAILED || pipe(back)) {

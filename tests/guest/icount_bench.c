@@ -225,7 +225,7 @@ static int swap_list(const char *text, int save)
 			return -1;
 		saved_list[n] = 0;
 		if (!n)
-			strcpy(saved_list, "# empty\n");
+			strcpy(saved_list, "\n");
 	}
 	fd = open("/dev/msrbatch_allowlist", O_WRONLY);
 	n = fd < 0 ? -1 : write(fd, text, strlen(text));

@@ -385,7 +385,7 @@ static inline double tsc_per_ms(void)
 
 /* ---- a confined caller (uid 1000 without CAP_SYS_RAWIO) ------------------ */
 
-/* Loads allowlist text (root); 0 or -1. "# empty\n" is the default list. */
+/* Loads allowlist text (root); 0 or -1. "\n" (at most 2 bytes) is the empty list. */
 static inline int load_list(const char *text)
 {
 	int fd = open("/dev/msrbatch_allowlist", O_WRONLY);

@@ -73,10 +73,22 @@ guest_tests() {
 }
 
 # The msr-safe personality (Documentation/msr-safe.md): a boot whose module
-# is loaded with msr_safe=1, its C client (64- and 32-bit), the udev rule,
-# and the fuzzer on its nodes.
+# is loaded with msr_safe=1, its C client, allowlists in msr-safe's file
+# format through both allowlist nodes (written now by
+# gen-msr-safe-lists.py, plus a site's own: MSRBATCH_SITE_ALLOWLISTS=DIR,
+# every file in DIR), the udev rule, and the fuzzer on its nodes.
 msr_safe_tests() {
-	guest_boot msr-safe "grep -qx Y /sys/module/msrbatch/parameters/msr_safe && run-all.sh msr_safe_test /tests/msr_safe_udev_test.sh 'msrbatch-fuzz --msr-safe --ioctls 5000 --threads 2'" \
+	local lists="$GUEST_DIR/msr-safe-lists" f
+	rm -rf "$lists" && mkdir -p "$lists/site" &&
+		python3 "$MSRB_TOP/tests/harness/gen-msr-safe-lists.py" "$lists" || return
+	if [ -n "${MSRBATCH_SITE_ALLOWLISTS:-}" ]; then
+		for f in "$MSRBATCH_SITE_ALLOWLISTS"/*; do
+			[ -f "$f" ] || continue
+			cp "$f" "$lists/site/" || return
+		done
+		[ -n "$(ls "$lists/site")" ] || { echo "msrbatch: MSRBATCH_SITE_ALLOWLISTS=$MSRBATCH_SITE_ALLOWLISTS: no file in it" >&2; return 1; }
+	fi
+	EXTRA="${EXTRA:-} $lists" guest_boot msr-safe "grep -qx Y /sys/module/msrbatch/parameters/msr_safe && run-all.sh msr_safe_test"' "msr_safe_lists_test $(find /extra/msr-safe-lists -type f | sort | tr "\n" " ")"'" /tests/msr_safe_udev_test.sh 'msrbatch-fuzz --msr-safe --ioctls 5000 --threads 2'" \
 		900 'msrbatch.msr_safe=1'
 }
 

@@ -74,6 +74,8 @@ fn load(node: &str, file: &str) -> Result<bool, String> {
     .map_err(|e| format!("{file}: {e}"))?;
     // The module would refuse it too, with an errno only: say where here.
     let list = Allowlist::parse(&text).map_err(|e| format!("{file}: {e}"))?;
+    list.loadable(text.len())
+        .map_err(|e| format!("{file}: {e}"))?;
     allowlist::load(node, text.as_bytes()).map_err(|e| format!("{e}{}", hint(&e, true)))?;
     println!("{file}: loaded: {}", summary(&list));
     Ok(true)

@@ -51,6 +51,14 @@ impl Allowlist {
         Ok(Allowlist { entries, extras })
     }
 
+    /// Whether the module takes this list, parsed from a text of `len`
+    /// bytes: a text of more than 2 bytes needs an entry or an `allow` line
+    /// (`ENOMSG` otherwise, as msr-safe: its lists as shipped comment every
+    /// entry out).
+    pub fn loadable(&self, len: usize) -> std::result::Result<(), ParseError> {
+        text::check_entries(len, self.entries.len(), self.extras)
+    }
+
     /// The entries, sorted by MSR.
     pub fn entries(&self) -> &[Entry] {
         &self.entries
@@ -95,7 +103,7 @@ impl fmt::Display for Allowlist {
 /// `path`. The module parses it as [`Allowlist::parse`] does and replaces
 /// the list in force atomically, or changes nothing. Errors: `EPERM` (no
 /// `CAP_SYS_RAWIO`), `EACCES` (the node's mode), `EINVAL`, `ERANGE`,
-/// `ENOTUNIQ`, `E2BIG` (the text; see [`ErrorKind`]).
+/// `ENOTUNIQ`, `ENOMSG`, `E2BIG` (the text; see [`ErrorKind`]).
 pub fn load(path: impl AsRef<Path>, text: &[u8]) -> Result<()> {
     let path = path.as_ref();
     let what = || format!("load the allowlist into {}", path.display());
@@ -104,7 +112,7 @@ pub fn load(path: impl AsRef<Path>, text: &[u8]) -> Result<()> {
         .open(path)
         .map_err(|e| Error::from_io(what(), &e))?;
     // write_all() would write nothing for an empty text: send a blank line,
-    // which loads the same empty list.
+    // which loads the empty list (at most 2 bytes).
     let text = if text.is_empty() { b"\n" } else { text };
     f.write_all(text).map_err(|e| Error::from_io(what(), &e))
 }
