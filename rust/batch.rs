@@ -896,6 +896,10 @@ unsafe fn run_share<'a>(
         if let Some(rv) = sync {
             rv.call_off();
         }
+        if mode.confined {
+            let ticks = credit.confined_refusal(start, mode.busy_tsc);
+            crate::busy::refused_confined(irqs, ticks);
+        }
         return Share::Refused;
     }
     let most = crate::busy::most_charged(budget, mode.busy_tsc, mode.confined);
@@ -1105,7 +1109,11 @@ unsafe fn execute_one(ops: &mut [Op], cpu: u32, mode: Mode) -> Result<Executed, 
         }
         here
     };
-    if !here {
+    if !here && mode.confined && crate::busy::refuses_confined(cpu) {
+        // A confined share for a CPU that said it refuses them: refused
+        // here, without a cross-call.
+        job.refused = true;
+    } else if !here {
         let cpu = i32::try_from(cpu).map_err(|_| ENODEV)?;
         // SAFETY: `run_one_cpu` gets a `OneCpu` that lives until this call
         // returns (`wait`), describing `ops`, which we do not touch
@@ -1140,9 +1148,12 @@ unsafe fn execute_many(
     mode: Mode,
     sync: bool,
 ) -> Result<Executed, Rejected> {
-    let mut mask = CpumaskVar::new_zero(GFP_KERNEL_ACCOUNT)?;
-    for run in runs {
-        mask.set(CpuId::from_u32(run.cpu).ok_or(ENODEV)?);
+    // A confined batch with a share for a CPU that said it refuses them:
+    // a synchronised start is called off, other shares refused, without
+    // a cross-call to that CPU.
+    let hinted = |run: &CpuRun| mode.confined && crate::busy::refuses_confined(run.cpu);
+    if sync && runs.iter().any(hinted) {
+        return Err(ETIMEDOUT.into());
     }
     // Each run's start stamp: in place for a few CPUs, else one allocation.
     let few = [const { AtomicU64::new(0) }; INLINE];
@@ -1157,6 +1168,14 @@ unsafe fn execute_many(
             &many
         }
     };
+    let mut mask = CpumaskVar::new_zero(GFP_KERNEL_ACCOUNT)?;
+    for (run, start) in runs.iter().zip(starts) {
+        if hinted(run) {
+            start.store(REFUSED, Ordering::Relaxed);
+        } else {
+            mask.set(CpuId::from_u32(run.cpu).ok_or(ENODEV)?);
+        }
+    }
     let rendezvous = sync.then(|| Rendezvous::new(runs.len() as u32));
 
     let _hotplug = CpusReadGuard::new();
