@@ -152,6 +152,15 @@ impl Credit {
         }
     }
 
+    /// How many ticks from `now` this credit refuses confined shares for
+    /// (0: it does not), with budget `budget`: while the deficit is at least
+    /// four times what a confined share may start ops for with full credit.
+    pub(crate) fn confined_refusal(&self, now: u64, budget: u64) -> u64 {
+        let deficit = self.0.full_at.saturating_sub(now).min(budget.saturating_mul(8));
+        let quarter = budget - reserve(budget);
+        deficit.saturating_sub(quarter.saturating_mul(4).saturating_sub(1))
+    }
+
     /// Charges a share that ran from `start` to `now`, at most `most`
     /// ticks of it ([`most_charged`]).
     #[inline(always)]
@@ -159,6 +168,29 @@ impl Credit {
         let ran = now.saturating_sub(start).min(most);
         self.0.full_at = self.0.full_at.max(start).saturating_add(ran.saturating_mul(5));
     }
+}
+
+/// This CPU refused a confined share, and refuses them for `ticks` more
+/// ([`Credit::confined_refusal`]): until then, callers on other CPUs refuse
+/// such shares without a cross-call ([`refuses_confined`]), for whole ticks
+/// of the kernel's clock, at least the rest of this one. So a caller that
+/// sends shares to a CPU whose credit refuses them costs it at most one
+/// cross-call per tick (and one per CPU racing it), not one per batch. The
+/// hint is never longer than the refusal but for that one tick: a confined
+/// share is refused at most a tick early.
+pub(crate) fn refused_confined(irqs: &IrqsOff, ticks: u64) {
+    let _ = irqs;
+    // SAFETY: Interrupts are off (the token): the helper writes this CPU's
+    // hint, which only this CPU writes.
+    unsafe { sys::msrbatch_this_cpu_refuses(ticks) }
+}
+
+/// Whether `cpu` said it refuses confined shares now ([`refused_confined`]):
+/// a hint read without a lock, from any CPU.
+pub(crate) fn refuses_confined(cpu: u32) -> bool {
+    // SAFETY: The helper reads `cpu`'s hint once (`READ_ONCE`), for any
+    // possible CPU; `cpu` is one (the plan checked it).
+    unsafe { sys::msrbatch_cpu_refuses(cpu) }
 }
 
 /// How many times [`execute_until_run`] runs again the ops a credit left
@@ -262,6 +294,12 @@ mod tests {
         let t = t + 6_000_000;
         assert_eq!(c.refill(t, B, true), 0);
         assert_eq!(c.refill(t, B, false), 14_000_000);
+        // It says how long it refuses them (the hint other CPUs read): as
+        // long as refill gives them nothing, not a tick longer.
+        assert_eq!(c.confined_refusal(t, B), 4_000_001);
+        assert_eq!(c.refill(t + 4_000_000, B, true), 0);
+        assert_eq!(c.refill(t + 4_000_001, B, true), 1);
+        assert_eq!(c.confined_refusal(t + 4_000_001, B), 0);
         // Confined shares start again once the deficit is below 20 ms.
         assert_eq!(c.refill(t + 4_000_000, B, true), 0);
         let t = t + 4_004_000;

@@ -13,8 +13,10 @@
  */
 
 #include <linux/device.h>
+#include <linux/fdtable.h>
 #include <linux/fs.h>
 #include <linux/irq_work.h>
+#include <linux/jiffies.h>
 #include <linux/math64.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
@@ -26,6 +28,7 @@
 #include <linux/perf_event.h>
 #include <linux/preempt.h>
 #include <linux/sched.h>
+#include <linux/sched/signal.h>
 #include <linux/sched/task.h>
 #include <linux/string.h>
 #include <linux/uaccess.h>
@@ -353,6 +356,44 @@ struct msrbatch_credit *msrbatch_this_cpu_credit(void)
 	return this_cpu_ptr(&msrbatch_credit);
 }
 
+/*
+ * Each CPU's refusal hint: jiffies until which this CPU refuses shares of
+ * descriptors opened without CAP_SYS_RAWIO (its credit is below their
+ * reserve). Written by the CPU itself when it refuses one, read by the
+ * others, which then refuse such a share without a cross-call (busy.rs).
+ */
+static DEFINE_PER_CPU(unsigned long, msrbatch_refuse_until);
+
+/* The longest a hint may say: a deficit is at most 8 budgets (busy.rs). */
+#define MSRBATCH_REFUSE_MAX_MS (8 * MSRBATCH_MAX_CPU_BUSY_NS / NSEC_PER_MSEC + 1)
+
+/*
+ * This CPU refuses confined shares for the next tsc ticks at least: those
+ * sent here are refused by their callers until the tick in which that time
+ * ends, or, for less than a tick, for the rest of this one.
+ */
+void msrbatch_this_cpu_refuses(u64 tsc)
+{
+	unsigned int khz = READ_ONCE(tsc_khz);
+	u64 ns = khz ? mul_u64_u32_div(tsc, 1000000, khz) : tsc;
+	unsigned long n = nsecs_to_jiffies(min_t(u64, ns, MSRBATCH_REFUSE_MAX_MS * NSEC_PER_MSEC));
+
+	lockdep_assert_irqs_disabled();
+	this_cpu_write(msrbatch_refuse_until, jiffies + max(n, 1UL));
+}
+
+/*
+ * Whether cpu's hint says it refuses confined shares now. Racy: a hint
+ * being written is read as the old one (a cross-call the CPU refuses) or
+ * the new one. One never set (0), or set long ago, is out of range.
+ */
+bool msrbatch_cpu_refuses(unsigned int cpu)
+{
+	long left = (long)(READ_ONCE(*per_cpu_ptr(&msrbatch_refuse_until, cpu)) - jiffies);
+
+	return left > 0 && left <= (long)msecs_to_jiffies(MSRBATCH_REFUSE_MAX_MS) + 1;
+}
+
 /* ---- interrupts off on 7.2 (compat.rs; 7.3 has kernel::interrupt) -------- */
 
 unsigned long msrbatch_irq_save(void)
@@ -425,6 +466,28 @@ void msrbatch_tgid_put(struct pid *pid)
 bool msrbatch_current_in_tgid(struct pid *pid)
 {
 	return task_tgid(current) == pid;
+}
+
+/*
+ * Whether the caller's descriptor table is shared with a task outside its
+ * thread group (clone(CLONE_FILES) without CLONE_THREAD): then its exit
+ * closes nothing. Counts the group's threads that use the table against
+ * the table's references; a thread being cloned into the group right now
+ * may make it say shared once.
+ */
+bool msrbatch_files_shared_outside_group(void)
+{
+	struct files_struct *files = current->files;
+	struct task_struct *t;
+	int users = 0;
+
+	if (!files)
+		return false;
+	rcu_read_lock();
+	for_each_thread(current, t)
+		users += READ_ONCE(t->files) == files;
+	rcu_read_unlock();
+	return atomic_read(&files->count) > users;
 }
 
 /*

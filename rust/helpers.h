@@ -42,6 +42,7 @@ struct pid;
 struct pid *msrbatch_tgid_get(void);
 void msrbatch_tgid_put(struct pid *pid);
 bool msrbatch_current_in_tgid(struct pid *pid);
+bool msrbatch_files_shared_outside_group(void);
 unsigned long msrbatch_irq_save(void);
 
 /*
@@ -65,6 +66,8 @@ struct msrbatch_credit {
 };
 
 struct msrbatch_credit *msrbatch_this_cpu_credit(void);
+void msrbatch_this_cpu_refuses(u64 tsc);
+bool msrbatch_cpu_refuses(unsigned int cpu);
 
 /* Implemented in Rust (pce.rs; its definition is checked against this). */
 void msrbatch_reap_grants(void);

@@ -244,6 +244,14 @@ impl ThreadGroup {
     }
 }
 
+/// Whether the caller's descriptor table is shared with a process outside
+/// its thread group (`clone(CLONE_FILES)` without `CLONE_THREAD`): its exit
+/// then closes none of its descriptors.
+pub(crate) fn files_shared_outside_group() -> bool {
+    // SAFETY: No preconditions (process context).
+    unsafe { sys::msrbatch_files_shared_outside_group() }
+}
+
 impl Drop for ThreadGroup {
     fn drop(&mut self) {
         // SAFETY: The reference this value holds (type invariants).

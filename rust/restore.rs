@@ -52,8 +52,12 @@ pub(crate) struct RestoreLog {
 }
 
 impl RestoreLog {
-    /// A log owned by the caller's process.
+    /// A log owned by the caller's process; `EXDEV` while its descriptor
+    /// table is shared outside it (its exit would close nothing).
     pub(crate) fn new() -> Result<Self> {
+        if crate::helpers::files_shared_outside_group() {
+            return Err(EXDEV);
+        }
         Ok(RestoreLog {
             saved: KVec::new(),
             owner: ThreadGroup::current()?,
@@ -92,10 +96,15 @@ impl RestoreLog {
 
     /// Reads, before `ops` run, every MSR they write that is not logged yet.
     /// An MSR whose read faults is not logged (its write will fault too).
-    /// `EPIPE` once the log is closed: the batch must not run.
+    /// `EPIPE` once the log is closed: the batch must not run. `EXDEV` for
+    /// the owner while its descriptor table is shared outside its process:
+    /// its exit would not restore what the batch writes.
     pub(crate) fn save(&mut self, ops: &[Op]) -> Result<(), batch::Rejected> {
         if self.closed {
             return Err(EPIPE.into());
+        }
+        if self.owner.is_current() && crate::helpers::files_shared_outside_group() {
+            return Err(EXDEV.into());
         }
         let mut reads = KVVec::new();
         for op in ops.iter().filter(|op| is_write(op) && self.find(op.cpu, op.reg).is_err()) {

@@ -12,17 +12,24 @@
  *   prepared  a confined descriptor holds at most 16 prepared batches
  *             (ENOSPC) and 1 MiB of them (EDQUOT); all confined descriptors
  *             together 64 MiB (ENOSPC); root still prepares meanwhile
- *   starve    group members flood CPU 1 with DELAY batches and collide
- *             synchronised batches on CPUs 0,1; meanwhile every op of root's
- *             batches on CPU 1 runs, root's synchronised batches start, and
- *             root's logged writes through a restoring descriptor run (the
+ *   starve    group members flood CPU 1 with DELAY batches, collide
+ *             synchronised batches on CPUs 0,1, and hold all the samplers
+ *             they may on CPUs 0,1; meanwhile every op of root's
+ *             batches on CPU 1 runs, root's synchronised batches start,
+ *             root's logged writes through a restoring descriptor run, and
+ *             root's sampler on CPU 1 starts and records (the
  *             reserve of each CPU's busy credit that confined callers cannot
  *             draw, abi.md "Interrupts-off time")
- *   rendezvous a member's synchronised batch whose rendezvous waits for a
- *             CPU root keeps busy is charged for the wait: the member's next
- *             batch on the waiting CPU has only what the wait left of its
- *             credit (needs 4 CPUs; the bound of the wait: KUnit
+ *   rendezvous a member's synchronised batch whose rendezvous waits for
+ *             another member's share on the other CPU has the wait counted
+ *             in its share's time: its ops stop B/4 after it ARRIVED, not
+ *             after the go (the charge of a wait that is called off: KUnit
  *             a_rendezvous_wait_is_charged)
+ *
+ *   crosscalls a member hammering CPU 1 with one-op batches while root keeps
+ *             its credit below the reserve causes at most one refused
+ *             cross-call (a function call interrupt on CPU 1) per tick, not
+ *             one per batch; once the credit refilled, its batches run
  *
  * Each part's confined side runs in a child as uid 1000, gid 4242, with no
  * capabilities; root (the parent) loads the allowlist and opens the node to
@@ -268,20 +275,57 @@ static void test_prepared(void)
 
 #define NR_DELAYERS 3
 #define NR_SYNCERS 2
+#define NR_SAMPLERS 1
+#define NR_MEMBERS (NR_DELAYERS + NR_SYNCERS + NR_SAMPLERS)
 
 /* What the members did, counted in memory shared with root. */
 struct attack {
 	long delays_ran, delay_batches, syncs_ran, syncs_timedout;
+	int samplers, sampler_refusal;	/* the sampling member's */
 };
 
 static struct attack *attack;
 
-/* A member: opens the node confined and sends batches until killed. */
-static pid_t start_member(int sync)
+/*
+ * The sampling member: one-RDTSC samplers on CPUs 0 and 1 at the shortest
+ * period, then 16-op ones every 1 ms, each until refused (the confined
+ * share of the timer expiries and of the op rate); keeps them.
+ */
+static void take_samplers(int fd)
+{
+	static const __u64 periods[] = { MSRBATCH_SAMPLE_MIN_PERIOD_NS, 1000000 };
+	static const unsigned int sizes[] = { 1, 16 };
+	struct msrbatch_op ops[32];
+	struct msrbatch_sample_req r;
+	unsigned int i, k;
+	int h, sfd;
+
+	for (k = 0; k < 2; k++) {
+		for (i = 0; i < 2 * sizes[k]; i++)
+			ops[i] = mkop(MSRBATCH_OP_RDTSC, i / sizes[k], 0, 0, 0);
+		h = prepare(fd, ops, 2 * sizes[k], NULL);
+		for (;;) {
+			req_init(&r, h, periods[k], 1);
+			sfd = sample(fd, &r);
+			if (sfd < 0) {
+				attack->sampler_refusal = sfd;
+				break;
+			}
+			attack->samplers++;
+		}
+	}
+	for (;;)
+		pause();
+}
+
+/* A member: opens the node confined and sends batches (kind 0: DELAYs on
+ * CPU 1; 1: synchronised batches on CPUs 0,1) or holds samplers (2) until
+ * killed. */
+static pid_t start_member(int kind)
 {
 	pid_t pid = fork();
 	struct msrbatch_op ops[10];
-	int fd, i, r;
+	int fd, i, r, sync = kind == 1;
 
 	if (pid)
 		return pid;
@@ -291,6 +335,8 @@ static pid_t start_member(int sync)
 	fd = dev_open(O_RDONLY);
 	if (fd < 0)
 		_exit(3);
+	if (kind == 2)
+		take_samplers(fd);
 	for (;;) {
 		if (sync) {
 			/* 2 ms of DELAYs on each of CPUs 0 and 1, started together. */
@@ -335,15 +381,57 @@ static void root_syncs(int root, int *timedout, int *etime, int *errors)
 	}
 }
 
+/*
+ * Root starts a sampler of one RDTSC on CPU 1 every 1 ms through @root and
+ * counts its samples over 200 ms; *@started is its descriptor or -errno.
+ */
+static long root_sampler_runs(int root, int *started)
+{
+	struct msrbatch_op op = mkop(MSRBATCH_OP_RDTSC, 1, 0, 0, 0);
+	struct msrbatch_sample_req r;
+	struct msrbatch_ring *ring;
+	__u64 head, tail;
+	long n = 0;
+	void *m;
+	int h;
+
+	h = prepare(root, &op, 1, NULL);
+	req_init(&r, h, 1000000, 4);
+	*started = sample(root, &r);
+	if (*started < 0)
+		return 0;
+	m = mmap(NULL, r.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED, *started, 0);
+	if (m == MAP_FAILED) {
+		close(*started);
+		return 0;
+	}
+	ring = m;
+	sleep_ms(200);
+	head = __atomic_load_n(&ring->data_head, __ATOMIC_ACQUIRE);
+	for (tail = ring->data_tail; tail < head;) {
+		struct msrbatch_record *rec = (void *)((char *)m + ring->data_offset + (tail & (ring->data_size - 1)));
+
+		if (rec->size < 16)
+			break;
+		n += rec->type == MSRBATCH_REC_SAMPLE;
+		tail += rec->size;
+	}
+	munmap(m, r.mmap_size);
+	close(*started);
+	return n;
+}
+
 static void test_starve(void)
 {
-	pid_t members[NR_DELAYERS + NR_SYNCERS];
+	pid_t members[NR_MEMBERS];
 	struct msrbatch_op ops[8];
 	int root, rfd, i, k, r;
 	int ran_nothing = 0, some_etime = 0, etime_ops = 0, errors = 0;
 	int timedout = 0, sync_etime = 0, sync_errors = 0;
 	int base_timedout = 0, base_etime = 0, base_errors = 0;
 	int eagain = 0, write_errors = 0, read_errors = 0, not_restored = 0;
+	int root_sampler = 0, base_sampler = 0;
+	long root_samples, base_samples;
 	__u64 orig = 0, now = 0;
 
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
@@ -365,8 +453,9 @@ static void test_starve(void)
 	 * attack say how often that happens in this boot.
 	 */
 	root_syncs(root, &base_timedout, &base_etime, &base_errors);
-	for (i = 0; i < NR_DELAYERS + NR_SYNCERS; i++)
-		members[i] = start_member(i >= NR_DELAYERS);
+	base_samples = root_sampler_runs(root, &base_sampler);
+	for (i = 0; i < NR_MEMBERS; i++)
+		members[i] = start_member(i < NR_DELAYERS ? 0 : i < NR_DELAYERS + NR_SYNCERS ? 1 : 2);
 	/* Let the attack drain what it can. */
 	sleep_ms(300);
 
@@ -410,10 +499,12 @@ static void test_starve(void)
 			not_restored++;
 	}
 	close(rfd);
+	/* Root's sampler: one RDTSC on CPU 1 every 1 ms, for 200 ms. */
+	root_samples = root_sampler_runs(root, &root_sampler);
 
-	for (i = 0; i < NR_DELAYERS + NR_SYNCERS; i++)
+	for (i = 0; i < NR_MEMBERS; i++)
 		kill(members[i], SIGKILL);
-	for (i = 0; i < NR_DELAYERS + NR_SYNCERS; i++)
+	for (i = 0; i < NR_MEMBERS; i++)
 		waitpid(members[i], NULL, 0);
 	close_node();
 	close(root);
@@ -432,6 +523,14 @@ static void test_starve(void)
 			 "meanwhile root's 50 synchronised batches on CPUs 0,1 start and run as often as with no attack, "
 			 "give or take 5 (%d ETIMEDOUT, before the attack %d; %d ops -ETIME, %d other errors)\n",
 			 timedout, base_timedout, sync_etime, sync_errors);
+	/* The host's load sets how many samples a loaded TCG vCPU records:
+	 * the same sampler before the attack says how many in this boot. */
+	ksft_test_result(attack->samplers > 0 && root_sampler >= 0 && base_sampler >= 0 && root_samples > 0 &&
+				 root_samples >= base_samples / 4,
+			 "meanwhile, a member holding %d samplers on CPUs 0,1 (then refused: %d), root's sampler of one "
+			 "RDTSC on CPU 1 every 1 ms starts (%d) and records a quarter or more of what it did before the "
+			 "attack (%ld samples in 200 ms, before %ld)\n",
+			 attack->samplers, attack->sampler_refusal, root_sampler, root_samples, base_samples);
 	ksft_test_result(eagain == 0 && write_errors == 0 && read_errors == 0 && not_restored == 0,
 			 "meanwhile root's 5 logged writes to CPU 1 through a restoring descriptor run and are restored "
 			 "(%d EAGAIN, %d other errors, %d not restored, %d of root's reads around them failed)\n",
@@ -441,169 +540,416 @@ static void test_starve(void)
 
 /* ---- rendezvous ------------------------------------------------------------- */
 
-#define TRIALS 20
-#define HOLD_MS 10	/* root keeps CPU 1 busy this long (10 DELAYs) */
-#define AFTER 4		/* the member's 1 ms DELAYs on CPU 0 after the rendezvous
-			 * (a confined share with full credit: 5 ms) */
+/*
+ * Two members of the group, each its own process with its own confined
+ * descriptor: the holder, on CPU 1, runs a 3 ms share of DELAYs there (a
+ * share run on the caller's CPU starts as its ioctl does); the syncer, on
+ * CPU 0, sees the holder about to start and, 0.3 ms later, sends a
+ * synchronised batch on CPUs 0 and 1 whose CPU 0 share is a RDTSC and 6 ms
+ * of DELAYs, with timestamps. CPU 0 arrives at once (the caller's own CPU)
+ * and waits for CPU 1, which takes the cross-call when the holder's share
+ * ends; CPU 1's credit still has 2 ms for a confined share, so both start.
+ *
+ * A confined share may start ops for B/4 (5 ms) from its ARRIVAL, the wait
+ * included (Documentation/security.md, "CPU time with interrupts off"). So
+ * CPU 0's DELAYs get -ETIME once 5 ms have passed since it arrived: when it
+ * waited W, after 5 ms - W of DELAYs. Not counted (804c09c: the share's
+ * time started after the wait), they would run 5 ms from the go, whatever
+ * the wait. All of it is read on CPU 0's own TSC: the go (the RDTSC op),
+ * and the stamp of the last DELAY that ran before the -ETIME. A trial shows
+ * the wait counted when that stamp is less than 3/4 of B/4 after the go.
+ *
+ * The host can only lengthen the wait (a vCPU it stops mid-wait: then the
+ * DELAYs are cut earlier, or CPU 0 calls the start off after its 5 ms,
+ * ETIMEDOUT) or make the syncer arrive after the holder's share (no wait:
+ * the trial shows nothing and another runs). Without the rule no trial can
+ * show it: the DELAYs' time would start after the go, and stopped vCPUs
+ * only make them later.
+ */
+#define RV_TRIALS 60		/* at most; stops once RV_NEEDED trials showed it */
+#define RV_NEEDED 3
+#define RV_BASELINE 10		/* first trials, with no holder: the cut of shares that did not wait */
+#define RV_HOLD 12		/* the holder's 250 us DELAYs: 3 ms */
+#define RV_DELAYS 24		/* the syncer's 250 us DELAYs on CPU 0: 6 ms, more than B/4 */
+#define RV_LEAD_US 300		/* the syncer's lag behind the holder */
 
-struct rv_result {
-	int sync_r;	/* the synchronised batch: 0 or -errno */
-	int after_etime;	/* -ETIME ops of the next batch on CPU 0 */
-	long issued;	/* CLOCK_MONOTONIC (µs) just before the synchronised batch */
-	long gap;	/* µs from its return to the next batch (the credit refills
-			 * a fifth of the time that passes) */
+struct rv_trial {
+	int r;			/* the synchronised batch: 0 or -errno */
+	int ran;		/* DELAYs on CPU 0 that ran */
+	int etime;		/* DELAYs on CPU 0 that got -ETIME */
+	int cpu1_status;	/* CPU 1's RDTSC */
+	__s64 go;		/* TSC ticks from before the ioctl to the go (CPU 0) */
+	__s64 cut;		/* ticks from the go to the end of the last DELAY that
+				 * ran before the first -ETIME; -1 with no -ETIME */
 };
 
-/* CLOCK_MONOTONIC in µs: the one clock all CPUs agree on (the TSCs of a
- * TCG guest's vCPUs differ). */
-static long mono_us(void)
-{
-	struct timespec t;
+struct rv_shared {
+	int hold;		/* root: whether the holder runs its share this trial */
+	int holding;		/* holder: the trial whose share it is about to start */
+	int holder_done, syncer_done;
+	double tsc_per_us;
+	struct rv_trial res;
+};
 
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1000000L + t.tv_nsec / 1000;
+static struct rv_shared *rv;
+
+/*
+ * The next trial's number, from root's pipe: the members sleep between
+ * trials (spinning, they would take the host's CPUs from the vCPUs that
+ * must run the trial).
+ */
+static int rv_wait_trial(int pfd)
+{
+	int t;
+
+	if (read(pfd, &t, sizeof(t)) != sizeof(t) || t < 0)
+		_exit(0);
+	return t;
 }
 
-/* Root's trial number, which the member polls (a pipe's wakeup is too slow). */
-static int *rv_trial;
-static long *rv_issued;	/* when root issued its share (CLOCK_MONOTONIC, µs) */
-
-static void rendezvous_member(int wfd)
+static void rv_holder(int fd, int pfd)
 {
-	struct msrbatch_op ops[AFTER];
-	struct rv_result res;
-	int fd, i, seen = 0;
-	long t0;
+	struct msrbatch_op ops[RV_HOLD];
+	int i, t;
 
+	for (;;) {
+		t = rv_wait_trial(pfd);
+		if (rv->hold) {
+			for (i = 0; i < RV_HOLD; i++)
+				ops[i] = mkop(MSRBATCH_OP_DELAY, 1, 0, 250000, 0);
+			__atomic_store_n(&rv->holding, t, __ATOMIC_RELEASE);
+			batch(fd, ops, RV_HOLD, 0, NULL);
+		} else {
+			__atomic_store_n(&rv->holding, t, __ATOMIC_RELEASE);
+		}
+		__atomic_store_n(&rv->holder_done, t, __ATOMIC_RELEASE);
+	}
+}
+
+static void rv_syncer(int fd, int pfd)
+{
+	struct msrbatch_op ops[RV_DELAYS + 2];
+	struct rv_trial res;
+	__u64 t0, lead;
+	int i, t;
+
+	for (;;) {
+		t = rv_wait_trial(pfd);
+		/* The holder about to start its share (or, late, done). */
+		while (__atomic_load_n(&rv->holding, __ATOMIC_ACQUIRE) != t)
+			;
+		lead = (__u64)(RV_LEAD_US * rv->tsc_per_us);
+		t0 = rdtsc_user();
+		while (rdtsc_user() - t0 < lead)
+			;
+		ops[0] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
+		for (i = 1; i <= RV_DELAYS; i++)
+			ops[i] = mkop(MSRBATCH_OP_DELAY, 0, 0, 250000, 0);
+		ops[RV_DELAYS + 1] = mkop(MSRBATCH_OP_RDTSC, 1, 0, 0, 0);
+		memset(&res, 0, sizeof(res));
+		t0 = rdtsc_user();
+		res.r = batch(fd, ops, RV_DELAYS + 2, MSRBATCH_F_SYNC_START | MSRBATCH_F_TIMESTAMPS, NULL);
+		res.cpu1_status = ops[RV_DELAYS + 1].status;
+		res.go = (__s64)(ops[0].val[0] - t0);
+		res.cut = -1;
+		for (i = 1; i <= RV_DELAYS; i++) {
+			res.ran += ops[i].status == 0;
+			res.etime += ops[i].status == -ETIME;
+			if (ops[i].status == -ETIME && res.cut < 0 && ops[i - 1].status == 0)
+				res.cut = (__s64)(ops[i - 1].val[1] - ops[0].val[0]);
+		}
+		rv->res = res;
+		__atomic_store_n(&rv->syncer_done, t, __ATOMIC_RELEASE);
+	}
+}
+
+/* A member process pinned to cpu, running fn on a confined descriptor, told
+ * each trial through a pipe; the pipe's write end, or -1. */
+static int rv_member(int cpu, void (*fn)(int fd, int pfd), pid_t *pid)
+{
+	int fd, p[2];
+
+	if (pipe(p))
+		return -1;
+	*pid = fork();
+	if (*pid) {
+		close(p[0]);
+		return p[1];
+	}
+	close(p[1]);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (pin(cpu) || drop_to_user())
+		_exit(2);
 	fd = dev_open(O_RDONLY);
 	if (fd < 0)
 		_exit(3);
-	for (;;) {
-		while (__atomic_load_n(rv_trial, __ATOMIC_ACQUIRE) == seen)
-			;
-		seen = __atomic_load_n(rv_trial, __ATOMIC_ACQUIRE);
-		if (seen < 0)
-			_exit(0);
-		/* Root starts its share on CPU 1 now: arrive 2 ms into it. */
-		t0 = mono_us();
-		while (mono_us() - t0 < 2000)
-			;
-		memset(&res, 0, sizeof(res));
-		ops[0] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
-		ops[1] = mkop(MSRBATCH_OP_RDTSC, 1, 0, 0, 0);
-		res.issued = mono_us();
-		res.sync_r = batch(fd, ops, 2, MSRBATCH_F_SYNC_START, NULL);
-		t0 = mono_us();
-		for (i = 0; i < AFTER; i++)
-			ops[i] = mkop(MSRBATCH_OP_DELAY, 0, 0, 1000000, 0);
-		res.gap = mono_us() - t0;
-		batch(fd, ops, AFTER, 0, NULL);
-		for (i = 0; i < AFTER; i++)
-			res.after_etime += ops[i].status == -ETIME;
-		if (write(wfd, &res, sizeof(res)) != sizeof(res))
-			_exit(1);
-	}
+	fn(fd, p[0]);
+	_exit(0);
 }
-
-/* Parts named on the command line (not all parts by default). */
-static int named;
 
 static void test_rendezvous(void)
 {
-	struct msrbatch_op ops[HOLD_MS];
-	struct rv_result res;
-	int root, back[2], i, k, r;
-	int charged = 0, ran = 0, timedout = 0, waited = 0, waited_charged = 0;
+	int ncpus = sysconf(_SC_NPROCESSORS_ONLN), pipes[2], i, k;
+	int trials = 0, shown = 0, timedout = 0, other = 0;
+	int base_n = 0, base_quick = 0, base_early = 0;
+	double wait_sum = 0, quarter, ms;
+	pid_t pids[2];
+
+	if (ncpus < 2) {
+		ksft_test_result_skip("rendezvous: needs 2 CPUs\n");
+		return;
+	}
+	rv = mmap(NULL, sizeof(*rv), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (rv == MAP_FAILED) {
+		ksft_test_result_fail("rendezvous: mmap: %s\n", strerror(errno));
+		return;
+	}
+	memset(rv, 0, sizeof(*rv));
+	/* Root waits on another CPU, if there is one. */
+	if (ncpus > 2)
+		pin(2);
+	rv->tsc_per_us = tsc_per_ms() / 1000;
+	ms = rv->tsc_per_us * 1000;
+	/* B/4, a confined share's time with full credit, in ticks. */
+	quarter = rv->tsc_per_us * (MSRBATCH_MAX_CPU_BUSY_NS / 4 / 1000);
+	load_list("# empty\n");
+	open_node();
+	pipes[0] = rv_member(1, rv_holder, &pids[0]);
+	pipes[1] = rv_member(0, rv_syncer, &pids[1]);
+	for (k = 1; k <= RV_BASELINE + RV_TRIALS && shown < RV_NEEDED && pipes[0] >= 0 && pipes[1] >= 0; k++) {
+		const struct rv_trial *res = &rv->res;
+		int early;
+
+		/* Every credit full again: 80 ms refill one from empty, and
+		 * nothing else uses CPUs 0 and 1 meanwhile. */
+		sleep_ms(150);
+		rv->hold = k > RV_BASELINE;
+		for (i = 0; i < 2; i++)
+			if (write(pipes[i], &k, sizeof(k)) != sizeof(k))
+				break;
+		while (i == 2 && (__atomic_load_n(&rv->holder_done, __ATOMIC_ACQUIRE) != k ||
+				  __atomic_load_n(&rv->syncer_done, __ATOMIC_ACQUIRE) != k))
+			sleep_ms(1);
+		if (i < 2)
+			break;
+		early = res->r == 0 && res->cut >= 0 && res->cut < quarter * 3 / 4;
+		if (res->r)
+			ksft_print_msg("trial %d%s: synchronised batch %d\n", k, rv->hold ? "" : " (no holder)", res->r);
+		else
+			ksft_print_msg("trial %d%s: go %.2f ms after the ioctl; CPU 0: %d DELAYs ran, %d -ETIME, "
+				       "the last %.2f ms after the go%s\n",
+				       k, rv->hold ? "" : " (no holder)", res->go / ms, res->ran, res->etime,
+				       res->cut / ms, early ? ": the wait counted" : "");
+		if (!rv->hold) {
+			/* Started within 1 ms of the ioctl: no wait to speak of. */
+			if (res->r == 0 && res->go < ms) {
+				base_quick++;
+				base_early += early || res->cut < 0;
+			}
+			base_n++;
+			continue;
+		}
+		trials++;
+		if (res->r == -ETIMEDOUT)
+			timedout++;
+		else if (res->r)
+			other++;
+		if (early) {
+			shown++;
+			wait_sum += (quarter - res->cut) / ms;
+		}
+	}
+	for (i = 0; i < 2; i++) {
+		close(pipes[i]);
+		kill(pids[i], SIGKILL);
+		waitpid(pids[i], NULL, 0);
+	}
+	unpin(ncpus);
+	close_node();
+
+	/*
+	 * The measure checked: with no wait, CPU 0's DELAYs run B/4 from the
+	 * go (a trial whose go came later may have waited for a vCPU the host
+	 * stopped: that wait is counted too).
+	 */
+	if (!base_quick)
+		ksft_test_result_skip("rendezvous: no synchronised batch of the %d with no share to wait for started "
+				      "within 1 ms of its ioctl (a loaded host)\n", base_n);
+	else
+		ksft_test_result(base_early == 0,
+				 "rendezvous: a member's synchronised batch on CPUs 0,1 that did not wait runs CPU 0's "
+				 "DELAYs for B/4 (%.2f ms) from the go (%d of the %d of %d that started within 1 ms cut "
+				 "earlier, or not at all)\n",
+				 quarter / ms, base_early, base_quick, base_n);
+	ksft_test_result(shown >= RV_NEEDED && other == 0,
+			 "rendezvous: a member's synchronised batch whose CPU 0 waits for CPU 1 (the member's %d ms share "
+			 "there, or a vCPU the host stopped) has the wait counted in CPU 0's share: its DELAYs stop less "
+			 "than 3/4 of B/4 after the go (%d of %d trials, waits of %.2f ms on average: B/4 less how long "
+			 "they ran; %d ETIMEDOUT, %d other errors)\n",
+			 RV_HOLD / 4, shown, trials, shown ? wait_sum / shown : 0.0, timedout, other);
+	munmap(rv, sizeof(*rv));
+}
+
+/* ---- crosscalls ------------------------------------------------------------- */
+
+/*
+ * A CPU whose credit refuses a confined share still takes the cross-call
+ * that brings it, an interrupt: a member hammering a CPU that root keeps
+ * busy would cost it one per batch. A CPU that refuses one says for how
+ * long (in the kernel's ticks, at least the rest of the current one), and
+ * confined callers refuse their shares for it without a cross-call
+ * meanwhile: at most one refused cross-call per tick. Counted in
+ * /proc/interrupts' CAL line (function call interrupts) of CPU 1.
+ */
+#define XC_MS 1000
+
+/* CPU cpu's function call interrupts so far, or -1. */
+static long cal_count(int cpu)
+{
+	FILE *f = fopen("/proc/interrupts", "r");
+	char line[4096];
+	long v = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = line, *end;
+		int i;
+
+		while (*p == ' ')
+			p++;
+		if (strncmp(p, "CAL:", 4))
+			continue;
+		p += 4;
+		for (i = 0; i <= cpu; i++) {
+			v = strtol(p, &end, 10);
+			if (end == p) {
+				v = -1;
+				break;
+			}
+			p = end;
+		}
+		break;
+	}
+	fclose(f);
+	return v;
+}
+
+struct xc_result {
+	long sent, ok, etime, other;
+	int after_status;	/* a batch once root stopped and the credit refilled */
+};
+
+static struct xc_result *xc;
+
+static void test_crosscalls(void)
+{
+	int ncpus = sysconf(_SC_NPROCESSORS_ONLN), root, i, r;
+	long cal0, cal1, refused, root_batches = 0, root_ran = 0, root_etime = 0, root_errors = 0;
+	struct msrbatch_op ops[10];
+	double ms;
+	struct timespec t0, t1;
 	pid_t pid;
 
-	if (!named) {
-		/*
-		 * Two boots of the debug guest on a loaded host: 3 of 8 and 7
-		 * of 12 such trials charged; members arrived 3 to 24 ms late.
-		 */
-		ksft_test_result_skip("rendezvous: run only when named (fairshare_test rendezvous): whether a member's "
-				      "rendezvous waits for root's share depends on when the host runs each vCPU; "
-				      "make check has the charge's bound in KUnit a_rendezvous_wait_is_charged\n");
+	if (ncpus < 2 || cal_count(1) < 0) {
+		ksft_test_result_skip("crosscalls: needs 2 CPUs and /proc/interrupts' CAL line\n");
 		return;
 	}
-	if (sysconf(_SC_NPROCESSORS_ONLN) < 4) {
-		ksft_test_result_skip("rendezvous: needs 4 CPUs\n");
+	xc = mmap(NULL, sizeof(*xc), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (xc == MAP_FAILED) {
+		ksft_test_result_fail("crosscalls: mmap: %s\n", strerror(errno));
 		return;
 	}
+	memset(xc, 0, sizeof(*xc));
 	root = dev_open(O_RDONLY);
 	load_list("\n");
 	open_node();
-	rv_trial = mmap(NULL, 2 * sizeof(long), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (rv_trial == MAP_FAILED || pipe(back)) {
-		ksft_test_result_fail("rendezvous: mmap or pipe: %s\n", strerror(errno));
-		return;
-	}
-	*rv_trial = 0;
-	rv_issued = (long *)rv_trial + 1;
+	/* Root keeps CPU 1's credit below the reserve: its shares run there,
+	 * on its own CPU, without a cross-call. */
+	pin(1);
 	pid = fork();
 	if (pid == 0) {
-		close(back[0]);
+		struct msrbatch_op op;
+		long start;
+		int fd;
+
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		pin(3);
-		if (drop_to_user())
+		if (pin(0) || drop_to_user())
 			_exit(2);
-		rendezvous_member(back[1]);
-	}
-	close(back[1]);
-	pin(2);
-	for (k = 0; k < TRIALS; k++) {
-		/* Every credit full again (80 ms refill it from empty). */
+		fd = dev_open(O_RDONLY);
+		if (fd < 0)
+			_exit(3);
+		/* Root's first share is running by now. */
+		sleep_ms(10);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		start = t0.tv_sec * 1000L + t0.tv_nsec / 1000000;
+		do {
+			op = mkop(MSRBATCH_OP_RDTSC, 1, 0, 0, 0);
+			r = batch(fd, &op, 1, 0, NULL);
+			xc->sent++;
+			if (r)
+				xc->other++;
+			else if (op.status == -ETIME)
+				xc->etime++;
+			else if (op.status == 0)
+				xc->ok++;
+			else
+				xc->other++;
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+		} while (t1.tv_sec * 1000L + t1.tv_nsec / 1000000 - start < XC_MS);
+		__atomic_store_n(&xc->after_status, 1, __ATOMIC_RELEASE);
+		/* Root stops: once the credit refilled (80 ms from empty), the
+		 * hint no longer refuses. */
+		while (__atomic_load_n(&xc->after_status, __ATOMIC_ACQUIRE) != 2)
+			;
 		sleep_ms(150);
-		for (i = 0; i < HOLD_MS; i++)
-			ops[i] = mkop(MSRBATCH_OP_DELAY, 1, 0, 1000000, 0);
-		*rv_issued = mono_us();
-		__atomic_store_n(rv_trial, k + 1, __ATOMIC_RELEASE);
-		r = batch(root, ops, HOLD_MS, 0, NULL);
-		if (read(back[0], &res, sizeof(res)) != sizeof(res))
-			break;
-		/* Whether the member's rendezvous waited while root's share ran
-		 * depends on when each vCPU ran: the kernel's answer is in the
-		 * member's next batch on CPU 0. */
-		timedout += res.sync_r == -ETIMEDOUT;
-		ran += res.sync_r == 0;
-		charged += res.after_etime >= AFTER / 2;
-		/*
-		 * A rendezvous that timed out waited its whole share; if the
-		 * next batch followed within 2 ms, the credit refilled by at
-		 * most 0.4 ms since. (A host that does not run the member for
-		 * longer refills it, and the trial says nothing.)
-		 */
-		if (res.sync_r == -ETIMEDOUT && res.gap < 2000) {
-			waited++;
-			waited_charged += res.after_etime >= AFTER / 2;
-		}
-		ksft_print_msg("trial %d: root's share %d; member's synchronised batch %d, issued %ld us after root's; "
-			       "its next %d ms of DELAYs on CPU 0, %ld us later: %d -ETIME\n",
-			       k, r, res.sync_r, res.issued - *rv_issued, AFTER, res.gap, res.after_etime);
+		op = mkop(MSRBATCH_OP_RDTSC, 1, 0, 0, 0);
+		r = batch(fd, &op, 1, 0, NULL);
+		xc->after_status = r ? r : op.status;
+		_exit(0);
 	}
-	__atomic_store_n(rv_trial, -1, __ATOMIC_RELEASE);
-	close(back[0]);
+	cal0 = cal_count(1);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (__atomic_load_n(&xc->after_status, __ATOMIC_ACQUIRE) == 0 && waitpid(pid, NULL, WNOHANG) == 0) {
+		/* 10 ms, the most DELAY a CPU may have in one batch. */
+		for (i = 0; i < 10; i++)
+			ops[i] = mkop(MSRBATCH_OP_DELAY, 1, 0, 1000000, 0);
+		if (batch(root, ops, 10, 0, NULL))
+			root_errors++;
+		for (i = 0; i < 10; i++) {
+			root_ran += ops[i].status == 0;
+			root_etime += ops[i].status == -ETIME;
+		}
+		root_batches++;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	cal1 = cal_count(1);
+	__atomic_store_n(&xc->after_status, 2, __ATOMIC_RELEASE);
 	waitpid(pid, NULL, 0);
-	munmap(rv_trial, 2 * sizeof(long));
-	unpin(sysconf(_SC_NPROCESSORS_ONLN));
+	unpin(ncpus);
 	close_node();
 	close(root);
-	/* Not charged, the wait would leave CPU 0's credit full: 4 ms of
-	 * DELAYs run whole in the 5 ms (20 ms before #30) a full credit
-	 * gives. A host that stops a vCPU can cost a trial some DELAYs. */
-	if (waited < 3) {
-		ksft_test_result_skip("rendezvous: only %d of %d trials had a member's rendezvous that waited its whole "
-				      "share followed within 2 ms by its next batch (the host did not run the vCPUs in "
-				      "time; the bound of the wait: KUnit a_rendezvous_wait_is_charged)\n",
-				      waited, TRIALS);
-		return;
-	}
-	ksft_test_result(waited_charged * 2 >= waited,
-			 "a member's synchronised batch on CPUs 0,1 that waits for CPU 1 (root's %d ms share) is charged "
-			 "for the wait: its next %d ms of DELAYs on CPU 0 lose half or more to -ETIME (%d of the %d trials "
-			 "whose rendezvous waited its whole share and whose next batch followed within 2 ms; %d of all %d; "
-			 "the synchronised batches: %d ran, %d ETIMEDOUT)\n",
-			 HOLD_MS, AFTER, waited_charged, waited, charged, TRIALS, ran, timedout);
+	ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+	ksft_print_msg("crosscalls: root's %ld batches of 10 1 ms DELAYs on CPU 1: %ld DELAYs ran, %ld -ETIME, "
+		       "%ld errors\n", root_batches, root_ran, root_etime, root_errors);
+	/*
+	 * A refused cross-call makes the member's next batches refused at
+	 * home for a tick at least (here for ~60 ms: root keeps CPU 1's
+	 * deficit near 80 ms): at most one in ten of its refused batches
+	 * may cost CPU 1 an interrupt (and never more than one per ms, HZ
+	 * being at most 1000), give or take 5 others. Without the hint, each
+	 * refused batch is a cross-call.
+	 */
+	refused = cal1 - cal0 - xc->ok;
+	ksft_test_result(xc->etime > 0 && xc->other == 0 && refused <= xc->etime / 10 + 5 && refused <= (long)ms + 5,
+			 "crosscalls: a member sending %ld one-op batches to CPU 1 in %.0f ms while root keeps its credit "
+			 "below the reserve: %ld refused (-ETIME), of which at most a tenth and one per ms cost CPU 1 an "
+			 "interrupt: %ld function call interrupts there, %ld batches ran, %ld other errors\n",
+			 xc->sent, ms, xc->etime, cal1 - cal0, xc->ok, xc->other);
+	ksft_test_result(xc->after_status == 0,
+			 "crosscalls: once root stopped and the credit refilled, the member's batch on CPU 1 runs (%d)\n",
+			 xc->after_status);
+	munmap(xc, sizeof(*xc));
 }
 
 int main(int argc, char **argv)
@@ -613,10 +959,10 @@ int main(int argc, char **argv)
 		{ "prepared", test_prepared },
 		{ "starve", test_starve },
 		{ "rendezvous", test_rendezvous },
+		{ "crosscalls", test_crosscalls },
 	};
 
 	ksft_print_header();
-	named = argc > 1;
 	run_parts(parts, ARRAY_SIZE(parts), argc, argv);
 	tests_done();
 }

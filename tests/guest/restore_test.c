@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -288,10 +289,80 @@ static void shared_case(int how)
 	put_back();
 }
 
+/* A process that shares the caller's descriptor table (clone(CLONE_FILES),
+ * not a thread) and waits to be killed; its pid. */
+static pid_t share_files(void)
+{
+	pid_t pid = syscall(SYS_clone, CLONE_FILES | SIGCHLD, 0, 0, 0, 0);
+
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		for (;;)
+			pause();
+	}
+	return pid;
+}
+
+/*
+ * An owner whose descriptor table another process shares (clone(CLONE_FILES)
+ * without CLONE_THREAD) closes nothing when it exits: the table lives on in
+ * the other process, so its exit could not restore. So the module refuses
+ * restore on close while the caller's table is shared outside its thread
+ * group (EXDEV, no log made), and a write through a restoring file by its
+ * owner while the table is shared (EXDEV, nothing written): what is logged
+ * is restored when the owner closes the descriptor.
+ */
+static void test_clone_files(void)
+{
+	int rep[2], said[4] = { 1, 1, 1, 1 };
+	pid_t owner;
+
+	if (pipe(rep))
+		return;
+	owner = fork();
+	if (owner == 0) {
+		int fd = dev_open(O_RDWR), rfd;
+		pid_t sharer = share_files();
+		__u64 now[64];
+
+		/* Asked while shared: refused, the descriptor stays a plain one. */
+		said[0] = ioctl(fd, MSRBATCH_IOC_RESTORE_ON_CLOSE, 0) < 0 ? -errno : 0;
+		kill(sharer, SIGKILL);
+		waitpid(sharer, NULL, 0);
+		/* Asked alone, then shared: the owner's write is refused. */
+		rfd = open_restoring();
+		said[1] = write_aux(rfd, 0xe00);
+		sharer = share_files();
+		said[2] = write_aux(rfd, 0xf00);
+		said[3] = all_aux(ctl, 0, 0, now) == 0 && now[0] == 0xe00 ? 0 : -1;
+		close(rfd);
+		kill(sharer, SIGKILL);
+		waitpid(sharer, NULL, 0);
+		if (write(rep[1], said, sizeof(said)) != sizeof(said))
+			_exit(1);
+		_exit(0);
+	}
+	if (read(rep[0], said, sizeof(said)) != sizeof(said))
+		said[0] = said[1] = said[2] = said[3] = 1;
+	waitpid(owner, NULL, 0);
+	close(rep[0]);
+	close(rep[1]);
+	ksft_test_result(said[0] == -EXDEV,
+			 "RESTORE_ON_CLOSE while another process shares the descriptor table (clone(CLONE_FILES)): "
+			 "EXDEV (%d)\n", said[0]);
+	ksft_test_result(said[1] == 0 && said[2] == -EXDEV && said[3] == 0,
+			 "a restoring file's owner that shares its table after writing: its next write is refused "
+			 "with EXDEV, nothing written (first write %d, next %d, TSC_AUX kept %d)\n",
+			 said[1], said[2], said[3]);
+	ksft_test_result(restored(), "... and closing the descriptor restores what it wrote\n");
+	put_back();
+}
+
 static void test_shared(void)
 {
 	shared_case(0);
 	shared_case(1);
+	test_clone_files();
 }
 
 int main(int argc, char **argv)

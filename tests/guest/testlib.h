@@ -357,6 +357,8 @@ static inline void clock_and_tsc(double *ns, __u64 *tsc)
 	__u64 t;
 	int i;
 
+	*ns = 0;
+	*tsc = 0;
 	for (i = 0; i < 5; i++) {
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		t = rdtsc_user();

@@ -461,9 +461,10 @@ struct msrbatch_rec_cpu {
  * before the file's first write to it, and written back when the process
  * that asked (its thread group) closes a descriptor of the file or exits,
  * also when it is killed, whoever else holds the file (a fork() child,
- * SCM_RIGHTS, pidfd_getfd()), unless a clone(CLONE_FILES) process shares
- * its descriptor table: then at that process's close or exit; from then on
- * batches that write through the file are refused (EPIPE). Asked again by another process: EBUSY.
+ * SCM_RIGHTS, pidfd_getfd()); from then on batches that write through the
+ * file are refused (EPIPE). Asked again by another process: EBUSY. Asked,
+ * or a write by the owner, while the caller's descriptor table is shared
+ * with another process (clone(CLONE_FILES), whose exit closes nothing): EXDEV.
  * RESTORE_NOW (argument 0) writes them back now and returns how many could
  * not be (CPU offline, fault).
  */

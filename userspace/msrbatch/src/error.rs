@@ -38,6 +38,7 @@ const NAMES: &[(i32, &std::ffi::CStr)] = &[
     (libc::EBADMSG, c"EBADMSG"),
     (libc::EPIPE, c"EPIPE"),
     (libc::ESRCH, c"ESRCH"),
+    (libc::EXDEV, c"EXDEV"),
 ];
 
 impl Errno {

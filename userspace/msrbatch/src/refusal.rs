@@ -345,6 +345,20 @@ pub fn explain(
                     .into(),
             )
         }
+        (Call::RestoreOnClose, libc::EXDEV) => {
+            return Some(
+                "this process shares its descriptor table with another process \
+                 (clone(CLONE_FILES)): its exit would close nothing, so nothing would restore"
+                    .into(),
+            )
+        }
+        (Call::Batch | Call::Run, libc::EXDEV) => {
+            return Some(
+                "this descriptor restores on close, and its owner now shares its descriptor table \
+                 with another process (clone(CLONE_FILES)): writes through it are refused"
+                    .into(),
+            )
+        }
         (Call::RestoreOnClose | Call::Grant, libc::EBADF) => {
             return Some("the device is open read-only; this needs it opened for writing".into())
         }
