@@ -260,13 +260,17 @@ impl MsrBatchFile {
     /// `MSRBATCH_IOC_RUN`: runs prepared batch `handle`; returns the number
     /// of failed ops.
     pub(crate) fn run_prepared(&self, handle: usize, access: Access) -> Result<isize> {
-        let p = self.prepared.get(handle)?;
-        // The restore log matters only to batches that write.
-        let mut log = p.has_writes().then(|| self.restore.lock());
-        let nr_failed = p.run(access, |ops| match log.as_mut().and_then(|l| Option::as_mut(&mut **l)) {
-            Some(log) => log.save(ops),
-            None => Ok(()),
-        })?;
+        let nr_failed = self.prepared.run(handle, |p| {
+            if !p.has_writes() {
+                return p.run_reads();
+            }
+            // The restore log matters only to batches that write.
+            let mut log = self.restore.lock();
+            p.run(access, |ops| match Option::as_mut(&mut *log) {
+                Some(log) => log.save(ops),
+                None => Ok(()),
+            })
+        })??;
         Ok(nr_failed as isize)
     }
 }

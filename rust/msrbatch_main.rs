@@ -224,7 +224,7 @@ impl MiscDevice for MsrBatchFile {
             IOC_BATCH => this.batch(arg, access),
             IOC_PREPARE => this.prepare(arg, access),
             IOC_RUN => this.run_prepared(arg, access),
-            IOC_UNPREPARE => this.prepared.remove(arg).map(|_| 0),
+            IOC_UNPREPARE => this.prepared.remove(arg).map(|()| 0),
             IOC_SAMPLE => this.sample(arg, access),
             IOC_RESTORE_ON_CLOSE | IOC_RESTORE_NOW if arg != 0 => Err(EINVAL),
             IOC_RESTORE_ON_CLOSE if !access.write => Err(EBADF),

@@ -65,21 +65,34 @@ impl Results {
         Ok(Results { ptr, len, bytes })
     }
 
-    /// Publishes the outputs of `ops` (one per result).
+    /// Publishes the outputs of `ops` (one per result): each result's
+    /// status (with its reserved word, 0) and values, three stores.
+    #[inline(always)]
     fn publish(&self, ops: &[Op]) {
-        for (i, op) in ops.iter().enumerate().take(self.len) {
-            let r = OpResult {
-                status: op.status,
-                reserved: 0,
-                val: op.val,
-            };
-            // SAFETY: `i < len`: by the type invariants, within the area,
-            // written through a raw pointer (user space may read or scribble
-            // on it at any time).
-            unsafe { self.ptr.as_ptr().add(i).write_volatile(r) };
+        let ops = ops.get(..self.len).unwrap_or(ops);
+        let mut r = self.ptr.as_ptr().cast::<u64>();
+        for op in ops {
+            // SAFETY: One result per op, at most `len` of them: by the type
+            // invariants within the area, 8-byte aligned (`OpResult` is 24
+            // bytes, its fields at 0, 8 and 16), written through raw pointers
+            // (user space may read the area at any time). The first word is
+            // `status` then `reserved` (0), little-endian.
+            unsafe {
+                r.write_volatile(u64::from(op.status as u32));
+                r.add(1).write_volatile(op.val[0]);
+                r.add(2).write_volatile(op.val[1]);
+                r = r.add(3);
+            }
         }
     }
 }
+
+const _: () = assert!(
+    size_of::<OpResult>() == 24
+        && core::mem::offset_of!(OpResult, status) == 0
+        && core::mem::offset_of!(OpResult, reserved) == 4
+        && core::mem::offset_of!(OpResult, val) == 8
+);
 
 impl Drop for Results {
     fn drop(&mut self) {
@@ -104,7 +117,15 @@ pub(crate) struct Prepared {
     ops: Mutex<KVVec<Op>>,
     plan: Plan,
     results: Results,
+    /// Runs under way that found the batch in its table ([`Table::run`]),
+    /// and [`ORPHANED`] once the table let go of it: then the last of them
+    /// drops the table's reference.
+    users: AtomicUsize,
 }
+
+/// In [`Prepared::users`]: the batch left its table, whose reference the
+/// last run under way drops.
+const ORPHANED: usize = 1 << (usize::BITS - 1);
 
 impl Prepared {
     /// Keeps the accepted batch `kept`.
@@ -117,6 +138,7 @@ impl Prepared {
                 ops <- new_mutex!(ops),
                 plan,
                 results,
+                users: AtomicUsize::new(0),
             }),
             GFP_KERNEL_ACCOUNT,
         )
@@ -170,6 +192,21 @@ impl Prepared {
         Ok(nr_failed)
     }
 
+    /// Runs a batch that does not write (see [`Prepared::has_writes`]): no
+    /// write checks, no restore log, no taint. Returns the number of failed
+    /// ops.
+    pub(crate) fn run_reads(&self) -> Result<u32> {
+        if self.plan.has_writes() {
+            return Err(EINVAL);
+        }
+        let mut ops = self.ops.lock();
+        // SAFETY: By the type invariants `plan` is made from these ops, the
+        // kernel's own copy; it has no writes (checked above).
+        let nr_failed = unsafe { batch::execute(&mut ops, &self.plan) }.map_err(|r| r.err)?.nr_failed;
+        self.results.publish(&ops);
+        Ok(nr_failed)
+    }
+
     /// Maps the results into `vma`, which must not be larger than they are.
     pub(crate) fn mmap(&self, vma: &kernel::mm::virt::VmaNew) -> Result {
         if vma.end() - vma.start() > self.results.bytes {
@@ -212,9 +249,10 @@ static CONFINED_HELD: AtomicUsize = AtomicUsize::new(0);
 /// into a raw pointer (`Arc::into_raw`), which the table owns: only a slot's
 /// writer (under `counts`' lock, or the table's drop) takes it out. A
 /// reader increments `readers` before it loads a slot and decrements it
-/// after it has taken its own reference, and a writer that took a pointer
-/// out of a slot drops the table's reference only once it has seen
-/// `readers` at 0 after emptying the slot.
+/// after it has taken its own reference (an `Arc`, or a count in the
+/// batch's `users`), and a writer that took a pointer out of a slot lets go
+/// of the table's reference ([`orphan`]) only once it has seen `readers` at
+/// 0 after emptying the slot.
 #[pin_data]
 pub(crate) struct Table {
     #[pin]
@@ -301,8 +339,39 @@ impl Table {
         p.ok_or(ENOENT)
     }
 
-    /// Removes the batch under `handle` (`ENOENT` if none).
-    pub(crate) fn remove(&self, handle: usize) -> Result<Arc<Prepared>> {
+    /// Calls `f` with the batch under `handle` (`ENOENT` if none), found
+    /// without a lock and kept alive without a reference count of its own:
+    /// the common path of a run. The batch counts the call in its `users`;
+    /// if the table lets go of the batch meanwhile, the call drops the
+    /// table's reference when it ends, the last such call if several.
+    #[inline]
+    pub(crate) fn run<R>(&self, handle: usize, f: impl FnOnce(&Prepared) -> R) -> Result<R> {
+        let Slots { slots, readers } = &self.slots;
+        let slot = slots.get(handle).ok_or(ENOENT)?;
+        // As in `get`.
+        readers.fetch_add(1, Ordering::SeqCst);
+        let ptr = slot.load(Ordering::SeqCst);
+        if ptr.is_null() {
+            readers.fetch_sub(1, Ordering::Release);
+            return Err(ENOENT);
+        }
+        // SAFETY: As in `get`, a live batch, whose reference the table holds
+        // at least until `readers` is 0 again.
+        let p = unsafe { &*ptr };
+        // Counted before `readers` lets `remove` see the batch out of the
+        // table: its `orphan` sees the count.
+        p.users.fetch_add(1, Ordering::Relaxed);
+        readers.fetch_sub(1, Ordering::Release);
+        let user = User(ptr);
+        let r = f(p);
+        drop(user);
+        Ok(r)
+    }
+
+    /// Removes the batch under `handle` (`ENOENT` if none); it is freed once
+    /// no run uses it and no other reference (a sampler's request, a
+    /// mapping's set-up) is left.
+    pub(crate) fn remove(&self, handle: usize) -> Result {
         let ptr = {
             let mut counts = self.counts.lock();
             let slot = self.slots.slots.get(handle).ok_or(ENOENT)?;
@@ -320,7 +389,46 @@ impl Table {
         // SAFETY: Taken out of its slot by us (under the lock); no reader can
         // be taking a reference from it any more (`quiesce`): the table's
         // reference is ours.
-        Ok(unsafe { Arc::from_raw(ptr) })
+        unsafe { orphan(ptr) };
+        Ok(())
+    }
+}
+
+/// A run under way, counted in its batch's `users` ([`Table::run`]).
+///
+/// # Invariants
+///
+/// `.0` is a batch whose `users` counts this `User`; while it does, the
+/// batch's table reference is not dropped.
+struct User(*mut Prepared);
+
+impl Drop for User {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariants alive while counted.
+        let users = &unsafe { &*self.0 }.users;
+        // AcqRel: the run's use of the batch before the drop that follows.
+        if users.fetch_sub(1, Ordering::AcqRel) == ORPHANED | 1 {
+            // SAFETY: The last user of a batch its table let go of (`orphan`
+            // saw users): the table's reference, `Arc::into_raw`'s, is ours.
+            drop(unsafe { Arc::from_raw(self.0) });
+        }
+    }
+}
+
+/// Lets go of the table's reference to `ptr`: dropped now if no run uses
+/// the batch, else by the last run ([`User`]).
+///
+/// # Safety
+///
+/// `ptr` is the table's reference (`Arc::into_raw`), taken out of its slot,
+/// and no reader may still be taking it from there ([`Slots::quiesce`]).
+unsafe fn orphan(ptr: *mut Prepared) {
+    // SAFETY: The table's reference keeps it alive until dropped below or by
+    // the last user.
+    let users = &unsafe { &*ptr }.users;
+    if users.fetch_or(ORPHANED, Ordering::AcqRel) == 0 {
+        // SAFETY: No user: the table's reference is ours to drop.
+        drop(unsafe { Arc::from_raw(ptr) });
     }
 }
 
@@ -358,7 +466,7 @@ impl Drop for Slots {
             if !ptr.is_null() {
                 // SAFETY: By the type invariants the table's reference, and
                 // the table is going away: no reader is left (`&mut self`).
-                drop(unsafe { Arc::from_raw(ptr) });
+                unsafe { orphan(ptr) };
             }
         }
     }
