@@ -726,25 +726,27 @@ unsafe fn run_sequence<'a>(ops: impl Iterator<Item = &'a mut Op>, mode: Mode) ->
         // SAFETY: Each op runs as its own code; its writes are allowed by the
         // function's requirements.
         _ if mode.stamps => unsafe {
-            run_loop(ops, stop, busy, |op| {
+            run_loop(ops, stop, busy, true, |op| {
                 let status = run_op(op.op, op, busy);
                 op.val[1] = insn::rdtsc().unwrap_or(0);
                 status
             })
         },
+        // The hot loops: no op is a DELAY, none looks at the clock itself.
         // SAFETY: RDMSR does not write.
-        Some(opcode::RDMSR) => unsafe { run_loop(ops, stop, busy, |op| run_op(opcode::RDMSR, op, busy)) },
+        Some(opcode::RDMSR) => unsafe { run_loop(ops, stop, busy, false, |op| run_op(opcode::RDMSR, op, busy)) },
         // SAFETY: RDPMC does not write.
-        Some(opcode::RDPMC) => unsafe { run_loop(ops, stop, busy, |op| run_op(opcode::RDPMC, op, busy)) },
+        Some(opcode::RDPMC) => unsafe { run_loop(ops, stop, busy, false, |op| run_op(opcode::RDPMC, op, busy)) },
         // SAFETY: RDTSC does not write.
-        Some(opcode::RDTSC) => unsafe { run_loop(ops, stop, busy, |op| run_op(opcode::RDTSC, op, busy)) },
+        Some(opcode::RDTSC) => unsafe { run_loop(ops, stop, busy, false, |op| run_op(opcode::RDTSC, op, busy)) },
         // SAFETY: Each op runs as its own code; its writes are allowed by the
         // function's requirements.
-        _ => unsafe { run_loop(ops, stop, busy, |op| run_op(op.op, op, busy)) },
+        _ => unsafe { run_loop(ops, stop, busy, true, |op| run_op(op.op, op, busy)) },
     }
 }
 
-/// The loop of [`run_sequence`], with `exec` running one op.
+/// The loop of [`run_sequence`], with `exec` running one op. `delays`:
+/// some op may be a DELAY (false only where every op has one read code).
 ///
 /// # Safety
 ///
@@ -754,15 +756,18 @@ unsafe fn run_loop<'a>(
     mut ops: impl Iterator<Item = &'a mut Op>,
     stop_on_error: bool,
     (busy_tsc, start): (u64, u64),
+    delays: bool,
     exec: impl Fn(&mut Op) -> i32,
 ) -> u32 {
     let mut nr_failed = 0u32;
     // The share started just now: the first look at the clock is due after
     // a full stretch of ops (or at a DELAY), unless there is no budget at all.
-    let mut until_check = if busy_tsc == 0 { 0 } else { BUSY_CHECK_EVERY };
+    // (Counted down before each op: one decrement and branch per op.)
+    let mut until_check = if busy_tsc == 0 { 1 } else { BUSY_CHECK_EVERY + 1 };
     let mut skip = 0;
     for op in ops.by_ref() {
-        if until_check == 0 || op.op == opcode::DELAY {
+        until_check -= 1;
+        if until_check == 0 || (delays && op.op == opcode::DELAY) {
             if insn::rdtsc().unwrap_or(start).wrapping_sub(start) >= busy_tsc {
                 skip = status::ETIME;
                 op.status = skip;
@@ -772,7 +777,6 @@ unsafe fn run_loop<'a>(
             }
             until_check = BUSY_CHECK_EVERY;
         }
-        until_check -= 1;
         let status = exec(op);
         op.status = status;
         if status != 0 {

@@ -219,12 +219,12 @@ impl MsrBatchFile {
             let kept = Incoming::new(&hdr, access)?.keep(self.caller(access))?;
             let p = prepared::Prepared::new(kept)?;
             let mmap_size = p.mmap_size() as u64;
-            let handle = self.prepared.lock().insert(p)?;
+            let handle = self.prepared.insert(p)?;
             Ok(Stored { handle, mmap_size })
         })();
         answer(arg, &mut req, made, |stored, e| {
             // The caller cannot learn the handle: do not keep the batch.
-            let _ = self.prepared.lock().remove(stored.handle as usize);
+            let _ = self.prepared.remove(stored.handle as usize);
             e
         })
         .map(|_| 0)
@@ -250,7 +250,7 @@ impl MsrBatchFile {
             if req.ring_pages > uapi::SAMPLE_MAX_RING_PAGES {
                 return Err(E2BIG.into());
             }
-            let ops = self.prepared.lock().get(req.handle as usize)?.ops_copy()?;
+            let ops = self.prepared.get(req.handle as usize)?.ops_copy()?;
             sampler::NewSampler::new(&req, &ops, self.rules.is_some())
         })();
         // The answer first: a caller that cannot read it gets no sampler.
@@ -260,13 +260,17 @@ impl MsrBatchFile {
     /// `MSRBATCH_IOC_RUN`: runs prepared batch `handle`; returns the number
     /// of failed ops.
     pub(crate) fn run_prepared(&self, handle: usize, access: Access) -> Result<isize> {
-        let p = self.prepared.lock().get(handle)?;
-        // The restore log matters only to batches that write.
-        let mut log = p.has_writes().then(|| self.restore.lock());
-        let nr_failed = p.run(access, |ops| match log.as_mut().and_then(|l| Option::as_mut(&mut **l)) {
-            Some(log) => log.save(ops),
-            None => Ok(()),
-        })?;
+        let nr_failed = self.prepared.run(handle, |p| {
+            if !p.has_writes() {
+                return p.run_reads();
+            }
+            // The restore log matters only to batches that write.
+            let mut log = self.restore.lock();
+            p.run(access, |ops| match Option::as_mut(&mut *log) {
+                Some(log) => log.save(ops),
+                None => Ok(()),
+            })
+        })??;
         Ok(nr_failed as isize)
     }
 }

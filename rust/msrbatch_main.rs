@@ -144,7 +144,7 @@ struct MsrBatchFile {
     /// allowlist in force at open.
     rules: Option<allowlist::Snapshot>,
     #[pin]
-    prepared: Mutex<prepared::Table>,
+    prepared: prepared::Table,
     /// `Some` after `MSRBATCH_IOC_RESTORE_ON_CLOSE`; held while a batch that
     /// writes runs, so the log and the writes stay in step.
     #[pin]
@@ -196,7 +196,7 @@ impl MiscDevice for MsrBatchFile {
         KBox::try_pin_init(
             try_pin_init!(MsrBatchFile {
                 rules,
-                prepared <- new_mutex!(prepared::Table::new(confined)),
+                prepared <- prepared::Table::new(confined),
                 restore <- new_mutex!(None),
             }),
             GFP_KERNEL_ACCOUNT,
@@ -224,7 +224,7 @@ impl MiscDevice for MsrBatchFile {
             IOC_BATCH => this.batch(arg, access),
             IOC_PREPARE => this.prepare(arg, access),
             IOC_RUN => this.run_prepared(arg, access),
-            IOC_UNPREPARE => this.prepared.lock().remove(arg).map(|_| 0),
+            IOC_UNPREPARE => this.prepared.remove(arg).map(|()| 0),
             IOC_SAMPLE => this.sample(arg, access),
             IOC_RESTORE_ON_CLOSE | IOC_RESTORE_NOW if arg != 0 => Err(EINVAL),
             IOC_RESTORE_ON_CLOSE if !access.write => Err(EBADF),
@@ -255,7 +255,7 @@ impl MiscDevice for MsrBatchFile {
     fn mmap(this: Pin<&MsrBatchFile>, _file: &File, vma: &kernel::mm::virt::VmaNew) -> Result {
         // SAFETY: `vma` is a valid VMA being set up by `mmap()`.
         let pgoff = unsafe { (*vma.as_ptr()).vm_pgoff };
-        let p = this.prepared.lock().get(prepared::handle_of(pgoff)?).map_err(|_| EINVAL)?;
+        let p = this.prepared.get(prepared::handle_of(pgoff)?).map_err(|_| EINVAL)?;
         p.mmap(vma)
     }
 }

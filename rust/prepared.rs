@@ -13,9 +13,9 @@
 //! publishes every op's status and values into the results, and returns the
 //! number of failed ops: no user memory is read or written by a run.
 //!
-//! Lifetimes: the file's table holds an `Arc` per handle; a run holds one
-//! too, so `UNPREPARE` or `close()` during a run frees the batch when the run
-//! ends. A mapping holds its own references to the result pages, so it stays
+//! Lifetimes: the file's table holds an `Arc` per handle, which a run finds
+//! without a lock ([`Table::get`]); a run holds one too, so `UNPREPARE` or
+//! `close()` during a run frees the batch when the run ends. A mapping holds its own references to the result pages, so it stays
 //! valid (with the last results) after `UNPREPARE`, `close()` and `vfree()`.
 //! Mappings are not inherited across `fork()` (`VM_DONTCOPY`).
 
@@ -23,13 +23,15 @@ use crate::accept::Kept;
 use crate::batch::{self, Plan};
 use crate::policy::{self, Access};
 use crate::uapi::{self, Op, OpResult};
+use core::mem::ManuallyDrop;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use kernel::{
     new_mutex,
     page::PAGE_SIZE,
     prelude::*,
     sync::{Arc, Mutex},
+    time::{delay::fsleep, Delta},
 };
 
 /// The results of one prepared batch: zeroed vmalloc memory, whole pages,
@@ -63,21 +65,34 @@ impl Results {
         Ok(Results { ptr, len, bytes })
     }
 
-    /// Publishes the outputs of `ops` (one per result).
+    /// Publishes the outputs of `ops` (one per result): each result's
+    /// status (with its reserved word, 0) and values, three stores.
+    #[inline(always)]
     fn publish(&self, ops: &[Op]) {
-        for (i, op) in ops.iter().enumerate().take(self.len) {
-            let r = OpResult {
-                status: op.status,
-                reserved: 0,
-                val: op.val,
-            };
-            // SAFETY: `i < len`: by the type invariants, within the area,
-            // written through a raw pointer (user space may read or scribble
-            // on it at any time).
-            unsafe { self.ptr.as_ptr().add(i).write_volatile(r) };
+        let ops = ops.get(..self.len).unwrap_or(ops);
+        let mut r = self.ptr.as_ptr().cast::<u64>();
+        for op in ops {
+            // SAFETY: One result per op, at most `len` of them: by the type
+            // invariants within the area, 8-byte aligned (`OpResult` is 24
+            // bytes, its fields at 0, 8 and 16), written through raw pointers
+            // (user space may read the area at any time). The first word is
+            // `status` then `reserved` (0), little-endian.
+            unsafe {
+                r.write_volatile(u64::from(op.status as u32));
+                r.add(1).write_volatile(op.val[0]);
+                r.add(2).write_volatile(op.val[1]);
+                r = r.add(3);
+            }
         }
     }
 }
+
+const _: () = assert!(
+    size_of::<OpResult>() == 24
+        && core::mem::offset_of!(OpResult, status) == 0
+        && core::mem::offset_of!(OpResult, reserved) == 4
+        && core::mem::offset_of!(OpResult, val) == 8
+);
 
 impl Drop for Results {
     fn drop(&mut self) {
@@ -102,7 +117,15 @@ pub(crate) struct Prepared {
     ops: Mutex<KVVec<Op>>,
     plan: Plan,
     results: Results,
+    /// Runs under way that found the batch in its table ([`Table::run`]),
+    /// and [`ORPHANED`] once the table let go of it: then the last of them
+    /// drops the table's reference.
+    users: AtomicUsize,
 }
+
+/// In [`Prepared::users`]: the batch left its table, whose reference the
+/// last run under way drops.
+const ORPHANED: usize = 1 << (usize::BITS - 1);
 
 impl Prepared {
     /// Keeps the accepted batch `kept`.
@@ -115,6 +138,7 @@ impl Prepared {
                 ops <- new_mutex!(ops),
                 plan,
                 results,
+                users: AtomicUsize::new(0),
             }),
             GFP_KERNEL_ACCOUNT,
         )
@@ -168,6 +192,21 @@ impl Prepared {
         Ok(nr_failed)
     }
 
+    /// Runs a batch that does not write (see [`Prepared::has_writes`]): no
+    /// write checks, no restore log, no taint. Returns the number of failed
+    /// ops.
+    pub(crate) fn run_reads(&self) -> Result<u32> {
+        if self.plan.has_writes() {
+            return Err(EINVAL);
+        }
+        let mut ops = self.ops.lock();
+        // SAFETY: By the type invariants `plan` is made from these ops, the
+        // kernel's own copy; it has no writes (checked above).
+        let nr_failed = unsafe { batch::execute(&mut ops, &self.plan) }.map_err(|r| r.err)?.nr_failed;
+        self.results.publish(&ops);
+        Ok(nr_failed)
+    }
+
     /// Maps the results into `vma`, which must not be larger than they are.
     pub(crate) fn mmap(&self, vma: &kernel::mm::virt::VmaNew) -> Result {
         if vma.end() - vma.start() > self.results.bytes {
@@ -197,21 +236,53 @@ static CONFINED_HELD: AtomicUsize = AtomicUsize::new(0);
 
 /// A file's prepared batches, by handle, and for a descriptor confined by
 /// the allowlist what they hold, against its limits.
+///
+/// A run finds its batch without a lock: the handle indexes `slots`, read
+/// under a count of `readers` (see [`Table::get`]). `PREPARE` and
+/// `UNPREPARE` change the slots under `counts`' lock; `UNPREPARE` empties a
+/// slot, waits until no reader may still be taking a reference to what it
+/// held, then drops the table's.
+///
+/// # Invariants
+///
+/// Each slot is null or holds the reference of an `Arc<Prepared>` turned
+/// into a raw pointer (`Arc::into_raw`), which the table owns: only a slot's
+/// writer (under `counts`' lock, or the table's drop) takes it out. A
+/// reader increments `readers` before it loads a slot and decrements it
+/// after it has taken its own reference (an `Arc`, or a count in the
+/// batch's `users`), and a writer that took a pointer out of a slot lets go
+/// of the table's reference ([`orphan`]) only once it has seen `readers` at
+/// 0 after emptying the slot.
+#[pin_data]
 pub(crate) struct Table {
-    slots: KVec<Option<Arc<Prepared>>>,
+    #[pin]
+    counts: Mutex<Counts>,
+    slots: Slots,
+}
+
+/// The slots of a [`Table`] and the count of their readers.
+struct Slots {
+    slots: [AtomicPtr<Prepared>; uapi::MAX_PREPARED],
+    readers: AtomicUsize,
+}
+
+/// What a [`Table`]'s batches hold, against a confined descriptor's limits.
+struct Counts {
     confined: bool,
-    /// Bytes the batches in `slots` hold (counted for confined tables only).
+    /// Bytes the batches in the slots hold (counted for confined tables only).
     held: usize,
 }
 
 impl Table {
     /// `confined`: the descriptor was opened without `CAP_SYS_RAWIO`.
-    pub(crate) const fn new(confined: bool) -> Self {
-        Table {
-            slots: KVec::new(),
-            confined,
-            held: 0,
-        }
+    pub(crate) fn new(confined: bool) -> impl PinInit<Self> {
+        pin_init!(Table {
+            counts <- new_mutex!(Counts { confined, held: 0 }),
+            slots: Slots {
+                slots: [const { AtomicPtr::new(core::ptr::null_mut()) }; uapi::MAX_PREPARED],
+                readers: AtomicUsize::new(0),
+            },
+        })
     }
 
     /// Stores `p` under the lowest free handle. `ENOSPC` when the file holds
@@ -219,18 +290,17 @@ impl Table {
     /// or when all confined descriptors together would hold more than
     /// [`MAX_PREPARED_BYTES_ALL_CONFINED`]; `EDQUOT` when this confined
     /// descriptor would hold more than [`MAX_PREPARED_BYTES_CONFINED`].
-    pub(crate) fn insert(&mut self, p: Arc<Prepared>) -> Result<u32> {
-        let free = self.slots.iter().position(Option::is_none);
-        let used = self.slots.iter().filter(|s| s.is_some()).count();
-        if free.is_none() && self.slots.len() >= uapi::MAX_PREPARED {
-            return Err(ENOSPC);
-        }
-        let bytes = if self.confined { p.held_bytes() } else { 0 };
-        if self.confined {
-            if used >= MAX_PREPARED_CONFINED {
+    pub(crate) fn insert(&self, p: Arc<Prepared>) -> Result<u32> {
+        let mut counts = self.counts.lock();
+        let slots = &self.slots.slots;
+        let empty = |s: &AtomicPtr<Prepared>| s.load(Ordering::Relaxed).is_null();
+        let free = slots.iter().position(empty).ok_or(ENOSPC)?;
+        let bytes = if counts.confined { p.held_bytes() } else { 0 };
+        if counts.confined {
+            if slots.iter().filter(|s| !empty(s)).count() >= MAX_PREPARED_CONFINED {
                 return Err(ENOSPC);
             }
-            if self.held + bytes > MAX_PREPARED_BYTES_CONFINED {
+            if counts.held + bytes > MAX_PREPARED_BYTES_CONFINED {
                 return Err(crate::compat::edquot());
             }
             CONFINED_HELD
@@ -239,46 +309,170 @@ impl Table {
                 })
                 .map_err(|_| ENOSPC)?;
         }
-        let handle = match free {
-            Some(i) => {
-                self.slots[i] = Some(p);
-                i
-            }
-            None => match self.slots.push(Some(p), GFP_KERNEL_ACCOUNT) {
-                Ok(()) => self.slots.len() - 1,
-                Err(e) => {
-                    CONFINED_HELD.fetch_sub(bytes, Ordering::Relaxed);
-                    return Err(e.into());
-                }
-            },
-        };
-        self.held += bytes;
-        Ok(handle as u32)
+        counts.held += bytes;
+        // INVARIANT: an empty slot (we hold the lock) gets `p`'s reference.
+        // Release: the batch's making before the pointer that shows it.
+        slots[free].store(Arc::into_raw(p).cast_mut(), Ordering::Release);
+        Ok(free as u32)
     }
 
-    /// The batch under `handle` (`ENOENT` if none).
+    /// The batch under `handle` (`ENOENT` if none), without a lock: the
+    /// common path of a run.
+    #[inline]
     pub(crate) fn get(&self, handle: usize) -> Result<Arc<Prepared>> {
-        self.slots.get(handle).and_then(Option::clone).ok_or(ENOENT)
+        let Slots { slots, readers } = &self.slots;
+        let slot = slots.get(handle).ok_or(ENOENT)?;
+        // SeqCst, against `remove`'s: either it sees this count, or this
+        // load sees the slot it emptied.
+        readers.fetch_add(1, Ordering::SeqCst);
+        let ptr = slot.load(Ordering::SeqCst);
+        let p = if ptr.is_null() {
+            None
+        } else {
+            // SAFETY: By the type invariants `ptr` is an `Arc::into_raw`
+            // reference the table still holds: a writer that took it out
+            // since waits for `readers`, which we hold, before dropping it.
+            // `ManuallyDrop`: we only clone it (our own reference).
+            Some(Arc::clone(&ManuallyDrop::new(unsafe { Arc::from_raw(ptr) })))
+        };
+        readers.fetch_sub(1, Ordering::Release);
+        p.ok_or(ENOENT)
     }
 
-    /// Removes the batch under `handle` (`ENOENT` if none).
-    pub(crate) fn remove(&mut self, handle: usize) -> Result<Arc<Prepared>> {
-        let p = self.slots.get_mut(handle).and_then(Option::take).ok_or(ENOENT)?;
-        self.release(&p);
-        Ok(p)
+    /// Calls `f` with the batch under `handle` (`ENOENT` if none), found
+    /// without a lock and kept alive without a reference count of its own:
+    /// the common path of a run. The batch counts the call in its `users`;
+    /// if the table lets go of the batch meanwhile, the call drops the
+    /// table's reference when it ends, the last such call if several.
+    #[inline]
+    pub(crate) fn run<R>(&self, handle: usize, f: impl FnOnce(&Prepared) -> R) -> Result<R> {
+        let Slots { slots, readers } = &self.slots;
+        let slot = slots.get(handle).ok_or(ENOENT)?;
+        // As in `get`.
+        readers.fetch_add(1, Ordering::SeqCst);
+        let ptr = slot.load(Ordering::SeqCst);
+        if ptr.is_null() {
+            readers.fetch_sub(1, Ordering::Release);
+            return Err(ENOENT);
+        }
+        // SAFETY: As in `get`, a live batch, whose reference the table holds
+        // at least until `readers` is 0 again.
+        let p = unsafe { &*ptr };
+        // Counted before `readers` lets `remove` see the batch out of the
+        // table: its `orphan` sees the count.
+        p.users.fetch_add(1, Ordering::Relaxed);
+        readers.fetch_sub(1, Ordering::Release);
+        let user = User(ptr);
+        let r = f(p);
+        drop(user);
+        Ok(r)
     }
 
-    /// Gives back what `p`, just taken out of the table, held.
-    fn release(&mut self, p: &Prepared) {
+    /// Removes the batch under `handle` (`ENOENT` if none); it is freed once
+    /// no run uses it and no other reference (a sampler's request, a
+    /// mapping's set-up) is left.
+    pub(crate) fn remove(&self, handle: usize) -> Result {
+        let ptr = {
+            let mut counts = self.counts.lock();
+            let slot = self.slots.slots.get(handle).ok_or(ENOENT)?;
+            let ptr = slot.swap(core::ptr::null_mut(), Ordering::SeqCst);
+            if ptr.is_null() {
+                return Err(ENOENT);
+            }
+            // SAFETY: By the type invariants a live batch, whose reference
+            // the table holds until we drop it below.
+            let bytes = unsafe { &*ptr }.held_bytes();
+            counts.release(bytes);
+            ptr
+        };
+        self.slots.quiesce();
+        // SAFETY: Taken out of its slot by us (under the lock); no reader can
+        // be taking a reference from it any more (`quiesce`): the table's
+        // reference is ours.
+        unsafe { orphan(ptr) };
+        Ok(())
+    }
+}
+
+/// A run under way, counted in its batch's `users` ([`Table::run`]).
+///
+/// # Invariants
+///
+/// `.0` is a batch whose `users` counts this `User`; while it does, the
+/// batch's table reference is not dropped.
+struct User(*mut Prepared);
+
+impl Drop for User {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariants alive while counted.
+        let users = &unsafe { &*self.0 }.users;
+        // AcqRel: the run's use of the batch before the drop that follows.
+        if users.fetch_sub(1, Ordering::AcqRel) == ORPHANED | 1 {
+            // SAFETY: The last user of a batch its table let go of (`orphan`
+            // saw users): the table's reference, `Arc::into_raw`'s, is ours.
+            drop(unsafe { Arc::from_raw(self.0) });
+        }
+    }
+}
+
+/// Lets go of the table's reference to `ptr`: dropped now if no run uses
+/// the batch, else by the last run ([`User`]).
+///
+/// # Safety
+///
+/// `ptr` is the table's reference (`Arc::into_raw`), taken out of its slot,
+/// and no reader may still be taking it from there ([`Slots::quiesce`]).
+unsafe fn orphan(ptr: *mut Prepared) {
+    // SAFETY: The table's reference keeps it alive until dropped below or by
+    // the last user.
+    let users = &unsafe { &*ptr }.users;
+    if users.fetch_or(ORPHANED, Ordering::AcqRel) == 0 {
+        // SAFETY: No user: the table's reference is ours to drop.
+        drop(unsafe { Arc::from_raw(ptr) });
+    }
+}
+
+impl Slots {
+    /// Waits until no reader of a slot emptied before the call may still be
+    /// taking a reference from it. A reader holds `readers` for a few
+    /// instructions, never across a sleep: spin a little, then sleep.
+    fn quiesce(&self) {
+        let mut spins = 0u32;
+        while self.readers.load(Ordering::SeqCst) != 0 {
+            if spins < 1000 {
+                spins += 1;
+                core::hint::spin_loop();
+            } else {
+                fsleep(Delta::from_micros(10));
+            }
+        }
+    }
+}
+
+impl Counts {
+    /// Gives back what a batch taken out of the table held (`bytes`).
+    fn release(&mut self, bytes: usize) {
         if self.confined {
-            let bytes = p.held_bytes();
             self.held -= bytes;
             CONFINED_HELD.fetch_sub(bytes, Ordering::Relaxed);
         }
     }
 }
 
-impl Drop for Table {
+impl Drop for Slots {
+    fn drop(&mut self) {
+        for slot in &self.slots {
+            let ptr = slot.swap(core::ptr::null_mut(), Ordering::Relaxed);
+            if !ptr.is_null() {
+                // SAFETY: By the type invariants the table's reference, and
+                // the table is going away: no reader is left (`&mut self`).
+                unsafe { orphan(ptr) };
+            }
+        }
+    }
+}
+
+impl Drop for Counts {
     fn drop(&mut self) {
         if self.confined {
             CONFINED_HELD.fetch_sub(self.held, Ordering::Relaxed);
