@@ -1404,10 +1404,27 @@ mod tests {
         // Past the share's time already: no poll.
         let mut o = poll_op(0, 0, poll::F_TSC, 20, [0, 0]);
         assert_eq!(run_poll(&mut o, (0, 0)), status::ETIME);
-        // Equal: the TSC's bit 0 is 0 at one read or the next few.
-        let mut o = poll_op(0, 0, poll::F_TSC | poll::F_EQUAL, 100, [1, 0]);
-        assert_eq!(run_poll(&mut o, (u64::MAX, 0)), 0);
-        assert_eq!(o.val[0] & 1, 0);
+        // Equal: ends at the first read whose masked value is the one asked
+        // for. Bit 12 of the TSC takes the value it does not have now within
+        // 4096 ticks; the TSC's low bits are not used, since a TSC may step by
+        // more than one between reads (bit 0 never changed in one TCG host's
+        // guest). A vCPU the host preempts for the whole poll may miss the
+        // window: tried again.
+        let bit = 1u64 << 12;
+        let mut hit = false;
+        for _ in 0..10 {
+            let want = !insn::rdtsc().unwrap_or(0) & bit;
+            let mut o = poll_op(0, 0, poll::F_TSC | poll::F_EQUAL, 100, [bit, want]);
+            if run_poll(&mut o, (u64::MAX, 0)) == 0 {
+                assert_eq!(o.val[0] & bit, want);
+                hit = true;
+                break;
+            }
+        }
+        assert!(hit);
+        // Equal to what the mask cannot give: only the timeout ends it.
+        let mut o = poll_op(0, 0, poll::F_TSC | poll::F_EQUAL, 20, [0, 1]);
+        assert_eq!(run_poll(&mut o, (u64::MAX, 0)), status::ETIMEDOUT);
         Ok(())
     }
 
