@@ -291,28 +291,19 @@ static struct attack *attack;
  * period, then 16-op ones every 1 ms, each until refused (the confined
  * share of the timer expiries and of the op rate); keeps them.
  */
-static void take_samplers(int fd)
+static void sampling_member(int fd)
 {
 	static const __u64 periods[] = { MSRBATCH_SAMPLE_MIN_PERIOD_NS, 1000000 };
 	static const unsigned int sizes[] = { 1, 16 };
 	struct msrbatch_op ops[32];
-	struct msrbatch_sample_req r;
 	unsigned int i, k;
-	int h, sfd;
+	int h;
 
 	for (k = 0; k < 2; k++) {
 		for (i = 0; i < 2 * sizes[k]; i++)
 			ops[i] = mkop(MSRBATCH_OP_RDTSC, i / sizes[k], 0, 0, 0);
 		h = prepare(fd, ops, 2 * sizes[k], NULL);
-		for (;;) {
-			req_init(&r, h, periods[k], 1);
-			sfd = sample(fd, &r);
-			if (sfd < 0) {
-				attack->sampler_refusal = sfd;
-				break;
-			}
-			attack->samplers++;
-		}
+		attack->samplers += take_samplers(fd, h, periods[k], &attack->sampler_refusal);
 	}
 	for (;;)
 		pause();
@@ -336,7 +327,7 @@ static pid_t start_member(int kind)
 	if (fd < 0)
 		_exit(3);
 	if (kind == 2)
-		take_samplers(fd);
+		sampling_member(fd);
 	for (;;) {
 		if (sync) {
 			/* 2 ms of DELAYs on each of CPUs 0 and 1, started together. */
@@ -421,6 +412,22 @@ static long root_sampler_runs(int root, int *started)
 	return n;
 }
 
+/*
+ * Memory the members and root share, zeroed: NULL (the part failed, saying
+ * why) when it cannot be had.
+ */
+static void *shared_zeroed(size_t size, const char *part)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED) {
+		ksft_test_result_fail("%s: mmap: %s\n", part, strerror(errno));
+		return NULL;
+	}
+	memset(p, 0, size);
+	return p;
+}
+
 static void test_starve(void)
 {
 	pid_t members[NR_MEMBERS];
@@ -438,12 +445,9 @@ static void test_starve(void)
 		ksft_test_result_skip("starve: needs 2 CPUs\n");
 		return;
 	}
-	attack = mmap(NULL, sizeof(*attack), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (attack == MAP_FAILED) {
-		ksft_test_result_fail("starve: mmap: %s\n", strerror(errno));
+	attack = shared_zeroed(sizeof(*attack), "starve");
+	if (!attack)
 		return;
-	}
-	memset(attack, 0, sizeof(*attack));
 	root = dev_open(O_RDONLY);
 	load_list("\n");
 	open_node();
@@ -699,12 +703,9 @@ static void test_rendezvous(void)
 		ksft_test_result_skip("rendezvous: needs 2 CPUs\n");
 		return;
 	}
-	rv = mmap(NULL, sizeof(*rv), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (rv == MAP_FAILED) {
-		ksft_test_result_fail("rendezvous: mmap: %s\n", strerror(errno));
+	rv = shared_zeroed(sizeof(*rv), "rendezvous");
+	if (!rv)
 		return;
-	}
-	memset(rv, 0, sizeof(*rv));
 	/* Root waits on another CPU, if there is one. */
 	if (ncpus > 2)
 		pin(2);
@@ -712,7 +713,7 @@ static void test_rendezvous(void)
 	ms = rv->tsc_per_us * 1000;
 	/* B/4, a confined share's time with full credit, in ticks. */
 	quarter = rv->tsc_per_us * (MSRBATCH_MAX_CPU_BUSY_NS / 4 / 1000);
-	load_list("# empty\n");
+	load_list("\n");
 	open_node();
 	pipes[0] = rv_member(1, rv_holder, &pids[0]);
 	pipes[1] = rv_member(0, rv_syncer, &pids[1]);
@@ -855,12 +856,9 @@ static void test_crosscalls(void)
 		ksft_test_result_skip("crosscalls: needs 2 CPUs and /proc/interrupts' CAL line\n");
 		return;
 	}
-	xc = mmap(NULL, sizeof(*xc), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (xc == MAP_FAILED) {
-		ksft_test_result_fail("crosscalls: mmap: %s\n", strerror(errno));
+	xc = shared_zeroed(sizeof(*xc), "crosscalls");
+	if (!xc)
 		return;
-	}
-	memset(xc, 0, sizeof(*xc));
 	root = dev_open(O_RDONLY);
 	load_list("\n");
 	open_node();

@@ -53,6 +53,7 @@
 #include <linux/msrbatch.h>
 #include <linux/msrbatch_msr_safe.h>
 #include "kselftest.h"
+#include "msr_safe_client.h"
 
 #define MAX_TEXT	(128 * 1024)
 #define MAX_ENTRIES	16384
@@ -210,36 +211,6 @@ static void msr_safe_model(size_t len)
 				m.err = ENOTUNIQ;
 				return;
 			}
-}
-
-static ssize_t read_node(const char *path, char *out, size_t size)
-{
-	int fd = open(path, O_RDONLY);
-	ssize_t n, len = 0;
-
-	if (fd < 0)
-		return -errno;
-	while ((n = read(fd, out + len, size - 1 - len)) > 0)
-		len += n;
-	if (n < 0)
-		len = -errno;
-	else
-		out[len] = 0;
-	close(fd);
-	return len;
-}
-
-/* One write(2) of len bytes: 0 or the errno. */
-static int write_node(const char *path, const char *t, size_t len)
-{
-	int fd = open(path, O_WRONLY), r = 0;
-
-	if (fd < 0)
-		return errno;
-	if (write(fd, t, len) != (ssize_t)len)
-		r = errno;
-	close(fd);
-	return r;
 }
 
 /* What msr-safe's read prints for the model's entries. */
@@ -404,28 +375,28 @@ static void one_node(const char *file, size_t len, const char *node)
 	int want = m.err ? m.err : m.differs, r, st;
 	ssize_t n;
 
-	if (write_node(MS_NODE, before_text, strlen(before_text))) {
+	if (write_list(MS_NODE, before_text, strlen(before_text))) {
 		ksft_test_result_fail("%s: load the list before\n", node);
 		return;
 	}
-	r = write_node(node, text, len);
+	r = -write_list(node, text, len);
 	if (m.differs && !m.err)
 		ksft_print_msg("%s: msr-safe takes it, msrbatch refuses %s (Documentation/msr-safe.md)\n",
 			       name, m.why);
 	ksft_test_result(r == want, "%s through %s: %s%s (errno %d, want %d)\n", name, node,
 			 want ? "refused with " : "accepted", want ? strerror(want) : "", r, want);
 	if (want) {
-		n = read_node(MS_NODE, buf, sizeof(buf));
+		n = read_all(MS_NODE, buf, sizeof(buf));
 		ksft_test_result(n >= 0 && !strcmp(buf, before_print),
 				 "%s through %s: nothing changed, the list before in force\n", name, node);
 		return;
 	}
 	msr_safe_print(saved + sizeof(saved) / 2);
-	n = read_node(MS_NODE, buf, sizeof(buf));
+	n = read_all(MS_NODE, buf, sizeof(buf));
 	ksft_test_result(n >= 0 && !strcmp(buf, saved + sizeof(saved) / 2),
 			 "%s through %s: %s prints what msr-safe prints (%d entries, file order)\n",
 			 name, node, MS_NODE, m.n);
-	n = read_node(MB_NODE, buf, sizeof(buf));
+	n = read_all(MB_NODE, buf, sizeof(buf));
 	ksft_test_result(n >= 0 && same_entries(buf), "%s through %s: %s has the same entries\n",
 			 name, node, MB_NODE);
 	st = member_checks();
@@ -446,7 +417,7 @@ int main(int argc, char **argv)
 		ksft_exit_skip("no /dev/cpu/msr_batch: load msrbatch with msr_safe=1\n");
 	if (argc < 2)
 		ksft_exit_fail_msg("usage: msr_safe_lists_test FILE...\n");
-	saved_len = read_node(MB_NODE, saved, sizeof(saved));
+	saved_len = read_all(MB_NODE, saved, sizeof(saved));
 	for (i = 0; i < 2; i++) {
 		stat(nodes[i], &sb[i]);
 		if (chown(nodes[i], -1, GROUP) || chmod(nodes[i], 0660))
@@ -473,7 +444,7 @@ int main(int argc, char **argv)
 	for (i = 0; i < 2; i++)
 		if (chown(nodes[i], -1, sb[i].st_gid) || chmod(nodes[i], sb[i].st_mode & 07777))
 			ksft_print_msg("put back %s: %s\n", nodes[i], strerror(errno));
-	ksft_test_result(saved_len >= 0 && write_node(MB_NODE, saved, saved_len) == 0,
+	ksft_test_result(saved_len >= 0 && write_list(MB_NODE, saved, saved_len) == 0,
 			 "the allowlist in force before is back\n");
 	ksft_set_plan(ksft_test_num());
 	ksft_finished();

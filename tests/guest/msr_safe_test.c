@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <linux/msrbatch_msr_safe.h>
 #include "kselftest.h"
+#include "msr_safe_client.h"
 
 #define PAT		0x277u
 #define APIC_BASE	0x1bu
@@ -36,36 +37,6 @@
 static int ncpus;
 static char saved_list[256 * 1024];
 static ssize_t saved_len = -1;
-
-static ssize_t read_all(const char *path, char *buf, size_t size)
-{
-	int fd = open(path, O_RDONLY);
-	ssize_t n, len = 0;
-
-	if (fd < 0)
-		return -errno;
-	while ((n = read(fd, buf + len, size - 1 - len)) > 0)
-		len += n;
-	if (n < 0)
-		len = -errno;
-	else
-		buf[len] = 0;
-	close(fd);
-	return len;
-}
-
-/* Writes text to path in one write(2): 0 or -errno. */
-static int write_list(const char *path, const char *text, size_t len)
-{
-	int fd = open(path, O_WRONLY), r = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, text, len) != (ssize_t)len)
-		r = -errno;
-	close(fd);
-	return r;
-}
 
 static int load(const char *text)
 {

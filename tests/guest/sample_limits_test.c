@@ -588,7 +588,7 @@ static void room_child(void *arg)
 {
 	struct room_result *res = arg;
 	struct msrbatch_sample_req r;
-	int fd = dev_open(O_RDONLY), h64, h1, s, i;
+	int fd = dev_open(O_RDONLY), h64, h1, i;
 	static const __u64 periods[] = { MSRBATCH_SAMPLE_MIN_PERIOD_NS, 1000000 };
 
 	res->opened = fd >= 0;
@@ -603,15 +603,7 @@ static void room_child(void *arg)
 	}
 	h1 = prepare_n(fd, ncpus, 1, MSRBATCH_OP_RDTSC, 0);
 	for (i = 0; i < 2; i++)
-		for (;;) {
-			req_init(&r, h1, periods[i], 1);
-			s = sample(fd, &r);
-			if (s < 0) {
-				res->refusal = s;
-				break;
-			}
-			res->small++;
-		}
+		res->small += take_samplers(fd, h1, periods[i], &res->refusal);
 }
 
 /* Root's sampler of @per_cpu RDTSCs on every CPU at @period: its descriptor or -errno (closed). */

@@ -284,6 +284,27 @@ static inline int sample(int fd, struct msrbatch_sample_req *r)
 	return s < 0 ? -errno : s;
 }
 
+/*
+ * Starts one-page samplers of prepared batch handle at period until one is
+ * refused: how many started (their descriptors stay open), the refusal's
+ * -errno in *refusal.
+ */
+static inline int take_samplers(int fd, int handle, __u64 period, int *refusal)
+{
+	struct msrbatch_sample_req r;
+	int n = 0, s;
+
+	for (;;) {
+		req_init(&r, handle, period, 1);
+		s = sample(fd, &r);
+		if (s < 0) {
+			*refusal = s;
+			return n;
+		}
+		n++;
+	}
+}
+
 /* VmallocUsed from /proc/meminfo in KiB, or -1. */
 static inline long vmalloc_used_kb(void)
 {

@@ -150,8 +150,8 @@ guest_userspace() {
 	for c in "$MSRB_TOP"/tests/guest/*.c; do
 		[ -e "$c" ] || continue
 		local bin="$GUEST_OUT/cbin/$(basename "$c" .c)"
-		guest_stale "$bin" "$c" "$uapi" "$MSRB_TOP/include/uapi/linux/msrbatch_msr_safe.h" "$MSRB_TOP/tests/guest/testlib.h" "$ksft/kselftest.h" ||
-			guest_stale "$bin-32" "$c" "$uapi" "$MSRB_TOP/include/uapi/linux/msrbatch_msr_safe.h" "$MSRB_TOP/tests/guest/testlib.h" "$ksft/kselftest.h" || continue
+		guest_stale "$bin" "$c" "$uapi" "$MSRB_TOP/include/uapi/linux/msrbatch_msr_safe.h" "$MSRB_TOP"/tests/guest/*.h "$ksft/kselftest.h" ||
+			guest_stale "$bin-32" "$c" "$uapi" "$MSRB_TOP/include/uapi/linux/msrbatch_msr_safe.h" "$MSRB_TOP"/tests/guest/*.h "$ksft/kselftest.h" || continue
 		gcc -static -O2 -Wall -Wextra -Werror -I"$MSRB_TOP/include/uapi" -I"$ksft" -o "$bin" "$c" || return
 		gcc -m32 -static -O2 -Wall -Wextra -Werror -I"$MSRB_TOP/include/uapi" -I"$ksft" -o "$bin-32" "$c" || return
 	done
