@@ -468,6 +468,19 @@ bool msrbatch_current_in_tgid(struct pid *pid)
 	return task_tgid(current) == pid;
 }
 
+/* Whether a thread of the group @pid (referenced) has not exited yet. */
+bool msrbatch_tgid_alive(struct pid *pid)
+{
+	struct task_struct *t;
+	bool alive;
+
+	rcu_read_lock();
+	t = pid_task(pid, PIDTYPE_TGID);
+	alive = t && atomic_read(&t->signal->live) > 0;
+	rcu_read_unlock();
+	return alive;
+}
+
 /*
  * Whether the caller's descriptor table is shared with a task outside its
  * thread group (clone(CLONE_FILES) without CLONE_THREAD): then its exit

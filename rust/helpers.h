@@ -42,6 +42,7 @@ struct pid;
 struct pid *msrbatch_tgid_get(void);
 void msrbatch_tgid_put(struct pid *pid);
 bool msrbatch_current_in_tgid(struct pid *pid);
+bool msrbatch_tgid_alive(struct pid *pid);
 bool msrbatch_files_shared_outside_group(void);
 unsigned long msrbatch_irq_save(void);
 

@@ -242,6 +242,12 @@ impl ThreadGroup {
         // SAFETY: `self.0` is referenced (type invariants).
         unsafe { sys::msrbatch_current_in_tgid(self.0.as_ptr()) }
     }
+
+    /// Whether a thread of it has not exited yet.
+    pub(crate) fn is_alive(&self) -> bool {
+        // SAFETY: `self.0` is referenced (type invariants).
+        unsafe { sys::msrbatch_tgid_alive(self.0.as_ptr()) }
+    }
 }
 
 /// Whether the caller's descriptor table is shared with a process outside

@@ -14,8 +14,9 @@
 //! number of failed ops: no user memory is read or written by a run.
 //!
 //! Lifetimes: the file's table holds an `Arc` per handle, which a run finds
-//! without a lock ([`Table::get`]); a run holds one too, so `UNPREPARE` or
-//! `close()` during a run frees the batch when the run ends. A mapping holds its own references to the result pages, so it stays
+//! without a lock ([`Table::get`]); a run counts itself among the batch's
+//! users instead of taking a reference, so `UNPREPARE` or `close()` during a
+//! run orphans the batch and the last user frees it when the run ends. A mapping holds its own references to the result pages, so it stays
 //! valid (with the last results) after `UNPREPARE`, `close()` and `vfree()`.
 //! Mappings are not inherited across `fork()` (`VM_DONTCOPY`).
 

@@ -84,6 +84,11 @@ impl RestoreLog {
         if self.closed || !self.owner.is_current() {
             return;
         }
+        self.close();
+    }
+
+    /// Restores and closes the log, as the owner's close does.
+    fn close(&mut self) {
         self.closed = true;
         if self.restore() == Err(EPERM) {
             pr_warn!("restore on close: kernel locked down, MSRs not restored\n");
@@ -96,14 +101,22 @@ impl RestoreLog {
 
     /// Reads, before `ops` run, every MSR they write that is not logged yet.
     /// An MSR whose read faults is not logged (its write will fault too).
-    /// `EPIPE` once the log is closed: the batch must not run. `EXDEV` for
-    /// the owner while its descriptor table is shared outside its process:
-    /// its exit would not restore what the batch writes.
+    /// `EPIPE` once the log is closed: the batch must not run; also once the
+    /// owner has exited without closing the file (another process shared
+    /// its descriptor table, so its exit closed nothing): the log restores
+    /// and closes then. `EXDEV` while the caller's descriptor table is shared
+    /// outside its process (the owner's, or a `clone(CLONE_FILES)` process
+    /// that shares the owner's): the owner's exit would not restore what the
+    /// batch writes.
     pub(crate) fn save(&mut self, ops: &[Op]) -> Result<(), batch::Rejected> {
         if self.closed {
             return Err(EPIPE.into());
         }
-        if self.owner.is_current() && crate::helpers::files_shared_outside_group() {
+        if !self.owner.is_current() && !self.owner.is_alive() {
+            self.close();
+            return Err(EPIPE.into());
+        }
+        if crate::helpers::files_shared_outside_group() {
             return Err(EXDEV.into());
         }
         let mut reads = KVVec::new();

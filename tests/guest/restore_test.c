@@ -358,11 +358,64 @@ static void test_clone_files(void)
 	put_back();
 }
 
+/*
+ * The owner asked alone and wrote, then shared its table with a
+ * clone(CLONE_FILES) process and exited, closing nothing: that process's
+ * writes are refused, with EXDEV while the owner lives, and once the owner is
+ * gone with EPIPE, the first of them restoring what the owner wrote.
+ */
+static void test_clone_files_holder(void)
+{
+	int rep[2], first[2], go[2], said[3] = { 1, 1, 1 };
+	pid_t owner, holder;
+	char b = 0;
+
+	if (pipe(rep) || pipe(first) || pipe(go))
+		return;
+	owner = fork();
+	if (owner == 0) {
+		int rfd = open_restoring();
+
+		said[0] = write_aux(rfd, 0xe00);
+		holder = syscall(SYS_clone, CLONE_FILES | SIGCHLD, 0, 0, 0, 0);
+		if (holder == 0) {
+			said[1] = write_aux(rfd, 0xf00);
+			if (write(first[1], &b, 1) != 1 || read(go[0], &b, 1) != 1)
+				_exit(1);
+			said[2] = write_aux(rfd, 0x1100);
+			if (write(rep[1], said, sizeof(said)) != sizeof(said))
+				_exit(1);
+			_exit(0);
+		}
+		/* The owner exits once the holder wrote while it lived. */
+		if (read(first[0], &b, 1) != 1)
+			_exit(1);
+		_exit(0);
+	}
+	waitpid(owner, NULL, 0);
+	if (write(go[1], &b, 1) != 1 || read(rep[0], said, sizeof(said)) != sizeof(said))
+		said[0] = said[1] = said[2] = 1;
+	close(rep[0]);
+	close(rep[1]);
+	close(first[0]);
+	close(first[1]);
+	close(go[0]);
+	close(go[1]);
+	ksft_test_result(said[0] == 0 && said[1] == -EXDEV,
+			 "a clone(CLONE_FILES) process sharing a restoring owner's table: its write is refused "
+			 "with EXDEV while the owner lives (owner's write %d, its %d)\n", said[0], said[1]);
+	ksft_test_result(said[2] == -EPIPE && restored(),
+			 "... and once the owner exited, closing nothing, with EPIPE, and what the owner wrote "
+			 "is restored (%d)\n", said[2]);
+	put_back();
+}
+
 static void test_shared(void)
 {
 	shared_case(0);
 	shared_case(1);
 	test_clone_files();
+	test_clone_files_holder();
 }
 
 int main(int argc, char **argv)

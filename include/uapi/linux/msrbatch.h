@@ -463,7 +463,7 @@ struct msrbatch_rec_cpu {
  * also when it is killed, whoever else holds the file (a fork() child,
  * SCM_RIGHTS, pidfd_getfd()); from then on batches that write through the
  * file are refused (EPIPE). Asked again by another process: EBUSY. Asked,
- * or a write by the owner, while the caller's descriptor table is shared
+ * or a write through the file, while the caller's descriptor table is shared
  * with another process (clone(CLONE_FILES), whose exit closes nothing): EXDEV.
  * RESTORE_NOW (argument 0) writes them back now and returns how many could
  * not be (CPU offline, fault).

@@ -354,8 +354,9 @@ pub fn explain(
         }
         (Call::Batch | Call::Run, libc::EXDEV) => {
             return Some(
-                "this descriptor restores on close, and its owner now shares its descriptor table \
-                 with another process (clone(CLONE_FILES)): writes through it are refused"
+                "this descriptor restores on close, and this process shares its descriptor table \
+                 with another process (clone(CLONE_FILES)): the owner's exit would close nothing, \
+                 so writes through it are refused"
                     .into(),
             )
         }
