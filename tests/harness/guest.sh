@@ -274,7 +274,8 @@ guest_vcpu_share() {
 # guest_boot NAME CMD [TIMEOUT] [APPEND] [ANALYZE_ARGS...]
 # GUEST_VCPU_SHARE="A B": see guest_vcpu_share. GUEST_KERNEL and GUEST_ROOTFS
 # boot another kernel image and initramfs, GUEST_QEMU with another QEMU
-# (tests/harness/stock.sh).
+# (tests/harness/stock.sh). GUEST_QEMU_EXTRA: more QEMU arguments, split at
+# blanks (tests/harness/icount-profile.sh loads its plugin with it).
 # Files named in $EXTRA are copied to /extra. Streams the command's output;
 # returns the command's exit status, or 125 when the harness found a problem
 # (panic, oops, splat, timeout, failed load/unload, KUnit failure).
@@ -308,12 +309,15 @@ guest_boot() {
 	# every run (vCPUs then run one at a time).
 	[ "${GUEST_ICOUNT:-0}" = 1 ] && accel+=(-icount shift=0,sleep=off)
 	[ "${MSRBATCH_KVM:-0}" = 1 ] && accel=(-accel kvm -cpu host)
+	local extra=()
+	# shellcheck disable=SC2206 # split at blanks, as documented above
+	[ -n "${GUEST_QEMU_EXTRA:-}" ] && extra=($GUEST_QEMU_EXTRA)
 	# debug-threads: QEMU names its vCPU threads ("CPU 0/TCG"), for guest_vcpu_share.
 	timeout --kill-after=10 "$timeout" "${GUEST_QEMU:-qemu-system-x86_64}" "${accel[@]}" -name msrbatch,debug-threads=on \
 		-smp "$GUEST_CPUS" -m "$mem" -display none -monitor none -no-reboot \
 		-kernel "${GUEST_KERNEL:-$KBUILD/arch/x86/boot/bzImage}" -initrd "$dir/initrd" \
 		-append "console=ttyS0 panic=-1 rdinit=/init printk.time=1 kunit.filter_glob=msrbatch* pty.legacy_count=0 no5lvl $append" \
-		-serial "file:$dir/console.log" -serial "file:$dir/output.log" </dev/null &
+		-serial "file:$dir/console.log" -serial "file:$dir/output.log" "${extra[@]}" </dev/null &
 	local qemu=$!
 	if [ -n "${GUEST_VCPU_SHARE:-}" ]; then
 		local qpid='' i

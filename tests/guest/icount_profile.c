@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * icount_profile: the guest side of tests/harness/icount-profile.sh. Runs
+ * one ioctl shape of icount_bench (tests/guest/icount_bench.c) N times in a
+ * tight loop between two markers that the harness's QEMU plugin
+ * (tests/harness/icount-profile/plugin.c) finds by their bytes:
+ * `mov $0x4d534250, %eax` opens a window in which it counts every guest
+ * instruction by address, `mov $0x4d534251, %eax` closes it. Usage:
+ *
+ *   icount_profile [-n N] SHAPE...
+ *
+ * one window per SHAPE, in order (the plugin numbers them from 0):
+ * batch_local_1, prepared_local_1, batch_remote_1, prepared_remote_1,
+ * batch_cpus4x1, prepared_cpus4x1 (one RDMSR of IA32_PAT per CPU, the
+ * caller on CPU 0, as icount_bench's shapes), enotty (an ioctl the driver
+ * refuses), getppid (a raw system call), empty (the loop alone). Each
+ * shape runs 100 times before its window (translation, caches, the
+ * prepared batch's first run), 31 times one by one between two RDTSCs
+ * (the minimum, less the two RDTSCs, is icount_bench's figure for the
+ * shape: under -icount shift=0 a TSC tick is a guest instruction), then N
+ * times (default 10000) in its window.
+ */
+#define _GNU_SOURCE
+#include <x86intrin.h>
+
+#include "testlib.h"
+
+#define PAT 0x277u
+#define NCPU 4
+
+static struct msrbatch_op ops[NCPU];
+static struct msrbatch_batch hdr;
+
+static inline void window_open(void)
+{
+	__asm__ volatile("mov $0x4d534250, %%eax" ::: "eax", "memory");
+}
+
+static inline void window_close(void)
+{
+	__asm__ volatile("mov $0x4d534251, %%eax" ::: "eax", "memory");
+}
+
+static void fill(int ncpus, int first_cpu)
+{
+	for (int c = 0; c < ncpus; c++)
+		ops[c] = mkop(MSRBATCH_OP_RDMSR, first_cpu + c, PAT, 0, 0);
+	memset(&hdr, 0, sizeof(hdr));
+	hdr.version = MSRBATCH_ABI_VERSION;
+	hdr.nr_ops = ncpus;
+	hdr.ops = (__u64)(uintptr_t)ops;
+}
+
+enum kind { PLAIN, PREPARED, ENOTTY_IOCTL, GETPPID, EMPTY };
+
+static const struct {
+	const char *name;
+	enum kind kind;
+	int ncpus, first;
+} shapes[] = {
+	{ "batch_local_1", PLAIN, 1, 0 },
+	{ "prepared_local_1", PREPARED, 1, 0 },
+	{ "batch_remote_1", PLAIN, 1, 1 },
+	{ "prepared_remote_1", PREPARED, 1, 1 },
+	{ "batch_cpus4x1", PLAIN, NCPU, 0 },
+	{ "prepared_cpus4x1", PREPARED, NCPU, 0 },
+	{ "enotty", ENOTTY_IOCTL, 0, 0 },
+	{ "getppid", GETPPID, 0, 0 },
+	{ "empty", EMPTY, 0, 0 },
+};
+
+/* n calls of the shape; the number that failed. */
+static long run(int fd, enum kind kind, int h, long n)
+{
+	long bad = 0;
+
+	switch (kind) {
+	case PLAIN:
+		for (long i = 0; i < n; i++)
+			bad += ioctl(fd, MSRBATCH_IOC_BATCH, &hdr) != 0 || hdr.nr_failed;
+		break;
+	case PREPARED:
+		for (long i = 0; i < n; i++)
+			bad += ioctl(fd, MSRBATCH_IOC_RUN, (unsigned long)h) < 0;
+		break;
+	case ENOTTY_IOCTL:
+		for (long i = 0; i < n; i++)
+			bad += ioctl(fd, _IO(MSRBATCH_IOC_MAGIC, 0x7f), 0) != -1 || errno != ENOTTY;
+		break;
+	case GETPPID:
+		for (long i = 0; i < n; i++)
+			bad += syscall(SYS_getppid) <= 0;
+		break;
+	case EMPTY:
+		for (long i = 0; i < n; i++)
+			__asm__ volatile("" ::: "memory");
+		break;
+	}
+	return bad;
+}
+
+/* icount_bench's figure: the cheapest of 31 single calls, less two RDTSCs. */
+static unsigned long long cheapest(int fd, enum kind kind, int h)
+{
+	unsigned long long best = ~0ULL, overhead = ~0ULL, t0, t1;
+
+	for (int i = 0; i < 1000; i++) {
+		t0 = __rdtsc();
+		t1 = __rdtsc();
+		if (t1 - t0 < overhead)
+			overhead = t1 - t0;
+	}
+	for (int i = 0; i < 31; i++) {
+		t0 = __rdtsc();
+		run(fd, kind, h, 1);
+		t1 = __rdtsc();
+		if (t1 - t0 < best)
+			best = t1 - t0;
+	}
+	return best > overhead ? best - overhead : 0;
+}
+
+int main(int argc, char **argv)
+{
+	long n = 10000;
+	int fd, window = 0, rc = 0, a = 1;
+
+	if (argc > 2 && !strcmp(argv[1], "-n")) {
+		n = atol(argv[2]);
+		a = 3;
+	}
+	if (n <= 0 || a >= argc) {
+		fprintf(stderr, "usage: icount_profile [-n N] SHAPE...\n");
+		return 2;
+	}
+	fd = dev_open(O_RDWR);
+	if (fd < 0) {
+		perror("/dev/msrbatch");
+		return 1;
+	}
+	for (; a < argc; a++) {
+		size_t s;
+		int h = -1;
+		long bad;
+		unsigned long long best;
+
+		for (s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+			if (!strcmp(argv[a], shapes[s].name))
+				break;
+		if (s == sizeof(shapes) / sizeof(shapes[0])) {
+			fprintf(stderr, "icount_profile: unknown shape '%s'\n", argv[a]);
+			return 2;
+		}
+		if (pin(0)) {
+			perror("sched_setaffinity");
+			return 1;
+		}
+		fill(shapes[s].ncpus, shapes[s].first);
+		if (shapes[s].kind == PREPARED) {
+			h = prepare(fd, ops, hdr.nr_ops, NULL);
+			if (h < 0) {
+				fprintf(stderr, "icount_profile: prepare: %s\n", strerror(-h));
+				return 1;
+			}
+		}
+		bad = run(fd, shapes[s].kind, h, 100);
+		best = cheapest(fd, shapes[s].kind, h);
+		window_open();
+		bad += run(fd, shapes[s].kind, h, n);
+		window_close();
+		printf("icount_profile: window %d: %s: %ld calls, %ld failed, rdtsc min %llu\n", window++, argv[a], n,
+		       bad, best);
+		fflush(stdout);
+		if (bad)
+			rc = 1;
+		if (h >= 0)
+			ioctl(fd, MSRBATCH_IOC_UNPREPARE, (unsigned long)h);
+	}
+	return rc;
+}

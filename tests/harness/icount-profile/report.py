@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""The tables of tests/harness/icount-profile.sh.
+
+report.py WINDOWS OUTPUT_LOG VMLINUX MODULE_KO USER_BIN BUDGETS [TOP] [INSNS]
+
+WINDOWS: the plugin's file (per window: instruction address, executions).
+OUTPUT_LOG: the guest's output: `icount_profile: window K: SHAPE: ...`
+lines, the module's section addresses (`SECTION NAME ADDR`) and the
+kernel's _stext from /proc/kallsyms (`KALLSYMS ADDR _stext`).
+Each window's instructions go to the function that contains each one
+(kernel: VMLINUX's symbols, moved by KASLR's offset if any; module: the
+.ko's symbols at the guest's section addresses; user space: USER_BIN's),
+per call (the window's count over its N calls), sorted.
+TOP: rows per table (default 25); INSNS: that many hottest instructions
+too (default 0).
+"""
+import bisect
+import re
+import subprocess
+import sys
+
+READELF = "llvm-readelf-22"
+
+
+def run(*cmd):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+
+
+def elf_functions(path, section_base=None):
+    """(address, name) of PATH's functions; section_base maps a section name
+    to its load address (a module), else the symbols' own values."""
+    sections = {}
+    for line in run(READELF, "-SW", path).splitlines():
+        m = re.match(r"\s*\[\s*(\d+)\]\s+(\S+)", line)
+        if m:
+            sections[m.group(1)] = m.group(2)
+    out = []
+    for line in run(READELF, "-sW", "--demangle", path).splitlines():
+        f = line.split(None, 7)
+        if len(f) < 8 or f[3] not in ("FUNC", "NOTYPE") or not f[6].isdigit():
+            continue
+        sec = sections.get(f[6], "")
+        if not sec.startswith(".text") and not sec.startswith(".noinstr") and \
+                not sec.startswith(".entry") and not sec.startswith(".init.text"):
+            continue
+        if f[3] == "NOTYPE" and (f[7].startswith(".L") or f[7].startswith("$")):
+            continue
+        addr = int(f[1], 16)
+        if section_base is not None:
+            if sec not in section_base:
+                continue
+            addr += section_base[sec]
+        out.append((addr, f[7]))
+    return out
+
+
+class Symbols:
+    def __init__(self, entries):
+        # Prefer a function over a __pfx_ padding label or a NOTYPE alias at
+        # the same address: keep the first non-__pfx_ name.
+        best = {}
+        for a, n in entries:
+            if n.startswith("__pfx_") or n.startswith("__cfi_"):
+                best.setdefault(a, None)
+                continue
+            if best.get(a) is None:
+                best[a] = n
+        self.addrs = sorted(best)
+        self.names = [best[a] or "?" for a in self.addrs]
+
+    def find(self, addr):
+        i = bisect.bisect_right(self.addrs, addr) - 1
+        if i < 0:
+            return None, 0
+        return self.names[i], addr - self.addrs[i]
+
+
+def shorten(name):
+    # Rust's generic noise: keep the path, drop the crate hashes.
+    name = re.sub(r"::h[0-9a-f]{16}$", "", name)
+    return name
+
+
+def main():
+    windows_path, log_path, vmlinux, module, user_bin, budgets_path = sys.argv[1:7]
+    top = int(sys.argv[7]) if len(sys.argv) > 7 else 25
+    ninsns = int(sys.argv[8]) if len(sys.argv) > 8 else 0
+
+    shapes, sections, stext = {}, {}, None
+    for line in open(log_path, errors="replace"):
+        line = line.strip()
+        m = re.match(r"icount_profile: window (\d+): (\S+): (\d+) calls, (\d+) failed, rdtsc min (\d+)", line)
+        if m:
+            shapes[int(m.group(1))] = (m.group(2), int(m.group(3)), int(m.group(4)), int(m.group(5)))
+        m = re.match(r"SECTION (\S+) 0x([0-9a-f]+)$", line)
+        if m:
+            sections[m.group(1)] = int(m.group(2), 16)
+        m = re.match(r"KALLSYMS ([0-9a-f]+) \S+ _stext$", line)
+        if m:
+            stext = int(m.group(1), 16)
+
+    kernel = elf_functions(vmlinux)
+    koff = 0
+    if stext:
+        base = [a for a, n in kernel if n == "_stext"]
+        if base:
+            koff = stext - base[0]
+    ksyms = Symbols([(a + koff, n) for a, n in kernel])
+    msyms = Symbols(elf_functions(module, sections)) if sections else None
+    usyms = Symbols(elf_functions(user_bin))
+    mod_lo = min(sections.get(s, 1 << 64) for s in sections if s.startswith(".text")) if sections else 0
+
+    budgets = {}
+    for line in open(budgets_path):
+        f = line.split("#")[0].split()
+        if len(f) == 2:
+            budgets[f[0]] = float(f[1])
+
+    counts, cur = {}, None
+    for line in open(windows_path):
+        f = line.split()
+        if f[0] == "window":
+            cur = int(f[1])
+            counts[cur] = {}
+        elif f[0] == "end":
+            cur = None
+        elif cur is not None:
+            counts[cur][int(f[0], 16)] = int(f[1])
+
+    def where(addr):
+        if addr < 1 << 47:
+            n, off = usyms.find(addr)
+            return "[user] " + (n or "?"), off
+        if msyms and addr >= mod_lo:
+            n, off = msyms.find(addr)
+            if n and off < 1 << 20:
+                return "[msrbatch] " + shorten(n), off
+        n, off = ksyms.find(addr)
+        return (n or "?"), off
+
+    print(f"# kernel symbols: {vmlinux} (KASLR offset {koff:#x}); module: {module} at "
+          + ", ".join(f"{s} {a:#x}" for s, a in sorted(sections.items()) if s.startswith(".text")))
+    for w in sorted(counts):
+        shape, n, failed, rdtsc = shapes.get(w, (f"window{w}", 1, 0, 0))
+        per_fn = {}
+        total = 0
+        for addr, c in counts[w].items():
+            fn, _ = where(addr)
+            per_fn[fn] = per_fn.get(fn, 0) + c
+            total += c
+        print()
+        print(f"== {shape}: {n} calls{', %d FAILED' % failed if failed else ''}")
+        user = sum(c for fn, c in per_fn.items() if fn.startswith("[user]"))
+        print(f"total per call {total / n:.1f} guest instructions (kernel {(total - user) / n:.1f}, user {user / n:.1f}); "
+              f"RDTSC minimum of 31 calls in the same boot (icount_bench's way): {rdtsc}"
+              + (f" ({100 * (total / n - rdtsc) / rdtsc:+.1f} %)" if rdtsc else ""))
+        for key in ("c_" + shape,):
+            if key in budgets:
+                b = budgets[key]
+                print(f"icount-budget.txt {key}: {b:.0f} (this profile {100 * (total / n - b) / b:+.1f} %)")
+        print(f"{'instr/call':>10} {'%':>6} {'cum%':>6}  function")
+        cum = 0
+        rows = sorted(per_fn.items(), key=lambda kv: -kv[1])
+        for i, (fn, c) in enumerate(rows):
+            cum += c
+            if i < top:
+                print(f"{c / n:10.1f} {100 * c / total:6.1f} {100 * cum / total:6.1f}  {fn}")
+        if len(rows) > top:
+            rest = sum(c for _, c in rows[top:])
+            print(f"{rest / n:10.1f} {100 * rest / total:6.1f} {100.0:6.1f}  ({len(rows) - top} more functions)")
+        if ninsns:
+            print(f"-- hottest instructions ({shape})")
+            for addr, c in sorted(counts[w].items(), key=lambda kv: -kv[1])[:ninsns]:
+                fn, off = where(addr)
+                print(f"{c / n:10.2f}  {addr:#x} {fn}+{off:#x}")
+
+
+main()
