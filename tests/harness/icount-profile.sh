@@ -11,16 +11,19 @@
 # to icount_bench's figure (the RDTSC minimum of 31 calls in the same boot)
 # and the budget in tests/harness/icount-budget.txt.
 #
-#   tests/harness/icount-profile.sh [-n N] [-t TOP] [-i INSNS] [-o FILE] [SHAPE...]
+#   tests/harness/icount-profile.sh [-n N] [-t TOP] [-i INSNS] [-a REGEX] [-o FILE] [SHAPE...]
 #   tests/harness/icount-profile.sh -c 'GUEST COMMAND'
+#   tests/harness/icount-profile.sh -R [-t TOP] [-i INSNS] [-a REGEX]
 #
 # SHAPEs (tests/guest/icount_profile.c): batch_local_1 (default),
 # prepared_local_1, batch_remote_1, prepared_remote_1, batch_cpus4x1,
 # prepared_cpus4x1, enotty, getppid, empty. N: calls per window (10000).
 # TOP: functions per table (25); INSNS: also the INSNS hottest
-# instructions. -c runs a guest command of your own instead: every window
+# instructions; REGEX: also the disassembly of the functions it matches,
+# each instruction with its executions per call. -c runs a guest command of your own instead: every window
 # that a program of it marks (`mov $0x4d534250, %eax` ...
-# `mov $0x4d534251, %eax`) is a table, per one call. The tables go to
+# `mov $0x4d534251, %eax`) is a table, per one call. -R: the tables of the
+# last run again (other TOP, INSNS, REGEX), without a boot. The tables go to
 # target/guest/base/icount-profile/profile.txt (and FILE).
 #
 # The plugin is built on demand into the cache against the plugin API
@@ -32,15 +35,17 @@ GUEST_FLAVOUR=base
 . "$(dirname "$0")/guest.sh"
 export GUEST_ICOUNT=1
 
-n=10000 top=25 insns=0 copy= cmd=
-while getopts n:t:i:o:c: opt; do
+n=10000 top=25 insns=0 annotate= copy= cmd= again=0
+while getopts n:t:i:a:o:c:R opt; do
 	case "$opt" in
 	n) n=$OPTARG ;;
 	t) top=$OPTARG ;;
 	i) insns=$OPTARG ;;
+	a) annotate=$OPTARG ;;
 	o) copy=$OPTARG ;;
 	c) cmd=$OPTARG ;;
-	*) msrb_die "usage: $0 [-n N] [-t TOP] [-i INSNS] [-o FILE] [SHAPE...] | -c 'GUEST COMMAND'" ;;
+	R) again=1 ;;
+	*) msrb_die "usage: $0 [-n N] [-t TOP] [-i INSNS] [-a REGEX] [-o FILE] [SHAPE...] | -c 'GUEST COMMAND'" ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -110,26 +115,31 @@ plugin_build() {
 	echo "$so"
 }
 
-qemu=$(command -v "${GUEST_QEMU:-qemu-system-x86_64}") || msrb_die "no ${GUEST_QEMU:-qemu-system-x86_64}"
-so=$(plugin_build "$qemu")
-msrb_log "plugin: $so"
-guest_prepare || msrb_die "could not build the guest (see above)"
 out="$GUEST_DIR/icount-profile"
-mkdir -p "$out"
-rm -f "$out/windows.txt"
-[ -n "$cmd" ] || cmd="icount_profile -n $n $*"
-# The module's code sections and the kernel's _stext (KASLR's offset, if
-# any; the boot asks for nokaslr), for the symbols.
-setup='for s in /sys/module/msrbatch/sections/.text* /sys/module/msrbatch/sections/.noinstr*; do [ -e "$s" ] && echo "SECTION ${s##*/} $(cat "$s")"; done; grep " _stext$" /proc/kallsyms | sed "s/^/KALLSYMS /"'
-rc=0
-GUEST_QEMU_EXTRA="-plugin $so,out=$out/windows.txt" guest_boot icount-profile "$setup; $cmd" 1800 nokaslr || rc=$?
-[ $rc -eq 0 ] || msrb_die "the guest run failed (exit $rc; see $GUEST_DIR/runs/icount-profile)"
-[ -s "$out/windows.txt" ] || msrb_die "the plugin wrote no window: did the guest run a marked program?"
+if [ "$again" = 1 ]; then
+	[ -s "$out/windows.txt" ] || msrb_die "no earlier run in $out to report again"
+	guest_kernel || msrb_die "no base kernel (see above)"
+else
+	qemu=$(command -v "${GUEST_QEMU:-qemu-system-x86_64}") || msrb_die "no ${GUEST_QEMU:-qemu-system-x86_64}"
+	so=$(plugin_build "$qemu")
+	msrb_log "plugin: $so"
+	guest_prepare || msrb_die "could not build the guest (see above)"
+	mkdir -p "$out"
+	rm -f "$out/windows.txt"
+	[ -n "$cmd" ] || cmd="icount_profile -n $n $*"
+	# The module's code sections and the kernel's _stext (KASLR's offset, if
+	# any; the boot asks for nokaslr), for the symbols.
+	setup='for s in /sys/module/msrbatch/sections/.text* /sys/module/msrbatch/sections/.noinstr*; do [ -e "$s" ] && echo "SECTION ${s##*/} $(cat "$s")"; done; grep " _stext$" /proc/kallsyms | sed "s/^/KALLSYMS /"'
+	rc=0
+	GUEST_QEMU_EXTRA="-plugin $so,out=$out/windows.txt" guest_boot icount-profile "$setup; $cmd" 1800 nokaslr || rc=$?
+	[ $rc -eq 0 ] || msrb_die "the guest run failed (exit $rc; see $GUEST_DIR/runs/icount-profile)"
+	[ -s "$out/windows.txt" ] || msrb_die "the plugin wrote no window: did the guest run a marked program?"
+	tr -d '\r' <"$GUEST_DIR/runs/icount-profile/output.log" >"$out/output.log"
+fi
 user_bin="$GUEST_OUT/cbin/icount_profile"
-tr -d '\r' <"$GUEST_DIR/runs/icount-profile/output.log" >"$out/output.log"
 python3 "$MSRB_TOP/tests/harness/icount-profile/report.py" "$out/windows.txt" "$out/output.log" \
 	"$KBUILD/vmlinux" "$GUEST_DIR/msrbatch-unsigned.ko" "$user_bin" \
-	"$MSRB_TOP/tests/harness/icount-budget.txt" "$top" "$insns" >"$out/profile.txt" ||
+	"$MSRB_TOP/tests/harness/icount-budget.txt" "$top" "$insns" "$annotate" >"$out/profile.txt" ||
 	msrb_die "report.py failed on $out/windows.txt"
 cat "$out/profile.txt"
 [ -z "$copy" ] || cp "$out/profile.txt" "$copy"

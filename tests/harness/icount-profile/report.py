@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """The tables of tests/harness/icount-profile.sh.
 
-report.py WINDOWS OUTPUT_LOG VMLINUX MODULE_KO USER_BIN BUDGETS [TOP] [INSNS]
+report.py WINDOWS OUTPUT_LOG VMLINUX MODULE_KO USER_BIN BUDGETS [TOP] [INSNS] [ANNOTATE]
 
 WINDOWS: the plugin's file (per window: instruction address, executions).
 OUTPUT_LOG: the guest's output: `icount_profile: window K: SHAPE: ...`
@@ -13,7 +13,8 @@ Each window's instructions go to the function that contains each one
 .ko's symbols at the guest's section addresses; user space: USER_BIN's),
 per call (the window's count over its N calls), sorted.
 TOP: rows per table (default 25); INSNS: that many hottest instructions
-too (default 0).
+too (default 0); ANNOTATE: a regular expression: the disassembly of each
+function it matches that ran, each instruction with its executions per call.
 """
 import bisect
 import re
@@ -51,8 +52,29 @@ def elf_functions(path, section_base=None):
             if sec not in section_base:
                 continue
             addr += section_base[sec]
+            SECTION_OF[addr] = (sec, int(f[1], 16))
         out.append((addr, f[7]))
     return out
+
+
+SECTION_OF = {}  # module function address: (section, offset in it)
+
+
+def disassemble(elf, lo, hi, section=None):
+    """{address: text} of ELF's instructions in [lo, hi) (section-relative
+    in a module's SECTION)."""
+    cmd = ["objdump", "-dr", "--no-show-raw-insn", "-C", f"--start-address={lo:#x}", f"--stop-address={hi:#x}"]
+    if section:
+        cmd += ["-j", section]
+    lines, last = {}, None
+    for line in run(*cmd, elf).splitlines():
+        m = re.match(r"\s*([0-9a-f]+):\s+(.*)", line)
+        if m and not re.match(r"\s*[0-9a-f]+:\s+R_X86_64", line):
+            last = int(m.group(1), 16)
+            lines[last] = m.group(2).strip()
+        elif last is not None and "R_X86_64" in line:
+            lines[last] += "  <" + line.split()[-1] + ">"
+    return lines
 
 
 class Symbols:
@@ -75,6 +97,10 @@ class Symbols:
             return None, 0
         return self.names[i], addr - self.addrs[i]
 
+    def bounds(self, addr):
+        i = bisect.bisect_right(self.addrs, addr) - 1
+        return self.addrs[i], self.addrs[i + 1] if i + 1 < len(self.addrs) else self.addrs[i] + 4096
+
 
 def shorten(name):
     # Rust's generic noise: keep the path, drop the crate hashes.
@@ -86,6 +112,7 @@ def main():
     windows_path, log_path, vmlinux, module, user_bin, budgets_path = sys.argv[1:7]
     top = int(sys.argv[7]) if len(sys.argv) > 7 else 25
     ninsns = int(sys.argv[8]) if len(sys.argv) > 8 else 0
+    annotate = re.compile(sys.argv[9]) if len(sys.argv) > 9 and sys.argv[9] else None
 
     shapes, sections, stext = {}, {}, None
     for line in open(log_path, errors="replace"):
@@ -174,6 +201,24 @@ def main():
             for addr, c in sorted(counts[w].items(), key=lambda kv: -kv[1])[:ninsns]:
                 fn, off = where(addr)
                 print(f"{c / n:10.2f}  {addr:#x} {fn}+{off:#x}")
+        if annotate:
+            done = set()
+            for fn, _ in rows:
+                if fn in done or not annotate.search(fn) or fn.startswith("[user]"):
+                    continue
+                done.add(fn)
+                addr = next(a for a in counts[w] if where(a)[0] == fn)
+                if fn.startswith("[msrbatch]"):
+                    lo, hi = msyms.bounds(addr)
+                    sec, off = SECTION_OF[lo]
+                    text = {lo + a - off: t for a, t in disassemble(module, off, off + hi - lo, sec).items()}
+                else:
+                    lo, hi = ksyms.bounds(addr)
+                    text = {a + koff: t for a, t in disassemble(vmlinux, lo - koff, hi - koff).items()}
+                print(f"-- {fn} ({shape}): executions per call, instruction")
+                for a in sorted(text):
+                    c = counts[w].get(a, 0)
+                    print(f"{c / n:10.2f}  {a - lo:#6x}  {text[a]}")
 
 
 main()
