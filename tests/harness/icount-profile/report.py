@@ -81,15 +81,19 @@ class Symbols:
     def __init__(self, entries):
         # Prefer a function over a __pfx_ padding label or a NOTYPE alias at
         # the same address: keep the first non-__pfx_ name.
+        # Identical functions folded into one (tiny Rust ones often are)
+        # share an address: all their names, " = " between.
         best = {}
         for a, n in entries:
             if n.startswith("__pfx_") or n.startswith("__cfi_"):
-                best.setdefault(a, None)
+                best.setdefault(a, [])
                 continue
-            if best.get(a) is None:
-                best[a] = n
+            names = best.setdefault(a, [])
+            if n not in names:
+                names.append(n)
         self.addrs = sorted(best)
-        self.names = [best[a] or "?" for a in self.addrs]
+        self.names = [" = ".join(best[a][:3]) + (" = ..." if len(best[a]) > 3 else "") or "?"
+                      for a in self.addrs]
 
     def find(self, addr):
         i = bisect.bisect_right(self.addrs, addr) - 1
