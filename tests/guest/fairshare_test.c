@@ -603,7 +603,7 @@ static void test_starve(void)
  * show it: the DELAYs' time would start after the go, and stopped vCPUs
  * only make them later.
  */
-#define RV_TRIALS 60		/* at most; stops once RV_NEEDED trials showed it */
+#define RV_TRIALS 120		/* at most; stops once RV_NEEDED trials showed it */
 #define RV_NEEDED 3
 #define RV_BASELINE 10		/* first trials, with no holder: the cut of shares that did not wait */
 #define RV_HOLD 12		/* the holder's 250 us DELAYs: 3 ms */
