@@ -6,9 +6,10 @@
 //!
 //! 1. [`check_header`] and [`Plan::new`] validate everything that can be
 //!    validated without running anything. A batch whose ops are all on one
-//!    CPU (the common case) needs nothing more; one that spans CPUs is
-//!    grouped by CPU (a stable counting sort, so each CPU keeps the array
-//!    order).
+//!    CPU (the common case) needs nothing more; in one of at most [`FEW`]
+//!    ops that spans CPUs each CPU's first op is noted (each CPU picks its
+//!    own ops out of the array), and a bigger one is grouped by CPU (a
+//!    stable counting sort). Either way each CPU keeps the array order.
 //! 2. [`execute`] runs a one-CPU batch with one `smp_call_function_single()`
 //!    (which fails with `-ENXIO`, running nothing, if that CPU is offline);
 //!    a batch on several CPUs takes the CPU hotplug read lock, checks that
@@ -26,6 +27,7 @@ use crate::compat::local_interrupt_disable;
 use crate::insn;
 use crate::uapi::{self, opcode, Batch, Op};
 use core::ffi::c_void;
+use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::{
     bindings,
@@ -199,7 +201,8 @@ fn wait_ns(op: &Op) -> u64 {
     }
 }
 
-/// The ops of one CPU: `Plan::order[start..start + len]`.
+/// The ops of one CPU, in a batch grouped by CPU: `order[start..start + len]`
+/// of its [`Targets::Many`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct CpuRun {
     pub(crate) cpu: u32,
@@ -207,75 +210,139 @@ pub(crate) struct CpuRun {
     pub(crate) len: u32,
 }
 
+/// A batch of up to this many ops on several CPUs is planned and run without
+/// an allocation and without grouping: each CPU picks its own ops out of the
+/// array ([`Targets::Few`]).
+pub(crate) const FEW: usize = 32;
+
+/// In [`Chains::next`]: no later op of the same CPU.
+const END: u8 = u8::MAX;
+const _: () = assert!(FEW < END as usize);
+
+/// The ops of a batch of at most [`FEW`] ops on several CPUs, chained by CPU
+/// through the array: for each of its CPUs (its shares, in the order of
+/// their first ops) the index of its first op, and for each op the index of
+/// the next op of its CPU ([`END`] after the last).
+#[derive(Clone, Copy)]
+pub(crate) struct Chains {
+    first: [u8; FEW],
+    next: [u8; FEW],
+    nr: u8,
+}
+
+impl Chains {
+    /// The first op of each share, in the order of the shares.
+    fn firsts(&self) -> &[u8] {
+        // `get` never fails (`nr` is at most `FEW`), and never panics.
+        self.first.get(..usize::from(self.nr)).unwrap_or(&[])
+    }
+
+    /// The indices of the ops of the chain that starts at op `first`, in
+    /// array order.
+    fn walk(&self, first: u8) -> Walk<'_> {
+        Walk {
+            next: &self.next,
+            at: first,
+        }
+    }
+}
+
+/// The op indices of one of a [`Chains`]' chains ([`Chains::walk`]).
+struct Walk<'a> {
+    next: &'a [u8; FEW],
+    at: u8,
+}
+
+impl Iterator for Walk<'_> {
+    type Item = usize;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<usize> {
+        let i = usize::from(self.at);
+        self.at = *self.next.get(i)?;
+        Some(i)
+    }
+}
+
+/// [`Chains`] being made by [`Plan::new`]: each chain's last op so far, and
+/// the share of the op before.
+struct Linking {
+    chains: Chains,
+    last: [u8; FEW],
+    share: usize,
+}
+
+impl Linking {
+    /// For ops `0..n`, all on one CPU (`0 < n < FEW`): one chain.
+    fn new(n: usize) -> Self {
+        let mut chains = Chains {
+            first: [0; FEW],
+            next: [END; FEW],
+            nr: 1,
+        };
+        for (i, next) in chains.next.iter_mut().enumerate().take(n.saturating_sub(1)) {
+            *next = i as u8 + 1;
+        }
+        let mut last = [0; FEW];
+        last[0] = n.saturating_sub(1) as u8;
+        Linking { chains, last, share: 0 }
+    }
+
+    /// Appends op `i` of `ops`, on `cpu`, to its CPU's chain (a new one
+    /// if it is the CPU's first op). `changed`: the op before was on
+    /// another CPU (else it is on the chain of that op).
+    fn link(&mut self, ops: &[Op], i: usize, cpu: u32, changed: bool) {
+        let Chains { first, next, nr } = &mut self.chains;
+        if changed {
+            let known = first
+                .get(..usize::from(*nr))
+                .and_then(|f| f.iter().position(|&f| ops.get(usize::from(f)).is_some_and(|op| op.cpu == cpu)));
+            match known {
+                Some(k) => self.share = k,
+                None => {
+                    self.share = usize::from(*nr);
+                    if let (Some(f), Some(l)) = (first.get_mut(self.share), self.last.get_mut(self.share)) {
+                        (*f, *l) = (i as u8, i as u8);
+                        *nr += 1;
+                    }
+                    return;
+                }
+            }
+        }
+        if let Some(l) = self.last.get_mut(self.share) {
+            if let Some(n) = next.get_mut(usize::from(*l)) {
+                *n = i as u8;
+            }
+            *l = i as u8;
+        }
+    }
+}
+
 /// Where a validated batch runs.
-#[allow(
-    clippy::large_enum_variant,
-    reason = "a few ops on several CPUs are grouped in place, without an allocation"
-)]
 pub(crate) enum Targets {
     /// Every op on this one CPU: array order is execution order, and no
     /// grouping is needed (the common case, and the fast path).
     One(u32),
-    /// Several CPUs, grouped.
+    /// At most [`FEW`] ops on several CPUs, not grouped: each CPU runs the
+    /// ops of its chain through the array ([`Chains`]).
+    Few(Chains),
+    /// More ops on several CPUs, grouped.
     Many {
         /// Op indices, grouped by CPU (ascending), array order within a CPU.
-        order: Slots<u32>,
+        order: KVVec<u32>,
         /// One entry per target CPU, sorted by CPU number.
-        runs: Slots<CpuRun>,
+        runs: KVVec<CpuRun>,
     },
-}
-
-/// How many items [`Slots`] holds in place: a batch of up to this many ops
-/// on several CPUs is planned and run without an allocation.
-pub(crate) const INLINE: usize = 16;
-
-/// A slice of `T` held in place when short ([`INLINE`] items at most), else
-/// on the heap.
-pub(crate) enum Slots<T> {
-    /// The first `.1` items of `.0`.
-    Inline([T; INLINE], usize),
-    Heap(KVVec<T>),
-}
-
-impl<T: Copy + Default> Slots<T> {
-    /// `len` default items: in place when they fit, else one allocation.
-    fn new(len: usize) -> Result<Self, Rejected> {
-        Ok(if len <= INLINE {
-            Slots::Inline([T::default(); INLINE], len)
-        } else {
-            Slots::Heap(KVVec::from_elem(T::default(), len, GFP_KERNEL_ACCOUNT)?)
-        })
-    }
-}
-
-impl<T> core::ops::Deref for Slots<T> {
-    type Target = [T];
-
-    fn deref(&self) -> &[T] {
-        match self {
-            // `get` never fails (a `len` of at most `INLINE`), and never panics.
-            Slots::Inline(a, len) => a.get(..*len).unwrap_or(&[]),
-            Slots::Heap(v) => v,
-        }
-    }
-}
-
-impl<T> core::ops::DerefMut for Slots<T> {
-    fn deref_mut(&mut self) -> &mut [T] {
-        match self {
-            Slots::Inline(a, len) => a.get_mut(..*len).unwrap_or(&mut []),
-            Slots::Heap(v) => v,
-        }
-    }
 }
 
 /// The per-CPU delay sums of [`Plan::new`], while it validates.
 enum Sums {
     /// Every op so far on the first op's CPU: their delay sum.
     One(u64),
-    /// A batch of at most [`INLINE`] ops, on several CPUs: each DELAY sums
-    /// the earlier ones of its CPU (a few ops: no table).
-    Few,
+    /// A batch of at most [`FEW`] ops, on several CPUs: each op that waits
+    /// sums the waits of the earlier ones of its CPU (a few ops: no table),
+    /// and the ops are chained by CPU.
+    Few(Linking),
     /// A bigger one: per CPU number, its op count and its delay sum.
     Table(KVVec<(u32, u64)>),
 }
@@ -288,9 +355,12 @@ enum Sums {
 /// Only [`Plan::new`] makes one, from the ops it describes (of which a run
 /// changes only `status` and `val`):
 ///
-/// - `targets` is `One(cpu)` when every op is on `cpu`; otherwise `Many`,
-///   whose `order` holds every index below the number of ops exactly once,
-///   grouped by CPU into `runs` (sorted by CPU; each the slice
+/// - `targets` is `One(cpu)` when every op is on `cpu`. Otherwise, for at
+///   most [`FEW`] ops, `Few`, whose [`Chains`] chain each op, in array
+///   order, to the next of its CPU, from the first op of each of their CPUs
+///   (at least two), each CPU's op in its chain only; for more,
+///   `Many`, whose `order` holds every index below the number of ops exactly
+///   once, grouped by CPU into `runs` (sorted by CPU; each the slice
 ///   `order[start..start + len]`, the slices tiling `order`).
 /// - `first_write` is the index of the first WRMSR or RMWMSR, `nr_writes`
 ///   their number, `uniform` the code of every op if they all have the same,
@@ -320,10 +390,10 @@ impl Plan {
     }
 
     /// Validates `ops` (in array order: the first invalid op is the one
-    /// named) and groups them by CPU. `nr_cpus` is `nr_cpu_ids` and
-    /// `possible` tells whether a CPU number below it exists. Allocates only
-    /// for a batch of more than [`INLINE`] ops that spans several CPUs
-    /// (twice: a table per CPU number, and the grouping).
+    /// named) and, for more than [`FEW`] ops on several CPUs, groups them by
+    /// CPU. `nr_cpus` is `nr_cpu_ids` and `possible` tells whether a CPU
+    /// number below it exists. Allocates only for such a batch (twice: a
+    /// table per CPU number, and the grouping).
     pub(crate) fn new(
         ops: &[Op],
         flags: u32,
@@ -351,22 +421,26 @@ impl Plan {
             {
                 return Err(Rejected::at(EINVAL, i));
             }
-            if known_cpu != Some(op.cpu) {
+            let changed = known_cpu != Some(op.cpu);
+            if changed {
                 if op.cpu >= nr_cpus || !possible(op.cpu) {
                     return Err(Rejected::at(ENODEV, i));
                 }
                 known_cpu = Some(op.cpu);
-            }
-            if let Sums::One(one_delay) = sums {
-                if op.cpu != first_cpu {
-                    sums = if ops.len() <= INLINE {
-                        Sums::Few
-                    } else {
-                        let mut table = KVVec::from_elem((0u32, 0u64), nr_cpus as usize, GFP_KERNEL_ACCOUNT)?;
-                        table[first_cpu as usize] = (i as u32, one_delay);
-                        Sums::Table(table)
-                    };
+                if let Sums::One(one_delay) = sums {
+                    if op.cpu != first_cpu {
+                        sums = if ops.len() <= FEW {
+                            Sums::Few(Linking::new(i))
+                        } else {
+                            let mut table = KVVec::from_elem((0u32, 0u64), nr_cpus as usize, GFP_KERNEL_ACCOUNT)?;
+                            table[first_cpu as usize] = (i as u32, one_delay);
+                            Sums::Table(table)
+                        };
+                    }
                 }
+            }
+            if let Sums::Few(linking) = &mut sums {
+                linking.link(ops, i, op.cpu, changed);
             }
             let d = wait_ns(op);
             let sum = match &mut sums {
@@ -374,15 +448,10 @@ impl Plan {
                     *one_delay += d;
                     *one_delay
                 }
-                // Each DELAY was bounded by `check_op`, and there are at most
-                // `INLINE` of them: no overflow.
-                Sums::Few if d != 0 => ops
-                    .iter()
-                    .take(i + 1)
-                    .filter(|o| o.cpu == op.cpu && o.op == opcode::DELAY)
-                    .map(|o| o.arg[0])
-                    .sum(),
-                Sums::Few => 0,
+                // Each wait was bounded by `check_op`, and there are at most
+                // `FEW` of them: no overflow.
+                Sums::Few(_) if d != 0 => ops.iter().take(i + 1).filter(|o| o.cpu == op.cpu).map(wait_ns).sum(),
+                Sums::Few(_) => 0,
                 Sums::Table(table) => {
                     let (count, delay) = &mut table[op.cpu as usize];
                     *count += 1;
@@ -402,11 +471,13 @@ impl Plan {
 
         let targets = match sums {
             Sums::One(_) => Targets::One(first_cpu),
-            Sums::Few => Self::group_few(ops)?,
+            Sums::Few(linking) => Targets::Few(linking.chains),
             Sums::Table(table) => Self::group(ops, table)?,
         };
-        // INVARIANT: `targets` is `One` for a batch on one CPU, else grouped
-        // by `group` or `group_few`; the rest was counted from the ops above.
+        // INVARIANT: `targets` is `One` for a batch on one CPU, `Few` with
+        // the ops chained by CPU (each linked above, a chain per CPU) for at
+        // most `FEW` ops, else grouped by `group`; the rest was counted from
+        // the ops above.
         Ok(Plan {
             targets,
             first_write,
@@ -419,7 +490,8 @@ impl Plan {
     /// Groups `ops` by CPU (a stable counting sort); `table` has each CPU's
     /// number of ops.
     fn group(ops: &[Op], mut table: KVVec<(u32, u64)>) -> Result<Targets, Rejected> {
-        let mut runs = Slots::new(table.iter().filter(|(n, _)| *n != 0).count())?;
+        let nr_runs = table.iter().filter(|(n, _)| *n != 0).count();
+        let mut runs = KVVec::from_elem(CpuRun::default(), nr_runs, GFP_KERNEL_ACCOUNT)?;
         // Prefix sums: `table[cpu].0` becomes the next free slot of that CPU.
         let mut start = 0u32;
         let mut next = 0;
@@ -440,47 +512,11 @@ impl Plan {
             start += len;
         }
 
-        let mut order = Slots::new(ops.len())?;
+        let mut order = KVVec::from_elem(0u32, ops.len(), GFP_KERNEL_ACCOUNT)?;
         for (i, op) in ops.iter().enumerate() {
             let slot = &mut table[op.cpu as usize].0;
             order[*slot as usize] = i as u32;
             *slot += 1;
-        }
-        Ok(Targets::Many { order, runs })
-    }
-
-    /// Groups `ops`, at most [`INLINE`] of them, by CPU without an
-    /// allocation: a stable insertion sort of their indices by CPU.
-    fn group_few(ops: &[Op]) -> Result<Targets, Rejected> {
-        let mut order = Slots::<u32>::new(ops.len())?;
-        let cpu_of = |i: u32| ops.get(i as usize).map_or(0, |op| op.cpu);
-        for (i, op) in ops.iter().enumerate().take(order.len()) {
-            let mut j = i;
-            while j > 0 && cpu_of(order[j - 1]) > op.cpu {
-                order[j] = order[j - 1];
-                j -= 1;
-            }
-            order[j] = i as u32;
-        }
-        let mut runs = Slots::<CpuRun>::new(0)?;
-        let Slots::Inline(buf, nr) = &mut runs else {
-            return Err(ENOMEM.into());
-        };
-        for (pos, &i) in order.iter().enumerate() {
-            let cpu = cpu_of(i);
-            match buf.get_mut(nr.wrapping_sub(1)) {
-                Some(run) if *nr > 0 && run.cpu == cpu => run.len += 1,
-                _ => {
-                    if let Some(run) = buf.get_mut(*nr) {
-                        *run = CpuRun {
-                            cpu,
-                            start: pos as u32,
-                            len: 1,
-                        };
-                        *nr += 1;
-                    }
-                }
-            }
         }
         Ok(Targets::Many { order, runs })
     }
@@ -570,15 +606,91 @@ impl Rendezvous {
     }
 }
 
+/// How each CPU of a batch on several CPUs finds its ops: its share `k`
+/// (the `k`th of [`Shares::len`]) by its CPU number ([`Shares::find`]).
+#[derive(Clone, Copy)]
+enum Shares<'a> {
+    /// A [`Targets::Few`]'s: share `k` is on CPU `cpus[k]`, its ops the
+    /// chain from the `k`th first op of `chains`.
+    Few { cpus: &'a [u32], chains: &'a Chains },
+    /// A [`Targets::Many`]'s: share `k` is `runs[k]`, its ops the indices
+    /// `order[start..start + len]`.
+    Grouped { order: &'a [u32], runs: &'a [CpuRun] },
+}
+
+impl Shares<'_> {
+    /// The number of shares (target CPUs).
+    #[inline(always)]
+    fn len(&self) -> usize {
+        match self {
+            Shares::Few { cpus, .. } => cpus.len(),
+            Shares::Grouped { runs, .. } => runs.len(),
+        }
+    }
+
+    /// Share `k`'s CPU and the index of its first op.
+    #[inline(always)]
+    fn share(&self, k: usize) -> Option<(u32, u32)> {
+        match self {
+            Shares::Few { cpus, chains } => Some((*cpus.get(k)?, u32::from(*chains.firsts().get(k)?))),
+            Shares::Grouped { order, runs } => {
+                let run = runs.get(k)?;
+                Some((run.cpu, *order.get(run.start as usize)?))
+            }
+        }
+    }
+
+    /// The share of CPU `cpu`, if it has one.
+    #[inline(always)]
+    fn find(&self, cpu: u32) -> Option<usize> {
+        match self {
+            Shares::Few { cpus, .. } => cpus.iter().position(|&c| c == cpu),
+            Shares::Grouped { runs, .. } => runs.binary_search_by_key(&cpu, |r| r.cpu).ok(),
+        }
+    }
+
+    /// Calls `f` with the index of each op of share `k`, in array order.
+    fn for_each_op(&self, k: usize, mut f: impl FnMut(usize)) {
+        match self {
+            Shares::Few { chains, .. } => {
+                if let Some(&first) = chains.firsts().get(k) {
+                    chains.walk(first).for_each(f);
+                }
+            }
+            Shares::Grouped { order, runs } => {
+                if let Some(mine) = runs.get(k).and_then(|r| run_of(order, r)) {
+                    mine.iter().for_each(|&i| f(i as usize));
+                }
+            }
+        }
+    }
+}
+
+/// The op indices of `run` in `order`.
+fn run_of<'a>(order: &'a [u32], run: &CpuRun) -> Option<&'a [u32]> {
+    let start = run.start as usize;
+    order.get(start..start.checked_add(run.len as usize)?)
+}
+
+/// The first `buf.len()` items of `f`, made in `buf` (whose items were
+/// uninitialised): `f(k)` is item `k`.
+fn fill<T>(buf: &mut [MaybeUninit<T>], mut f: impl FnMut(usize) -> T) -> &mut [T] {
+    for (k, item) in buf.iter_mut().enumerate() {
+        item.write(f(k));
+    }
+    // SAFETY: Every item was initialised just above, and `MaybeUninit<T>`
+    // has the layout of `T`.
+    unsafe { &mut *(core::ptr::from_mut(buf) as *mut [T]) }
+}
+
 /// What every CPU of one batch reads: shared, read-only, except for the ops,
 /// which each CPU writes only at its own indices, and its own start stamp.
 struct Shared<'a> {
     ops: *mut Op,
     nr_ops: usize,
-    order: &'a [u32],
-    runs: &'a [CpuRun],
+    shares: Shares<'a>,
     mode: Mode,
-    /// Each run's start TSC, by run index, or [`REFUSED`].
+    /// Each share's start TSC, by share index, or [`REFUSED`].
     starts: &'a [AtomicU64],
     sync: Option<&'a Rendezvous>,
 }
@@ -975,41 +1087,56 @@ unsafe extern "C" fn run_one_cpu(info: *mut c_void) {
 ///
 /// # Safety
 ///
-/// `info` points to a [`Shared`] that outlives the call, whose `order` entries
-/// for this CPU are valid, distinct indices below `nr_ops`, not used by any
-/// other CPU, and whose writes are allowed (see [`insn::wrmsr`]).
+/// `info` points to a [`Shared`] that outlives the call, whose shares name
+/// valid, distinct op indices below `nr_ops`, each in one CPU's share only,
+/// and whose writes are allowed (see [`insn::wrmsr`]).
 unsafe extern "C" fn run_on_this_cpu(info: *mut c_void) {
     // SAFETY: By the function's safety requirements.
     let shared = unsafe { &*info.cast::<Shared<'_>>() };
     let cpu = CpuId::current().as_u32();
-    let Ok(pos) = shared.runs.binary_search_by_key(&cpu, |r| r.cpu) else {
+    let Some(k) = shared.shares.find(cpu) else {
         return;
     };
-    let Some(run) = shared.runs.get(pos) else {
-        return;
-    };
-    let start = run.start as usize;
-    let end = start.wrapping_add(run.len as usize);
-    let Some(indices) = shared.order.get(start..end) else {
-        return;
-    };
-    let ops = indices.iter().filter_map(|&i| {
-        let i = i as usize;
-        // SAFETY: `i < nr_ops` is checked; the index belongs to this CPU only,
-        // so no other reference to this op exists while we hold this one.
+    let op_at = |i: usize| {
+        // SAFETY: `i < nr_ops` is checked; the index belongs to this CPU's
+        // share only, so no other reference to this op exists while we hold
+        // this one.
         (i < shared.nr_ops).then(|| unsafe { &mut *shared.ops.add(i) })
-    });
+    };
+    match shared.shares {
+        Shares::Few { chains, .. } => {
+            let first = chains.firsts().get(k).copied().unwrap_or(END);
+            // SAFETY: By our own requirements.
+            unsafe { run_this_share(shared, k, chains.walk(first).filter_map(op_at)) }
+        }
+        Shares::Grouped { order, runs } => {
+            let mine = runs.get(k).and_then(|r| run_of(order, r)).unwrap_or(&[]);
+            // SAFETY: By our own requirements.
+            unsafe { run_this_share(shared, k, mine.iter().filter_map(|&i| op_at(i as usize))) }
+        }
+    }
+}
+
+/// Runs `ops`, share `k` of `shared`, on this CPU (in the cross-call), and
+/// notes when it started.
+///
+/// # Safety
+///
+/// As [`run_sequence`] for `ops`; called from a cross-call, which runs with
+/// interrupts off.
+#[inline(always)]
+unsafe fn run_this_share<'a>(shared: &Shared<'_>, k: usize, ops: impl Iterator<Item = &'a mut Op>) {
     // SAFETY: A cross-call runs with interrupts off until it returns; this is
     // its one token.
     let mut irqs = unsafe { IrqsOff::new() };
-    // SAFETY: By the function's requirements, the writes are allowed. Called
-    // off: nothing runs here, nor on any other CPU.
+    // SAFETY: By our own requirements. Called off: nothing runs here, nor on
+    // any other CPU.
     let start = match unsafe { run_share(&mut irqs, ops, shared.mode, shared.sync) } {
         Share::Ran(start, _) => start,
         Share::Refused => REFUSED,
         Share::CalledOff => return,
     };
-    if let Some(s) = shared.starts.get(pos) {
+    if let Some(s) = shared.starts.get(k) {
         s.store(start, Ordering::Relaxed);
     }
 }
@@ -1034,9 +1161,15 @@ impl Drop for CpusReadGuard {
 
 /// Whether `cpu` (below `nr_cpu_ids`) exists.
 pub(crate) fn cpu_possible(cpu: u32) -> bool {
-    // SAFETY: `__cpu_possible_mask` is a valid cpumask for the kernel's lifetime.
-    let mask = unsafe { Cpumask::from_raw(&raw const bindings::__cpu_possible_mask) };
-    CpuId::from_u32(cpu).is_some_and(|c| mask.test(c))
+    // SAFETY: No preconditions (one call, where the kernel crate's
+    // `CpuId` and `Cpumask` make five, none inlined into a module).
+    unsafe { crate::sys::msrbatch_cpu_possible(cpu) }
+}
+
+/// Whether every CPU of `mask` is online.
+fn all_online(mask: &CpumaskVar) -> bool {
+    // SAFETY: `mask` is a valid cpumask; `msrbatch_cpus_online` only reads it.
+    unsafe { crate::sys::msrbatch_cpus_online(mask.as_raw().cast()) }
 }
 
 /// Whether `cpu` exists and is online now.
@@ -1064,22 +1197,36 @@ pub(crate) struct Executed {
     pub(crate) start_spread: u64,
 }
 
-/// Runs a validated batch, `ops` as `plan` (made from them) groups them: one
-/// cross-call to all target CPUs at once, which run concurrently, each its
-/// own ops in array order with interrupts off. Every op gets a status.
+/// Runs a validated batch, `ops` as `plan` (made from them) places them:
+/// one cross-call to all target CPUs at once, which run concurrently, each
+/// its own ops in array order with interrupts off. Every op gets a status.
 ///
 /// # Safety
 ///
 /// Every write among `ops` is allowed (see [`insn::wrmsr`]).
 pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan) -> Result<Executed, Rejected> {
     let mode = Mode::of(plan);
+    let sync = plan.flags & uapi::F_SYNC_START != 0;
     match &plan.targets {
         // SAFETY: By our own requirements.
         Targets::One(cpu) => unsafe { execute_one(ops, *cpu, mode) },
+        Targets::Few(chains) => {
+            // Each share's CPU, apart from the ops (which the CPUs write).
+            let mut buf = [const { MaybeUninit::<u32>::uninit() }; FEW];
+            let firsts = chains.firsts();
+            let buf = buf.get_mut(..firsts.len()).unwrap_or(&mut []);
+            let cpus = fill(buf, |k| {
+                let first = firsts.get(k).map_or(0, |&f| usize::from(f));
+                ops.get(first).map_or(u32::MAX, |op| op.cpu)
+            });
+            let shares = Shares::Few { cpus, chains };
+            // SAFETY: By our own requirements; by the plan's invariants each
+            // op is in the chain of its CPU's share only, and `cpus` has each
+            // share's CPU, each once.
+            unsafe { execute_many(ops, shares, mode, sync) }
+        }
         // SAFETY: By our own requirements; `order` and `runs` are a plan's.
-        Targets::Many { order, runs } => unsafe {
-            execute_many(ops, order, runs, mode, plan.flags & uapi::F_SYNC_START != 0)
-        },
+        Targets::Many { order, runs } => unsafe { execute_many(ops, Shares::Grouped { order, runs }, mode, sync) },
     }
 }
 
@@ -1143,51 +1290,61 @@ unsafe fn execute_one(ops: &mut [Op], cpu: u32, mode: Mode) -> Result<Executed, 
 ///
 /// # Safety
 ///
-/// As [`execute`]; `order` names no index twice and `runs` no CPU twice
-/// (as a [`Plan`]'s, by its type invariants).
-unsafe fn execute_many(
-    ops: &mut [Op],
-    order: &[u32],
-    runs: &[CpuRun],
-    mode: Mode,
-    sync: bool,
-) -> Result<Executed, Rejected> {
+/// As [`execute`]; `shares` names each op index in exactly one share, and
+/// no CPU twice (as a [`Plan`]'s, by its type invariants).
+unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: bool) -> Result<Executed, Rejected> {
+    let nr = shares.len();
     // A confined batch with a share for a CPU that said it refuses them:
     // a synchronised start is called off, other shares refused, without
     // a cross-call to that CPU.
-    let hinted = |run: &CpuRun| mode.confined && crate::busy::refuses_confined(run.cpu);
-    if sync && runs.iter().any(hinted) {
+    let hinted = |cpu: u32| mode.confined && crate::busy::refuses_confined(cpu);
+    if sync && mode.confined && (0..nr).any(|k| shares.share(k).is_some_and(|(cpu, _)| hinted(cpu))) {
         return Err(ETIMEDOUT.into());
     }
-    // Each run's start stamp: in place for a few CPUs, else one allocation.
-    let few = [const { AtomicU64::new(0) }; INLINE];
-    let mut many = KVVec::new();
-    let starts: &[AtomicU64] = match few.get(..runs.len()) {
-        Some(few) => few,
+    // Each share's start stamp: in place for a few CPUs (only those
+    // initialised), else one allocation.
+    let mut few = [const { MaybeUninit::<AtomicU64>::uninit() }; FEW];
+    // Not made, so not dropped, for a few (an empty `KVVec`'s drop still
+    // calls the allocator).
+    let mut many = None;
+    let starts: &[AtomicU64] = match few.get_mut(..nr) {
+        Some(few) => fill(few, |_| AtomicU64::new(0)),
         None => {
-            many.reserve(runs.len(), GFP_KERNEL_ACCOUNT)?;
-            for _ in runs {
+            let many = many.insert(KVVec::with_capacity(nr, GFP_KERNEL_ACCOUNT)?);
+            for _ in 0..nr {
                 many.push(AtomicU64::new(0), GFP_KERNEL_ACCOUNT)?;
             }
-            &many
+            many
         }
     };
     let mut mask = CpumaskVar::new_zero(GFP_KERNEL_ACCOUNT)?;
-    for (run, start) in runs.iter().zip(starts) {
-        if hinted(run) {
-            start.store(REFUSED, Ordering::Relaxed);
-        } else {
-            mask.set(CpuId::from_u32(run.cpu).ok_or(ENODEV)?);
+    for k in 0..nr {
+        let (cpu, _) = shares.share(k).ok_or(EINVAL)?;
+        // SAFETY: `mask` is a valid cpumask, ours to change.
+        if !unsafe { crate::sys::msrbatch_cpumask_set(mask.as_raw().cast(), cpu) } {
+            return Err(ENODEV.into());
         }
     }
-    let rendezvous = sync.then(|| Rendezvous::new(runs.len() as u32));
+    let rendezvous = sync.then(|| Rendezvous::new(nr as u32));
 
     let _hotplug = CpusReadGuard::new();
-    for run in runs {
-        let cpu = CpuId::from_u32(run.cpu).ok_or(ENODEV)?;
-        if !cpu_online(cpu) {
-            let first = order.get(run.start as usize).copied().unwrap_or(uapi::NO_INDEX);
-            return Err(Rejected { err: ENXIO, index: first });
+    if !all_online(&mask) {
+        // The first op of the first share whose CPU is offline.
+        let offline = (0..nr).filter_map(|k| shares.share(k)).find(|&(cpu, _)| !cpu_online_now(cpu));
+        return Err(Rejected {
+            err: ENXIO,
+            index: offline.map_or(uapi::NO_INDEX, |(_, first)| first),
+        });
+    }
+    // A confined share for a CPU that said it refuses them: refused here,
+    // without a cross-call to that CPU.
+    if mode.confined {
+        for (k, start) in starts.iter().enumerate() {
+            let (cpu, _) = shares.share(k).ok_or(EINVAL)?;
+            if hinted(cpu) {
+                start.store(REFUSED, Ordering::Relaxed);
+                mask.clear(CpuId::from_u32(cpu).ok_or(ENODEV)?);
+            }
         }
     }
 
@@ -1198,15 +1355,14 @@ unsafe fn execute_many(
     let shared = Shared {
         ops: ops.as_mut_ptr(),
         nr_ops: ops.len(),
-        order,
-        runs,
+        shares,
         mode,
         starts,
         sync: rendezvous.as_ref(),
     };
     // SAFETY: `run_on_this_cpu` gets a `Shared` that lives until this call
     // returns (`wait` is true). By our own requirements every index is in
-    // one CPU's run only, so the CPUs write disjoint ops (each checks its
+    // one CPU's share only, so the CPUs write disjoint ops (each checks its
     // indices against `nr_ops`). The writes are allowed by our own
     // requirements. We are in process context with interrupts on, as the
     // function requires.
@@ -1223,20 +1379,24 @@ unsafe fn execute_many(
         return Err(ETIMEDOUT.into());
     }
     let (mut first, mut last) = (u64::MAX, 0u64);
-    for (run, t) in runs.iter().zip(starts.iter().map(|t| t.load(Ordering::Relaxed))) {
+    for (k, t) in starts.iter().map(|t| t.load(Ordering::Relaxed)).enumerate() {
         if t == REFUSED {
-            for &i in order.iter().skip(run.start as usize).take(run.len as usize) {
-                if let Some(op) = ops.get_mut(i as usize) {
+            shares.for_each_op(k, |i| {
+                if let Some(op) = ops.get_mut(i) {
                     refuse(op);
                 }
-            }
+            });
             continue;
         }
         first = first.min(t);
         last = last.max(t);
     }
+    let mut nr_failed = 0u32;
+    for op in ops.iter() {
+        nr_failed += u32::from(op.status != 0);
+    }
     Ok(Executed {
-        nr_failed: ops.iter().filter(|op| op.status != 0).count() as u32,
+        nr_failed,
         start_spread: last.saturating_sub(first),
     })
 }
@@ -1439,39 +1599,61 @@ mod tests {
             ops.push(op(opcode::RDTSC, c, 0, [0, 0]), GFP_KERNEL)?;
         }
         let p = Plan::new(&ops, 0, 4, |_| true).map_err(|r| r.err)?;
-        let Targets::Many { order, runs } = &p.targets else {
-            panic!("three CPUs planned as one");
+        // At most `FEW` ops: each CPU's first op, in array order, and each
+        // CPU finds its own ops in array order.
+        let Targets::Few(chains) = &p.targets else {
+            panic!("three CPUs in six ops not planned as a few");
         };
-        assert_eq!(&order[..], &[1, 4, 3, 0, 2, 5]);
-        assert_eq!(
-            &runs[..],
-            &[
-                CpuRun { cpu: 0, start: 0, len: 2 },
-                CpuRun { cpu: 1, start: 2, len: 1 },
-                CpuRun { cpu: 2, start: 3, len: 3 },
-            ]
-        );
+        assert_eq!(chains.firsts(), &[0, 1, 3]);
+        let shares = Shares::Few {
+            cpus: &[2, 0, 1],
+            chains,
+        };
+        assert_eq!((shares.len(), shares.find(0), shares.find(1), shares.find(3)), (3, Some(1), Some(2), None));
+        assert_eq!((shares.share(0), shares.share(1), shares.share(2)), (Some((2, 0)), Some((0, 1)), Some((1, 3))));
+        for (k, want) in [&[0usize, 2, 5][..], &[1, 4], &[3]].into_iter().enumerate() {
+            let mut got = KVVec::new();
+            let mut pushed = Ok(());
+            shares.for_each_op(k, |i| pushed = pushed.and(got.push(i, GFP_KERNEL)));
+            pushed?;
+            assert_eq!(&got[..], want);
+        }
+        // A first CPU's ops before any other's are chained too; each chain
+        // ends.
+        let runs = [1u32, 1, 1, 0, 1, 0];
+        let mut two = KVVec::new();
+        for &c in &runs {
+            two.push(op(opcode::RDTSC, c, 0, [0, 0]), GFP_KERNEL)?;
+        }
+        let p2 = Plan::new(&two, 0, 4, |_| true).map_err(|r| r.err)?;
+        let Targets::Few(chains) = &p2.targets else {
+            panic!("two CPUs in six ops not planned as a few");
+        };
+        assert_eq!(chains.firsts(), &[0, 3]);
+        assert!(chains.walk(0).eq([0, 1, 2, 4]) && chains.walk(3).eq([3, 5]) && chains.walk(END).next().is_none());
         assert!(!p.has_writes());
-        // More than `INLINE` ops: grouped through the per-CPU table, the
-        // same way.
+        // More than `FEW` ops: grouped through the per-CPU table, the same
+        // order within a CPU.
         let mut big = KVVec::new();
-        for _ in 0..3 {
+        while big.len() <= FEW {
             big.extend_from_slice(&ops, GFP_KERNEL)?;
         }
         let p = Plan::new(&big, 0, 4, |_| true).map_err(|r| r.err)?;
         let Targets::Many { order, runs } = &p.targets else {
             panic!("three CPUs planned as one");
         };
-        assert!(big.len() > INLINE && matches!(order, Slots::Heap(_)));
+        assert_eq!(big.len(), 36);
         assert_eq!(&order[..6], &[1, 4, 7, 10, 13, 16]);
         assert_eq!(
             &runs[..],
             &[
-                CpuRun { cpu: 0, start: 0, len: 6 },
-                CpuRun { cpu: 1, start: 6, len: 3 },
-                CpuRun { cpu: 2, start: 9, len: 9 },
+                CpuRun { cpu: 0, start: 0, len: 12 },
+                CpuRun { cpu: 1, start: 12, len: 6 },
+                CpuRun { cpu: 2, start: 18, len: 18 },
             ]
         );
+        let shares = Shares::Grouped { order, runs };
+        assert_eq!((shares.find(1), shares.share(1)), (Some(1), Some((1, 3))));
         // All on one CPU: no grouping.
         let same = [ops[0], ops[2], ops[5]];
         let p = Plan::new(&same, 0, 4, |_| true).map_err(|r| r.err)?;
@@ -1593,17 +1775,30 @@ mod tests {
             assert_eq!(r, Some(Rejected { err: ERANGE, index: ops.len() as u32 - 1 }));
             Ok(())
         };
-        // More than `INLINE` ops (the per-CPU table), and at most `INLINE`.
+        // More than `FEW` ops (the per-CPU table), and at most `FEW`.
         let (mut big, mut few) = (KVVec::new(), KVVec::new());
+        for _ in 0..FEW {
+            big.push(op(opcode::RDTSC, 0, 0, [0, 0]), GFP_KERNEL)?;
+        }
         for _ in 0..full {
             big.push(d(0), GFP_KERNEL)?;
             big.push(d(1), GFP_KERNEL)?;
             few.push(d(0), GFP_KERNEL)?;
         }
         few.push(d(1), GFP_KERNEL)?;
-        assert!(big.len() > INLINE && few.len() < INLINE);
+        assert!(big.len() > FEW && few.len() < FEW);
         one_too_many(big, d(1))?;
         one_too_many(few, d(0))?;
+        // A POLL's timeout counts as a DELAY does, also in a few ops on
+        // several CPUs (where they were not summed: five 2 ms POLLs and one
+        // more on CPU 0 passed).
+        let p = |cpu| poll_op(cpu, 0, uapi::poll::F_TSC, (uapi::MAX_POLL_NS / 1000) as u16, [1, 0]);
+        let mut polls = KVVec::new();
+        polls.push(op(opcode::RDTSC, 1, 0, [0, 0]), GFP_KERNEL)?;
+        for _ in 0..uapi::MAX_CPU_DELAY_NS / uapi::MAX_POLL_NS {
+            polls.push(p(0), GFP_KERNEL)?;
+        }
+        one_too_many(polls, p(0))?;
         Ok(())
     }
 

@@ -12,6 +12,7 @@
  * own, except allow_writes, which mirrors arch/x86/kernel/msr.c.
  */
 
+#include <linux/cpumask.h>
 #include <linux/device.h>
 #include <linux/fdtable.h>
 #include <linux/fs.h>
@@ -392,6 +393,27 @@ bool msrbatch_cpu_refuses(unsigned int cpu)
 	long left = (long)(READ_ONCE(*per_cpu_ptr(&msrbatch_refuse_until, cpu)) - jiffies);
 
 	return left > 0 && left <= (long)msecs_to_jiffies(MSRBATCH_REFUSE_MAX_MS) + 1;
+}
+
+/* Whether cpu exists (is possible). */
+bool msrbatch_cpu_possible(u32 cpu)
+{
+	return cpu < nr_cpu_ids && cpu_possible(cpu);
+}
+
+/* Sets cpu in mask, if it is a CPU number (below nr_cpu_ids). */
+bool msrbatch_cpumask_set(struct cpumask *mask, u32 cpu)
+{
+	if (cpu >= nr_cpu_ids)
+		return false;
+	__cpumask_set_cpu(cpu, mask);
+	return true;
+}
+
+/* Whether every CPU of mask is online (the caller holds the hotplug lock). */
+bool msrbatch_cpus_online(const struct cpumask *mask)
+{
+	return cpumask_subset(mask, cpu_online_mask);
 }
 
 /* ---- interrupts off on 7.2 (compat.rs; 7.3 has kernel::interrupt) -------- */

@@ -16,6 +16,7 @@
 
 #include <linux/types.h>
 
+struct cpumask;
 struct preempt_notifier;
 struct preempt_ops;
 struct vm_area_struct;
@@ -69,6 +70,9 @@ struct msrbatch_credit {
 struct msrbatch_credit *msrbatch_this_cpu_credit(void);
 void msrbatch_this_cpu_refuses(u64 tsc);
 bool msrbatch_cpu_refuses(unsigned int cpu);
+bool msrbatch_cpus_online(const struct cpumask *mask);
+bool msrbatch_cpu_possible(u32 cpu);
+bool msrbatch_cpumask_set(struct cpumask *mask, u32 cpu);
 
 /* Implemented in Rust (pce.rs; its definition is checked against this). */
 void msrbatch_reap_grants(void);

@@ -7,7 +7,7 @@
 use core::ffi::c_int;
 use crate::uapi::Op;
 use core::mem::MaybeUninit;
-use kernel::{bindings, error::to_result, prelude::*, transmute::FromBytes, uaccess::UserPtr};
+use kernel::{bindings, prelude::*, transmute::FromBytes, uaccess::UserPtr};
 
 use crate::sys;
 
@@ -89,6 +89,17 @@ pub(crate) fn ns_to_tsc(ns: u64) -> u64 {
     unsafe { sys::msrbatch_ns_to_tsc(ns) }
 }
 
+/// The result of a user copy of `helpers.c`, which returns 0 or `-EFAULT`
+/// (inline: the kernel crate's `to_result` is a call on every batch).
+#[inline(always)]
+fn copied(ret: c_int) -> Result {
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(EFAULT)
+    }
+}
+
 /// Copies `size_of_val(dst)` bytes, a whole number of words, in from user
 /// memory at `ptr`, straight into uninitialised memory, word by word
 /// (`msrbatch_read_words`).
@@ -97,7 +108,7 @@ fn read_words<T: FromBytes>(ptr: UserPtr, dst: &mut [MaybeUninit<T>]) -> Result<
     let words = size_of_val(dst) / size_of::<u64>();
     // SAFETY: `dst` has room for `words` words, which the function writes
     // (any bit pattern) or fails; user memory is only read through `uaccess`.
-    to_result(unsafe { sys::msrbatch_read_words(dst.as_mut_ptr().cast(), ptr.as_const_ptr() as usize, words) })?;
+    copied(unsafe { sys::msrbatch_read_words(dst.as_mut_ptr().cast(), ptr.as_const_ptr() as usize, words) })?;
     // SAFETY: The copy succeeded, so every `T` is initialised, and any bit
     // pattern is a valid `T` (`FromBytes`).
     Ok(unsafe { &mut *(core::ptr::from_mut(dst) as *mut [T]) })
@@ -123,7 +134,7 @@ pub(crate) fn read_arg<T: FromBytes>(ptr: UserPtr) -> Result<T> {
 pub(crate) fn write_batch_out(ptr: UserPtr, b: &crate::uapi::Batch) -> Result {
     // SAFETY: `b` is a valid header, only read; user memory is only written
     // through `uaccess`.
-    to_result(unsafe { sys::msrbatch_write_batch_out(ptr.as_const_ptr() as usize, b) })
+    copied(unsafe { sys::msrbatch_write_batch_out(ptr.as_const_ptr() as usize, b) })
 }
 
 /// Writes what a run changes of `ops` (each op's status and values) to the
@@ -132,7 +143,7 @@ pub(crate) fn write_results(ptr: UserPtr, ops: &[Op]) -> Result {
     let n = u32::try_from(ops.len()).map_err(|_| EINVAL)?;
     // SAFETY: `ops` is `n` initialised ops, only read; user memory is only
     // written through `uaccess`.
-    to_result(unsafe { sys::msrbatch_write_results(ptr.as_const_ptr() as usize, ops.as_ptr(), n) })
+    copied(unsafe { sys::msrbatch_write_results(ptr.as_const_ptr() as usize, ops.as_ptr(), n) })
 }
 
 /// Logs (rate-limited) why a PCE grant was refused.
