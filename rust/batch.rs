@@ -6,10 +6,10 @@
 //!
 //! 1. [`check_header`] and [`Plan::new`] validate everything that can be
 //!    validated without running anything. A batch whose ops are all on one
-//!    CPU (the common case) needs nothing more; in one of at most [`FEW`]
-//!    ops that spans CPUs each CPU's first op is noted (each CPU picks its
-//!    own ops out of the array), and a bigger one is grouped by CPU (a
-//!    stable counting sort). Either way each CPU keeps the array order.
+//!    CPU (the common case) needs nothing more; one of at most [`FEW`] ops
+//!    that spans CPUs is chained by CPU through the array (each CPU walks
+//!    its chain), and a bigger one is grouped by CPU (a stable counting
+//!    sort). Either way each CPU keeps the array order.
 //! 2. [`execute`] runs a one-CPU batch with one `smp_call_function_single()`
 //!    (which fails with `-ENXIO`, running nothing, if that CPU is offline);
 //!    a batch on several CPUs takes the CPU hotplug read lock, checks that
@@ -211,8 +211,8 @@ pub(crate) struct CpuRun {
 }
 
 /// A batch of up to this many ops on several CPUs is planned and run without
-/// an allocation and without grouping: each CPU picks its own ops out of the
-/// array ([`Targets::Few`]).
+/// an allocation and without grouping: each CPU walks its chain of ops
+/// through the array ([`Targets::Few`]).
 pub(crate) const FEW: usize = 32;
 
 /// In [`Chains::next`]: no later op of the same CPU.
@@ -223,6 +223,14 @@ const _: () = assert!(FEW < END as usize);
 /// through the array: for each of its CPUs (its shares, in the order of
 /// their first ops) the index of its first op, and for each op the index of
 /// the next op of its CPU ([`END`] after the last).
+///
+/// # Invariants
+///
+/// Made only by [`Linking`], from the ops it describes: `nr <= FEW`; the
+/// `nr` first ops are of distinct CPUs; each chain, from its first op along
+/// `next`, is strictly increasing and ends at [`END`]; every op of the
+/// batch is in exactly one chain, that of its CPU. (The cross-call relies
+/// on it: no two CPUs are given the same op.)
 #[derive(Clone, Copy)]
 pub(crate) struct Chains {
     first: [u8; FEW],
@@ -296,11 +304,13 @@ impl Linking {
         if changed {
             let known = first
                 .get(..usize::from(*nr))
-                .and_then(|f| f.iter().position(|&f| ops.get(usize::from(f)).is_some_and(|op| op.cpu == cpu)));
+                .and_then(|firsts| firsts.iter().position(|&f| ops.get(usize::from(f)).is_some_and(|op| op.cpu == cpu)));
             match known {
                 Some(k) => self.share = k,
                 None => {
                     self.share = usize::from(*nr);
+                    // Always there: at most `FEW` ops, so at most `FEW`
+                    // chains (the `get`s only keep a panic out).
                     if let (Some(f), Some(l)) = (first.get_mut(self.share), self.last.get_mut(self.share)) {
                         (*f, *l) = (i as u8, i as u8);
                         *nr += 1;
@@ -1298,7 +1308,7 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
     // a synchronised start is called off, other shares refused, without
     // a cross-call to that CPU.
     let hinted = |cpu: u32| mode.confined && crate::busy::refuses_confined(cpu);
-    if sync && mode.confined && (0..nr).any(|k| shares.share(k).is_some_and(|(cpu, _)| hinted(cpu))) {
+    if sync && (0..nr).any(|k| shares.share(k).is_some_and(|(cpu, _)| hinted(cpu))) {
         return Err(ETIMEDOUT.into());
     }
     // Each share's start stamp: in place for a few CPUs (only those
@@ -1329,8 +1339,12 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
 
     let _hotplug = CpusReadGuard::new();
     if !all_online(&mask) {
-        // The first op of the first share whose CPU is offline.
-        let offline = (0..nr).filter_map(|k| shares.share(k)).find(|&(cpu, _)| !cpu_online_now(cpu));
+        // The first op of the lowest-numbered CPU that is offline (as
+        // for a grouped batch, whose shares are in CPU order).
+        let offline = (0..nr)
+            .filter_map(|k| shares.share(k))
+            .filter(|&(cpu, _)| !cpu_online_now(cpu))
+            .min_by_key(|&(cpu, _)| cpu);
         return Err(Rejected {
             err: ENXIO,
             index: offline.map_or(uapi::NO_INDEX, |(_, first)| first),
@@ -1342,6 +1356,11 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
         for (k, start) in starts.iter().enumerate() {
             let (cpu, _) = shares.share(k).ok_or(EINVAL)?;
             if hinted(cpu) {
+                // Hinted since the look above: a synchronised start is
+                // called off now, not after the others waited for it.
+                if sync {
+                    return Err(ETIMEDOUT.into());
+                }
                 start.store(REFUSED, Ordering::Relaxed);
                 mask.clear(CpuId::from_u32(cpu).ok_or(ENODEV)?);
             }
@@ -1631,6 +1650,33 @@ mod tests {
         };
         assert_eq!(chains.firsts(), &[0, 3]);
         assert!(chains.walk(0).eq([0, 1, 2, 4]) && chains.walk(3).eq([3, 5]) && chains.walk(END).next().is_none());
+        // Exactly `FEW` ops: chained, every op in one chain, that of its
+        // CPU, in array order; one more: grouped. On `FEW` CPUs, a chain
+        // each.
+        for (ncpus, pattern) in [(FEW as u32, 1u32), (5, 7), (2, 3)] {
+            let mut many = KVVec::new();
+            for i in 0..=FEW as u32 {
+                many.push(op(opcode::RDTSC, i * pattern % ncpus, 0, [0, 0]), GFP_KERNEL)?;
+            }
+            let p = Plan::new(&many[..FEW], 0, 64, |_| true).map_err(|r| r.err)?;
+            let Targets::Few(chains) = &p.targets else {
+                panic!("{FEW} ops on {ncpus} CPUs not chained");
+            };
+            let mut seen = [0u32; FEW];
+            for &first in chains.firsts() {
+                let cpu = many[usize::from(first)].cpu;
+                let mut prev = None;
+                for i in chains.walk(first) {
+                    assert!(many[i].cpu == cpu && prev < Some(i));
+                    seen[i] += 1;
+                    prev = Some(i);
+                }
+            }
+            assert!(seen.iter().all(|&n| n == 1));
+            assert_eq!(chains.firsts().len(), ncpus.min(FEW as u32) as usize);
+            let p = Plan::new(&many, 0, 64, |_| true).map_err(|r| r.err)?;
+            assert!(matches!(p.targets, Targets::Many { .. }));
+        }
         assert!(!p.has_writes());
         // More than `FEW` ops: grouped through the per-CPU table, the same
         // order within a CPU.

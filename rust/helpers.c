@@ -3,10 +3,12 @@
  * msrbatch: the small C part of the module.
  *
  * Everything here is a kernel interface that Rust cannot reach from an
- * out-of-tree module: macros and inline functions (module_param_cb,
- * pr_*_ratelimited, preempt_notifier_init, irq_work, READ_ONCE on task
- * state, per-CPU variables), and kernel structures that the Rust bindings do
- * not cover (perf's PMU device, mm->context). helpers.h declares these
+ * out-of-tree module (but for three small wrappers on the path of every
+ * batch, one call where the kernel crate makes several): macros and inline
+ * functions (module_param_cb, pr_*_ratelimited, preempt_notifier_init,
+ * irq_work, READ_ONCE on task state, per-CPU variables), and kernel
+ * structures that the Rust bindings do not cover (perf's PMU device,
+ * mm->context). helpers.h declares these
  * functions for both sides (the Rust prototypes are generated from it;
  * helpers.rs wraps them); each one is a thin wrapper with no policy of its
  * own, except allow_writes, which mirrors arch/x86/kernel/msr.c.
@@ -240,6 +242,33 @@ bool msrbatch_xen_pv(void)
 
 /* ---- small wrappers for inline kernel helpers --------------------------- */
 
+/*
+ * The next three Rust could reach through the kernel crate (CpuId, Cpumask),
+ * at five calls and four calls where these make one: they are on the path of
+ * every batch (Documentation/benchmarks.md).
+ */
+
+/* Whether cpu exists (is possible). */
+bool msrbatch_cpu_possible(u32 cpu)
+{
+	return cpu < nr_cpu_ids && cpu_possible(cpu);
+}
+
+/* Sets cpu in mask, if it is a CPU number (below nr_cpu_ids). */
+bool msrbatch_cpumask_set(struct cpumask *mask, u32 cpu)
+{
+	if (cpu >= nr_cpu_ids)
+		return false;
+	__cpumask_set_cpu(cpu, mask);
+	return true;
+}
+
+/* Whether every CPU of mask is online (the caller holds the hotplug lock). */
+bool msrbatch_cpus_online(const struct cpumask *mask)
+{
+	return cpumask_subset(mask, cpu_online_mask);
+}
+
 void msrbatch_preempt_notifier_init(struct preempt_notifier *n, struct preempt_ops *ops)
 {
 	preempt_notifier_init(n, ops);
@@ -390,30 +419,13 @@ void msrbatch_this_cpu_refuses(u64 tsc)
  */
 bool msrbatch_cpu_refuses(unsigned int cpu)
 {
-	long left = (long)(READ_ONCE(*per_cpu_ptr(&msrbatch_refuse_until, cpu)) - jiffies);
+	long left;
 
-	return left > 0 && left <= (long)msecs_to_jiffies(MSRBATCH_REFUSE_MAX_MS) + 1;
-}
-
-/* Whether cpu exists (is possible). */
-bool msrbatch_cpu_possible(u32 cpu)
-{
-	return cpu < nr_cpu_ids && cpu_possible(cpu);
-}
-
-/* Sets cpu in mask, if it is a CPU number (below nr_cpu_ids). */
-bool msrbatch_cpumask_set(struct cpumask *mask, u32 cpu)
-{
 	if (cpu >= nr_cpu_ids)
 		return false;
-	__cpumask_set_cpu(cpu, mask);
-	return true;
-}
+	left = (long)(READ_ONCE(*per_cpu_ptr(&msrbatch_refuse_until, cpu)) - jiffies);
 
-/* Whether every CPU of mask is online (the caller holds the hotplug lock). */
-bool msrbatch_cpus_online(const struct cpumask *mask)
-{
-	return cpumask_subset(mask, cpu_online_mask);
+	return left > 0 && left <= (long)msecs_to_jiffies(MSRBATCH_REFUSE_MAX_MS) + 1;
 }
 
 /* ---- interrupts off on 7.2 (compat.rs; 7.3 has kernel::interrupt) -------- */

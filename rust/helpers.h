@@ -27,6 +27,9 @@ void msrbatch_rdpmc_policy_exit(void);
 int msrbatch_rdpmc_policy(void);
 bool msrbatch_xen_pv(void);
 void msrbatch_preempt_notifier_init(struct preempt_notifier *n, struct preempt_ops *ops);
+bool msrbatch_cpu_possible(u32 cpu);
+bool msrbatch_cpumask_set(struct cpumask *mask, u32 cpu);
+bool msrbatch_cpus_online(const struct cpumask *mask);
 bool msrbatch_current_is_dead(void);
 u64 msrbatch_ns_to_tsc(u64 ns);
 void msrbatch_log_refused_grant(const char *why);
@@ -70,9 +73,6 @@ struct msrbatch_credit {
 struct msrbatch_credit *msrbatch_this_cpu_credit(void);
 void msrbatch_this_cpu_refuses(u64 tsc);
 bool msrbatch_cpu_refuses(unsigned int cpu);
-bool msrbatch_cpus_online(const struct cpumask *mask);
-bool msrbatch_cpu_possible(u32 cpu);
-bool msrbatch_cpumask_set(struct cpumask *mask, u32 cpu);
 
 /* Implemented in Rust (pce.rs; its definition is checked against this). */
 void msrbatch_reap_grants(void);
