@@ -10,7 +10,8 @@
 # instruction from run to run, but a rare boot reads a few percent higher
 # throughout (Documentation/benchmarks.md): a failing boot is retried once and
 # each figure is the lower of the two.
-# UPDATE=1 writes the measured figures as the new budgets.
+# UPDATE=1 writes the measured figures as the new budgets (two boots, each
+# figure the higher of the two).
 set -uo pipefail
 GUEST_FLAVOUR=base
 . "$(dirname "$0")/guest.sh"
@@ -52,7 +53,22 @@ out="$GUEST_DIR/icount-budget"
 mkdir -p "$out"
 measure 1 >"$out/run1.txt" || msrb_die "the icount boot failed (see $GUEST_DIR/runs/icount-budget-1)"
 if [ "${UPDATE:-0}" = 1 ]; then
-	{ echo "# Guest instructions (QEMU -icount shift=0), base kernel; written by UPDATE=1 $0"; cat "$out/run1.txt"; } >"$budgets"
+	# Two boots, each figure the higher of the two: the multi-CPU figures
+	# at 512 ops and more differ from boot to boot by up to 5 % (53.4 and
+	# 55.8 per op for a confined prepared 4 x 512, the same module), more
+	# than the +2 % a check allows above its budget.
+	measure 2 >"$out/run2.txt" || msrb_die "the second icount boot failed (see $GUEST_DIR/runs/icount-budget-2)"
+	{
+		echo "# Guest instructions (QEMU -icount shift=0), base kernel; written by UPDATE=1 $0"
+		echo "# (each the higher figure of two boots)"
+		python3 - "$out/run1.txt" "$out/run2.txt" <<'PY'
+import sys
+a = [(l.split()[0], float(l.split()[1])) for l in open(sys.argv[1]) if l.strip()]
+b = dict((l.split()[0], float(l.split()[1])) for l in open(sys.argv[2]) if l.strip())
+for k, v in a:
+    print(k, f"{max(v, b.get(k, v)):.1f}")
+PY
+	} >"$budgets"
 	cat "$budgets"
 	exit 0
 fi
