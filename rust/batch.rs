@@ -1610,13 +1610,18 @@ mod tests {
         Ok(())
     }
 
-    #[test]
-    fn grouping_keeps_array_order_per_cpu() -> Result {
-        let cpus = [2u32, 0, 2, 1, 0, 2];
-        let mut ops = KVVec::new();
-        for &c in &cpus {
+    /// A RDTSC on each CPU of `cpus`, in that order.
+    fn rdtscs(cpus: &[u32]) -> Result<KVVec<Op>> {
+        let mut ops = KVVec::with_capacity(cpus.len(), GFP_KERNEL)?;
+        for &c in cpus {
             ops.push(op(opcode::RDTSC, c, 0, [0, 0]), GFP_KERNEL)?;
         }
+        Ok(ops)
+    }
+
+    #[test]
+    fn grouping_keeps_array_order_per_cpu() -> Result {
+        let ops = rdtscs(&[2, 0, 2, 1, 0, 2])?;
         let p = Plan::new(&ops, 0, 4, |_| true).map_err(|r| r.err)?;
         // At most `FEW` ops: each CPU's first op, in array order, and each
         // CPU finds its own ops in array order.
@@ -1639,11 +1644,7 @@ mod tests {
         }
         // A first CPU's ops before any other's are chained too; each chain
         // ends.
-        let runs = [1u32, 1, 1, 0, 1, 0];
-        let mut two = KVVec::new();
-        for &c in &runs {
-            two.push(op(opcode::RDTSC, c, 0, [0, 0]), GFP_KERNEL)?;
-        }
+        let two = rdtscs(&[1, 1, 1, 0, 1, 0])?;
         let p2 = Plan::new(&two, 0, 4, |_| true).map_err(|r| r.err)?;
         let Targets::Few(chains) = &p2.targets else {
             panic!("two CPUs in six ops not planned as a few");
