@@ -317,9 +317,11 @@ unsafe extern "C" fn revoke_family_on_cpu(info: *mut core::ffi::c_void) {
 }
 
 /// Ends a family (its root's grant has ended): no member's grant applies
-/// again, and when this returns no member holds PCE on any CPU; each member
-/// ends its grant when it next returns to user mode. Called with the
-/// registry, `grants`, locked, as the making of every member's grant is.
+/// again, and when this returns no member holds PCE on any CPU; each other
+/// member ends its grant when it next returns to user mode. The calling
+/// thread's own grant, if it is a member, is the caller's to end
+/// ([`release_file`] does). Called with the registry, `grants`, locked, as
+/// the making of every member's grant is.
 fn revoke_family(grants: &KVec<Arc<Grant>>, family: &Family) {
     if family.revoked.swap(true, Ordering::AcqRel) {
         return;
@@ -718,8 +720,13 @@ pub(crate) fn release_file(file: usize) {
         }
         i += 1;
     }
+    // If the calling thread is a member of a family this close ended, its
+    // grant is revoked now and `revoke_family` left it to us: end it here, or
+    // it would hold the module until the thread next calls msrbatch or exits.
+    let member = take_own_revoked(&mut grants);
     drop(grants);
     drop(own);
+    drop(member);
 }
 
 /// The reaper: frees the grants of threads that have exited.

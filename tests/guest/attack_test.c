@@ -567,6 +567,8 @@ static void test_lifetime_stress(int seconds)
 {
 	time_t end = time(NULL) + seconds;
 	int rounds = 0, unloads = 0, i;
+	double longest = 0;
+	char refs[32] = "?";
 	pthread_t t[8], c;
 
 	while (time(NULL) < end) {
@@ -585,8 +587,17 @@ static void test_lifetime_stress(int seconds)
 		rounds++;
 		if (rounds % 10 == 0) {
 			/* Unload as soon as the reaper has freed every grant. */
+			double t0 = now_ms(), waited;
+
 			for (i = 0; i < 2000 && system("rmmod msrbatch 2>/dev/null"); i++)
 				sleep_us(5000);
+			waited = now_ms() - t0;
+			if (waited > longest)
+				longest = waited;
+			if (i == 2000) {
+				read_file("/sys/module/msrbatch/refcnt", refs, sizeof(refs));
+				printf("# round %d: rmmod refused for %.0f ms, module refcnt %s\n", rounds, waited, refs);
+			}
 			if (i < 2000) {
 				unloads++;
 				if (system("insmod /lib/modules/msrbatch.ko"))
@@ -595,8 +606,8 @@ static void test_lifetime_stress(int seconds)
 		}
 	}
 	ksft_test_result(rounds > 0 && unloads == rounds / 10,
-			 "%d rounds of 8 granting threads (inherited grants among them, whose members fork) exiting during close and grant churn; unloaded and reloaded %d times\n",
-			 rounds, unloads);
+			 "%d rounds of 8 granting threads (inherited grants among them, whose members fork) exiting during close and grant churn; unloaded and reloaded %d times (longest wait for the unload: %.0f ms)\n",
+			 rounds, unloads, longest);
 	i = dev_open(O_RDWR);
 	ksft_test_result(i >= 0, "the module answers after the stress\n");
 	if (i >= 0)
@@ -969,6 +980,11 @@ int main(int argc, char **argv)
 	probe_setup();
 	if (argc > 1 && !strcmp(argv[1], "--fds"))
 		return fds_report();
+	if (argc > 2 && !strcmp(argv[1], "--lifetime")) {
+		ksft_print_header();
+		test_lifetime_stress(atoi(argv[2]));
+		tests_done();
+	}
 	ksft_print_header();
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	printf("# msrbatch attack suite, %d CPUs\n", ncpus);

@@ -539,15 +539,19 @@ static void test_churn(int before, int rounds)
 
 /* ---- review cases: pending inheritances, re-grants, the revoke IPI, clones -- */
 
-/* A thread of the root's process asleep in read(); probes (or forks a probe) on command. */
-static int cmd[2], res[2];
+/*
+ * A thread of the root's process asleep in read(); probes (or forks a probe),
+ * or takes a file-bound inherited grant on grant_fd, on command.
+ */
+static int cmd[2], res[2], grant_fd = -1;
 
 static void *sleeper(void *arg __attribute__((unused)))
 {
 	char c, o;
 
 	while (read(cmd[0], &c, 1) == 1) {
-		int r = c == 'p' ? pce_on() : c == 'f' ? in_child(probe_fn, NULL) : -1;
+		int r = c == 'p' ? pce_on() : c == 'f' ? in_child(probe_fn, NULL) :
+			c == 'g' ? -pce_grant(grant_fd, MSRBATCH_PCE_F_INHERIT) : -1;
 
 		o = (char)r;
 		if (write(res[1], &o, 1) != 1)
@@ -623,6 +627,34 @@ static int member_end_fn(void *arg __attribute__((unused)))
 	ksft_print_msg("a member that never calls msrbatch: PCE %d, module refcnt %d, %d after the root's "
 		       "revoke, %d once it returned to user mode\n", a, r0, r1, r2);
 	return (a == 1) | (b == -1) << 1 | (r2 == r0) << 2;
+}
+
+/*
+ * A member closes the file of its family's root grant (another thread's):
+ * the close ends the family, and the closing thread's own grant with it. It
+ * must not stay registered, holding the module, until the thread next calls
+ * msrbatch (make check's unload stress once waited 10 s on such a grant of
+ * its main thread).
+ */
+static int member_closes_fn(void *arg __attribute__((unused)))
+{
+	int a, b, g, r0, r1 = -1;
+	pthread_t t;
+
+	grant_fd = open("/dev/msrbatch", O_RDWR | O_CLOEXEC);
+	if (grant_fd < 0 || sleeper_start(&t))
+		return 100;
+	r0 = refcnt();
+	g = ask('g');	/* the root: the sleeper; we are a member once back in user mode */
+	a = pce_on();
+	close(grant_fd);	/* the last reference: released by us, a member */
+	b = pce_on();
+	ask('x');	/* the root returns to user mode and ends its revoked grant */
+	for (int j = 0; j < 1000 && (r1 = refcnt()) != r0 - 1; j++)
+		usleep(10000);
+	ksft_print_msg("a member closes its root's file: grant %d, PCE %d then %d, module refcnt %d with the "
+		       "file open, %d after (want %d)\n", g, a, b, r0, r1, r0 - 1);
+	return (g == 0 && a == 1) | (b == 0) << 1 | (r1 == r0 - 1) << 2;
 }
 
 /* Grant, revoke, grant again: the old thread is in the second family too. */
@@ -747,6 +779,9 @@ static void test_review_cases(void)
 	r = in_child(member_end_fn, NULL);
 	ksft_test_result(r == 7, "after the root's revoke, a member that never calls msrbatch drops its module "
 				 "reference when it next returns to user mode (%d)\n", r);
+	r = in_child(member_closes_fn, NULL);
+	ksft_test_result(r == 7, "a member that closes its root's file ends its own grant too: no module "
+				 "reference is left behind (%d)\n", r);
 	r = in_child(regrant_fn, NULL);
 	ksft_test_result(r == 15, "grant, revoke, grant: an old thread and its new child are in the second "
 				  "family (%d)\n", r);

@@ -355,6 +355,15 @@ static inline void sleep_ms(long ms)
 	sleep_us(ms * 1000);
 }
 
+/* CLOCK_MONOTONIC in milliseconds. */
+static inline double now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
 /* ---- the TSC's rate ------------------------------------------------------ */
 
 /* The TSC, read in user mode. */

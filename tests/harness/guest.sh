@@ -336,6 +336,14 @@ guest_boot() {
 	verdict=$(python3 "$MSRB_TOP/tests/harness/analyze.py" "$dir/console.log" "${timed[@]}" "$@")
 	vrc=$?
 	printf '%s\n' "$verdict" | grep -v '^guest-exit=' >&2
+	# make check lists every failed test again at its end (MSRB_FAILLOG): CI
+	# shows only the tail of a long log.
+	if [ -n "${MSRB_FAILLOG:-}" ]; then
+		{
+			grep -E '^[[:space:]]*not ok ' "$dir/output.log"
+			[ $vrc -eq 0 ] || printf '%s\n' "$verdict" | grep -v '^guest-exit=' | head -n 5
+		} | awk -v run="$name" '{ sub(/^[ \t]+/, ""); print run ": " substr($0, 1, 240) }' >>"$MSRB_FAILLOG"
+	fi
 	if [ $vrc -ne 0 ]; then
 		echo "msrbatch: guest run '$name' failed; console log: $dir/console.log" >&2
 		tail -n 25 "$dir/console.log" | sed 's/^/  console: /' >&2
