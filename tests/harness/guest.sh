@@ -342,7 +342,7 @@ guest_boot() {
 		{
 			grep -E '^[[:space:]]*not ok ' "$dir/output.log"
 			[ $vrc -eq 0 ] || printf '%s\n' "$verdict" | grep -v '^guest-exit=' | head -n 5
-		} | awk -v run="$name" '{ sub(/^[ \t]+/, ""); print run ": " substr($0, 1, 240) }' >>"$MSRB_FAILLOG"
+		} | awk -v run="$name" '{ sub(/\r$/, ""); sub(/^[ \t]+/, "") } NF { print run ": " substr($0, 1, 240) }' >>"$MSRB_FAILLOG"
 	fi
 	if [ $vrc -ne 0 ]; then
 		echo "msrbatch: guest run '$name' failed; console log: $dir/console.log" >&2

@@ -77,11 +77,11 @@ selftest() {
 	mkdir -p "$logs"
 	selftest_make || fails=1
 	selftest_run_all || fails=1
-	guest_boot selftest-bytes "$SELFTEST_CMD" 120 '' >"$logs/selftest-bytes.txt" 2>&1 &
+	guest_boot selftest-bytes "$SELFTEST_CMD" 300 '' >"$logs/selftest-bytes.txt" 2>&1 &
 	local bytes_pid=$!
-	guest_boot selftest-exit 'cat /proc/modules; exit 3' 120 '' --allow-unload-failure >"$logs/selftest-exit.txt" 2>&1 &
+	guest_boot selftest-exit 'cat /proc/modules; exit 3' 300 '' --allow-unload-failure >"$logs/selftest-exit.txt" 2>&1 &
 	local exit_pid=$!
-	guest_boot selftest-panic 'echo c > /proc/sysrq-trigger' 120 '' >"$logs/selftest-panic.txt" 2>&1 &
+	guest_boot selftest-panic 'echo c > /proc/sysrq-trigger' 300 '' >"$logs/selftest-panic.txt" 2>&1 &
 	local panic_pid=$!
 	guest_boot selftest-timeout 'sleep 600' 8 '' >"$logs/selftest-timeout.txt" 2>&1 &
 	local timeout_pid=$!
