@@ -191,6 +191,17 @@ fn check_poll(op: &Op) -> Result {
     Ok(())
 }
 
+/// Whether `op` can carry a timestamp (`MSRBATCH_F_TIMESTAMPS`, in the batch
+/// flags `flags`): it goes into `val[1]`, so not for the ops that return a
+/// second value (a masked WRMSR run as an RMWMSR reports none).
+fn stamps_fit(op: &Op, flags: u32) -> bool {
+    !(matches!(op.op, opcode::RDTSCP | opcode::CPUID | opcode::POLL)
+        || (op.op == opcode::RMWMSR && flags & F_MASKED_WRITES == 0))
+}
+
+// One op never waits longer than its CPU may (`Plan::one` relies on it).
+const _: () = assert!(uapi::MAX_DELAY_NS <= uapi::MAX_CPU_DELAY_NS && uapi::MAX_POLL_NS <= uapi::MAX_CPU_DELAY_NS);
+
 /// How long `op` may keep its CPU waiting, in nanoseconds: a DELAY's
 /// delay, a POLL's timeout (both count towards `MSRBATCH_MAX_CPU_DELAY_NS`).
 fn wait_ns(op: &Op) -> u64 {
@@ -410,6 +421,9 @@ impl Plan {
         nr_cpus: u32,
         possible: impl Fn(u32) -> bool,
     ) -> Result<Plan, Rejected> {
+        if let [op] = ops {
+            return Self::one(op, flags, nr_cpus, possible);
+        }
         let stamps = flags & uapi::F_TIMESTAMPS != 0;
         let first_cpu = ops.first().map_or(0, |op| op.cpu);
         let mut uniform = SameCode::of(ops);
@@ -422,13 +436,8 @@ impl Plan {
         let mut known_cpu = None;
         for (i, op) in ops.iter().enumerate() {
             check_op(op).map_err(|e| Rejected::at(e, i))?;
-            // A timestamp goes into val[1]: not for the ops that return one
-            // (a masked WRMSR run as an RMWMSR reports no value). Nothing
-            // of this is computed per op without timestamps.
-            if stamps
-                && (matches!(op.op, opcode::RDTSCP | opcode::CPUID | opcode::POLL)
-                    || (op.op == opcode::RMWMSR && flags & F_MASKED_WRITES == 0))
-            {
+            // Nothing of this is computed per op without timestamps.
+            if stamps && !stamps_fit(op, flags) {
                 return Err(Rejected::at(EINVAL, i));
             }
             let changed = known_cpu != Some(op.cpu);
@@ -493,6 +502,30 @@ impl Plan {
             first_write,
             nr_writes,
             uniform: uniform.code(),
+            flags,
+        })
+    }
+
+    /// [`Plan::new`] for a batch of one op, `op`: the same checks, in the
+    /// same order, without the bookkeeping of several ops and CPUs.
+    #[inline(always)]
+    fn one(op: &Op, flags: u32, nr_cpus: u32, possible: impl Fn(u32) -> bool) -> Result<Plan, Rejected> {
+        check_op(op).map_err(|e| Rejected::at(e, 0))?;
+        if flags & uapi::F_TIMESTAMPS != 0 && !stamps_fit(op, flags) {
+            return Err(Rejected::at(EINVAL, 0));
+        }
+        if op.cpu >= nr_cpus || !possible(op.cpu) {
+            return Err(Rejected::at(ENODEV, 0));
+        }
+        // One op's wait, bounded by `check_op`, is within the CPU's (the
+        // const assertion below): no sum to check.
+        let write = is_write(op);
+        // INVARIANT: one op, on `op.cpu`; the rest is counted from it.
+        Ok(Plan {
+            targets: Targets::One(op.cpu),
+            first_write: write.then_some(0),
+            nr_writes: u32::from(write),
+            uniform: Some(op.op),
             flags,
         })
     }
@@ -1069,7 +1102,7 @@ struct OneCpu {
     refused: bool,
 }
 
-/// The cross-call of a batch on one CPU: runs all of its ops.
+/// The cross-call of a batch on one other CPU: runs all of its ops.
 ///
 /// # Safety
 ///
@@ -1082,8 +1115,8 @@ unsafe extern "C" fn run_one_cpu(info: *mut c_void) {
     // SAFETY: `ops` and `nr_ops` describe the caller's slice, which nothing
     // else touches until the cross-call returns.
     let ops = unsafe { core::slice::from_raw_parts_mut(job.ops, job.nr_ops) };
-    // SAFETY: A cross-call runs with interrupts off (and the local call in
-    // `execute_one` turns them off) until it returns; this is its one token.
+    // SAFETY: A cross-call runs with interrupts off until it returns; this
+    // is its one token.
     let mut irqs = unsafe { IrqsOff::new() };
     // SAFETY: By the function's requirements, the writes are allowed.
     match unsafe { run_share(&mut irqs, ops.iter_mut(), job.mode, None) } {
@@ -1250,47 +1283,52 @@ pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan) -> Result<Executed, Re
 ///
 /// As [`execute`].
 unsafe fn execute_one(ops: &mut [Op], cpu: u32, mode: Mode) -> Result<Executed, Rejected> {
-    let mut job = OneCpu {
-        ops: ops.as_mut_ptr(),
-        nr_ops: ops.len(),
-        mode,
-        nr_failed: 0,
-        refused: false,
-    };
-    let info = (&raw mut job).cast::<c_void>();
-    let here = {
+    let local = {
         // With interrupts off we stay on this CPU, as a cross-call would run.
         let _irq = local_interrupt_disable();
-        let here = CpuId::current().as_u32() == cpu;
-        if here {
-            // SAFETY: `info` is our `OneCpu`, describing `ops`, which we do not
-            // touch meanwhile; we run on `cpu` with interrupts off; the writes
-            // are allowed by our own requirements.
-            unsafe { run_one_cpu(info) };
-        }
-        here
+        (CpuId::current().as_u32() == cpu).then(|| {
+            // SAFETY: Interrupts are off until `_irq` is dropped, after this
+            // token; it is the only one of this section.
+            let mut irqs = unsafe { IrqsOff::new() };
+            // SAFETY: We run on `cpu` with interrupts off; the writes are
+            // allowed by our own requirements.
+            unsafe { run_share(&mut irqs, ops.iter_mut(), mode, None) }
+        })
     };
-    if !here && mode.confined && crate::busy::refuses_confined(cpu) {
+    let (nr_failed, refused) = match local {
+        Some(Share::Ran(_, nr_failed)) => (nr_failed, false),
+        Some(Share::Refused) => (0, true),
+        // Without a rendezvous a share is never called off.
+        Some(Share::CalledOff) => (0, false),
         // A confined share for a CPU that said it refuses them: refused
         // here, without a cross-call.
-        job.refused = true;
-    } else if !here {
-        let cpu = i32::try_from(cpu).map_err(|_| ENODEV)?;
-        // SAFETY: `run_one_cpu` gets a `OneCpu` that lives until this call
-        // returns (`wait`), describing `ops`, which we do not touch
-        // meanwhile; the writes are allowed by our own requirements. Process
-        // context, interrupts on.
-        let r = unsafe { crate::compat::smp_call_function_single(cpu, run_one_cpu, info) };
-        if r != 0 {
-            return Err(Rejected { err: ENXIO, index: 0 });
+        None if mode.confined && crate::busy::refuses_confined(cpu) => (0, true),
+        None => {
+            let mut job = OneCpu {
+                ops: ops.as_mut_ptr(),
+                nr_ops: ops.len(),
+                mode,
+                nr_failed: 0,
+                refused: false,
+            };
+            let cpu = i32::try_from(cpu).map_err(|_| ENODEV)?;
+            // SAFETY: `run_one_cpu` gets a `OneCpu` that lives until this
+            // call returns (`wait`), describing `ops`, which we do not touch
+            // meanwhile; the writes are allowed by our own requirements.
+            // Process context, interrupts on.
+            let r = unsafe { crate::compat::smp_call_function_single(cpu, run_one_cpu, (&raw mut job).cast()) };
+            if r != 0 {
+                return Err(Rejected { err: ENXIO, index: 0 });
+            }
+            (job.nr_failed, job.refused)
         }
-    }
+    };
     // Interrupts are on again: a refused share's ops are marked here.
-    if job.refused {
+    if refused {
         ops.iter_mut().for_each(refuse);
-        job.nr_failed = ops.len() as u32;
+        return Ok(Executed { nr_failed: ops.len() as u32, start_spread: 0 });
     }
-    Ok(Executed { nr_failed: job.nr_failed, start_spread: 0 })
+    Ok(Executed { nr_failed, start_spread: 0 })
 }
 
 /// Runs a batch on several CPUs: one cross-call to all of them at once, with
@@ -1846,6 +1884,50 @@ mod tests {
             polls.push(p(0), GFP_KERNEL)?;
         }
         one_too_many(polls, p(0))?;
+        Ok(())
+    }
+
+    #[test]
+    fn one_op_plans_as_the_first_of_two() -> Result {
+        use uapi::poll;
+        let rdmsr = op(opcode::RDMSR, 0, 0x10, [0, 0]);
+        let mut ops = KVVec::new();
+        for code in 0..=opcode::MAX + 1 {
+            for cpu in [0, 3, 4] {
+                ops.push(op(code, cpu, 0, [0, 0]), GFP_KERNEL)?;
+                ops.push(op(code, cpu, 0x10, [0xff, 0x1]), GFP_KERNEL)?;
+            }
+        }
+        for o in [
+            Op { flags: 1, ..rdmsr },
+            op(opcode::CPUID, 1, 7, [u64::from(u32::MAX), 0]),
+            op(opcode::CPUID, 1, 7, [1 << 32, 0]),
+            op(opcode::DELAY, 1, 0, [uapi::MAX_DELAY_NS, 0]),
+            op(opcode::DELAY, 1, 0, [uapi::MAX_DELAY_NS + 1, 0]),
+            poll_op(1, 0, poll::F_TSC, (uapi::MAX_POLL_NS / 1000) as u16, [1, 0]),
+            poll_op(1, 0, poll::F_TSC, 0, [1, 0]),
+        ] {
+            ops.push(o, GFP_KERNEL)?;
+        }
+        // `Plan::one` against `Plan::new`'s loop, which checks the same op
+        // first in a batch of two (the second, an RDTSC on its CPU, is
+        // valid wherever the first's CPU is).
+        for flags in [0, uapi::F_TIMESTAMPS, uapi::F_TIMESTAMPS | F_MASKED_WRITES] {
+            for o in ops.iter() {
+                let one = Plan::new(&[*o], flags, 4, |cpu| cpu != 3);
+                let two = Plan::new(&[*o, op(opcode::RDTSC, o.cpu, 0, [0, 0])], flags, 4, |cpu| cpu != 3);
+                match (one, two) {
+                    (Ok(a), Ok(b)) => {
+                        assert!(matches!(a.targets, Targets::One(cpu) if cpu == o.cpu));
+                        assert!(matches!(b.targets, Targets::One(cpu) if cpu == o.cpu));
+                        assert_eq!((a.first_write, a.nr_writes, a.flags), (b.first_write, b.nr_writes, b.flags));
+                        assert_eq!(a.uniform, Some(o.op));
+                    }
+                    (Err(a), Err(b)) => assert_eq!((a, a.index), (b, 0)),
+                    (a, b) => panic!("op {} on CPU {}: one op {}, two {}", o.op, o.cpu, a.is_ok(), b.is_ok()),
+                }
+            }
+        }
         Ok(())
     }
 
