@@ -518,7 +518,7 @@ impl Plan {
             return Err(Rejected::at(ENODEV, 0));
         }
         // One op's wait, bounded by `check_op`, is within the CPU's (the
-        // const assertion below): no sum to check.
+        // const assertion after `stamps_fit`): no sum to check.
         let write = is_write(op);
         // INVARIANT: one op, on `op.cpu`; the rest is counted from it.
         Ok(Plan {
