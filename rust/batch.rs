@@ -373,7 +373,7 @@ enum Sums {
 ///
 /// # Invariants
 ///
-/// Only [`Plan::new`] makes one, from the ops it describes (of which a run
+/// Only [`Plan::new`] makes one (through [`Plan::one`] for one op), from the ops it describes (of which a run
 /// changes only `status` and `val`):
 ///
 /// - `targets` is `One(cpu)` when every op is on `cpu`. Otherwise, for at
@@ -1102,7 +1102,8 @@ struct OneCpu {
     refused: bool,
 }
 
-/// The cross-call of a batch on one other CPU: runs all of its ops.
+/// The cross-call of a batch on one CPU, normally another: runs all of its
+/// ops.
 ///
 /// # Safety
 ///
@@ -1906,13 +1907,15 @@ mod tests {
             op(opcode::DELAY, 1, 0, [uapi::MAX_DELAY_NS + 1, 0]),
             poll_op(1, 0, poll::F_TSC, (uapi::MAX_POLL_NS / 1000) as u16, [1, 0]),
             poll_op(1, 0, poll::F_TSC, 0, [1, 0]),
+            poll_op(1, 0, poll::F_TSC, (uapi::MAX_POLL_NS / 1000) as u16 + 1, [1, 0]),
+            poll_op(1, 0x10, 0, 10, [1, 0]),
         ] {
             ops.push(o, GFP_KERNEL)?;
         }
         // `Plan::one` against `Plan::new`'s loop, which checks the same op
         // first in a batch of two (the second, an RDTSC on its CPU, is
         // valid wherever the first's CPU is).
-        for flags in [0, uapi::F_TIMESTAMPS, uapi::F_TIMESTAMPS | F_MASKED_WRITES] {
+        for flags in [0, uapi::F_TIMESTAMPS, uapi::F_TIMESTAMPS | F_MASKED_WRITES, F_CONFINED | uapi::F_STOP_ON_ERROR] {
             for o in ops.iter() {
                 let one = Plan::new(&[*o], flags, 4, |cpu| cpu != 3);
                 let two = Plan::new(&[*o, op(opcode::RDTSC, o.cpu, 0, [0, 0])], flags, 4, |cpu| cpu != 3);
