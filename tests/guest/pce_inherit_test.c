@@ -458,6 +458,18 @@ static int refcnt(void)
 	return n;
 }
 
+/* The module's reference count once it is `want`, or as it is after 10 s. */
+static int refcnt_becomes(int want)
+{
+	int n = refcnt();
+
+	for (int j = 0; j < 1000 && n != want; j++) {
+		usleep(10000);
+		n = refcnt();
+	}
+	return n;
+}
+
 /*
  * Churn: families whose threads fork children that exit at once, while the
  * root revokes or exits at a random moment; children still being made when
@@ -524,14 +536,13 @@ static int unload_reload(void)
  */
 static void test_churn(int before, int rounds)
 {
-	int after = -1, i, unloads = 0;
+	int after, i, unloads = 0;
 
 	for (i = 0; i < rounds; i++) {
 		in_child(churn_fn, (void *)(long)(rand() ^ i));
 		unloads += unload_reload();
 	}
-	for (int j = 0; j < 1000 && (after = refcnt()) != before; j++)
-		usleep(10000);
+	after = refcnt_becomes(before);
 	ksft_test_result(before >= 0 && after == before && unloads == rounds,
 			 "%d churned families, the module unloaded and reloaded after %d of them: "
 			 "references back to %d (now %d)\n", rounds, unloads, before, after);
@@ -585,7 +596,7 @@ static int sleeper_start(pthread_t *t)
  */
 static int pending_fn(void *arg __attribute__((unused)))
 {
-	int fd = open("/dev/msrbatch", O_RDWR | O_CLOEXEC), i, n = 3000, r0, r1, r2 = -1;
+	int fd = open("/dev/msrbatch", O_RDWR | O_CLOEXEC), i, n = 3000, r0, r1, r2;
 	pthread_t t;
 
 	if (fd < 0 || sleeper_start(&t))
@@ -596,8 +607,7 @@ static int pending_fn(void *arg __attribute__((unused)))
 			break;
 	r1 = refcnt();
 	ask('p');
-	for (int j = 0; j < 1000 && (r2 = refcnt()) != r0; j++)
-		usleep(10000);
+	r2 = refcnt_becomes(r0);
 	ksft_print_msg("%d grant/revoke rounds with a thread asleep in read(): module refcnt %d -> %d, "
 		       "%d once it woke\n", i, r0, r1, r2);
 	return (i == n) | (r1 - r0 <= 1) << 1 | (r2 == r0) << 2;
@@ -610,7 +620,7 @@ static int pending_fn(void *arg __attribute__((unused)))
  */
 static int member_end_fn(void *arg __attribute__((unused)))
 {
-	int fd = open("/dev/msrbatch", O_RDWR | O_CLOEXEC), a, b, r0, r1, r2 = -1;
+	int fd = open("/dev/msrbatch", O_RDWR | O_CLOEXEC), a, b, r0, r1, r2;
 	pthread_t t;
 
 	if (fd < 0 || sleeper_start(&t))
@@ -622,8 +632,7 @@ static int member_end_fn(void *arg __attribute__((unused)))
 	pce_revoke(fd);
 	r1 = refcnt();
 	b = ask('x');	/* wakes it: out of read() and back, calling nothing of ours */
-	for (int j = 0; j < 1000 && (r2 = refcnt()) != r0; j++)
-		usleep(10000);
+	r2 = refcnt_becomes(r0);
 	ksft_print_msg("a member that never calls msrbatch: PCE %d, module refcnt %d, %d after the root's "
 		       "revoke, %d once it returned to user mode\n", a, r0, r1, r2);
 	return (a == 1) | (b == -1) << 1 | (r2 == r0) << 2;
@@ -638,7 +647,7 @@ static int member_end_fn(void *arg __attribute__((unused)))
  */
 static int member_closes_fn(void *arg __attribute__((unused)))
 {
-	int a, b, g, r0, r1 = -1;
+	int a, b, g, r0, r1;
 	pthread_t t;
 
 	grant_fd = open("/dev/msrbatch", O_RDWR | O_CLOEXEC);
@@ -650,8 +659,7 @@ static int member_closes_fn(void *arg __attribute__((unused)))
 	close(grant_fd);	/* the last reference: released by us, a member */
 	b = pce_on();
 	ask('x');	/* the root returns to user mode and ends its revoked grant */
-	for (int j = 0; j < 1000 && (r1 = refcnt()) != r0 - 1; j++)
-		usleep(10000);
+	r1 = refcnt_becomes(r0 - 1);
 	ksft_print_msg("a member closes its root's file: grant %d, PCE %d then %d, module refcnt %d with the "
 		       "file open, %d after (want %d)\n", g, a, b, r0, r1, r0 - 1);
 	return (g == 0 && a == 1) | (b == 0) << 1 | (r1 == r0 - 1) << 2;
