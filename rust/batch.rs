@@ -373,8 +373,8 @@ enum Sums {
 ///
 /// # Invariants
 ///
-/// Only [`Plan::new`] makes one (through [`Plan::one`] for one op), from the ops it describes (of which a run
-/// changes only `status` and `val`):
+/// Only [`Plan::new`] makes one (through [`Plan::one`] for one op), from
+/// the ops it describes (of which a run changes only `status` and `val`):
 ///
 /// - `targets` is `One(cpu)` when every op is on `cpu`. Otherwise, for at
 ///   most [`FEW`] ops, `Few`, whose [`Chains`] chain each op, in array
