@@ -563,12 +563,42 @@ static void *churn(void *arg)
  * code running after its unload, is a KASAN report or an oops, and fails
  * the run.
  */
+/*
+ * Unloads the module as soon as the reaper has freed every grant (up to
+ * 10 s), and loads it again; keeps the longest wait in *longest.
+ */
+static int unload_and_reload(int round, double *longest)
+{
+	double t0 = now_ms(), waited;
+	char refs[32] = "?";
+	int i;
+
+	for (i = 0; i < 2000 && system("rmmod msrbatch 2>/dev/null"); i++)
+		sleep_us(5000);
+	waited = now_ms() - t0;
+	if (waited > *longest)
+		*longest = waited;
+	if (i == 2000) {
+		read_file("/sys/module/msrbatch/refcnt", refs, sizeof(refs));
+		printf("# round %d: rmmod refused for %.0f ms, module refcnt %s\n", round, waited, refs);
+		return 0;
+	}
+	return !system("insmod /lib/modules/msrbatch.ko");
+}
+
+/*
+ * Threads that take grants and exit at once, some through a file another
+ * thread is closing, while another thread churns grants on the same file and
+ * the module is unloaded and loaded again as soon as it can be (every 10
+ * rounds, and after the last). On the debug kernel, a use-after-free of a
+ * grant still on a notifier list, or module code running after its unload,
+ * is a KASAN report or an oops, and fails the run.
+ */
 static void test_lifetime_stress(int seconds)
 {
 	time_t end = time(NULL) + seconds;
 	int rounds = 0, unloads = 0, i;
 	double longest = 0;
-	char refs[32] = "?";
 	pthread_t t[8], c;
 
 	while (time(NULL) < end) {
@@ -585,27 +615,14 @@ static void test_lifetime_stress(int seconds)
 		stop_churn = 1;
 		pthread_join(c, NULL);
 		rounds++;
-		if (rounds % 10 == 0) {
-			/* Unload as soon as the reaper has freed every grant. */
-			double t0 = now_ms(), waited;
-
-			for (i = 0; i < 2000 && system("rmmod msrbatch 2>/dev/null"); i++)
-				sleep_us(5000);
-			waited = now_ms() - t0;
-			if (waited > longest)
-				longest = waited;
-			if (i == 2000) {
-				read_file("/sys/module/msrbatch/refcnt", refs, sizeof(refs));
-				printf("# round %d: rmmod refused for %.0f ms, module refcnt %s\n", rounds, waited, refs);
-			}
-			if (i < 2000) {
-				unloads++;
-				if (system("insmod /lib/modules/msrbatch.ko"))
-					break;
-			}
-		}
+		if (rounds % 10 == 0 && !unload_and_reload(rounds, &longest))
+			break;
+		unloads += rounds % 10 == 0;
 	}
-	ksft_test_result(rounds > 0 && unloads == rounds / 10,
+	/* Every grant of the last rounds is freed too. */
+	if (rounds % 10 != 0 && unload_and_reload(rounds, &longest))
+		unloads++;
+	ksft_test_result(rounds > 0 && unloads == (rounds + 9) / 10,
 			 "%d rounds of 8 granting threads (inherited grants among them, whose members fork) exiting during close and grant churn; unloaded and reloaded %d times (longest wait for the unload: %.0f ms)\n",
 			 rounds, unloads, longest);
 	i = dev_open(O_RDWR);
@@ -688,7 +705,7 @@ static void test_poll_budget(void)
 	struct msrbatch_op ops[POLLS];
 	struct timespec t0, t1;
 	double sum = 0, per_ms, wall, allowed, ms[POLL_BATCHES * POLLS];
-	double bound, best = 1e18, slack = 0;
+	double bound, best = 1e18, slack = 0, over = 0;
 	int n = 0, tries = 0, run;
 
 	if (fd < 0)
@@ -697,14 +714,20 @@ static void test_poll_budget(void)
 	per_ms = tsc_per_ms();
 	/*
 	 * A read the host stretches at a poll's end is past the module's last
-	 * look at the clock, so it is not in the credit: a run of the 12
-	 * batches (the credit rested 200 ms before each) tries again, up to 3.
+	 * look at the clock, and the credit cannot cut a read short: each
+	 * poll's overrun past its own 2 ms bound (`over`: one read, a few
+	 * microseconds, unless the host stalled the vCPU) is allowed on top of
+	 * the credit. (Without it, all 3 runs failed on a loaded CI host; the
+	 * last: 6 polls, 22.4 ms, against a 21.9 ms credit.) A credit that did
+	 * not bound the polls would let all 60 run (120 ms), none of them past
+	 * its own bound. A run of the 12 batches (the credit rested 200 ms
+	 * before each) tries again, up to 3.
 	 */
 	for (run = 0; run < 3; run++) {
 		if (run)
 			sleep_ms(200);
 		etime = cut = ran = n = 0;
-		sum = 0;
+		sum = over = 0;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		for (b = 0; b < POLL_BATCHES; b++) {
 			for (i = 0; i < POLLS; i++) {
@@ -723,19 +746,24 @@ static void test_poll_budget(void)
 				ms[n] = (__u32)ops[i].val[1] / per_ms;
 				ran++;
 				cut += ms[n] < 1.9;
+				if (ms[n] > MSRBATCH_MAX_POLL_NS / 1e6)
+					over += ms[n] - MSRBATCH_MAX_POLL_NS / 1e6;
 				sum += ms[n++];
 			}
 		}
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		wall = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
-		/* 4/5 of the budget, a fifth of the time that passed, a read per batch. */
-		allowed = 0.8 * MSRBATCH_MAX_CPU_BUSY_NS / 1e6 + wall / 5 + POLL_BATCHES * 0.1;
+		/*
+		 * 4/5 of the budget, a fifth of the time that passed, a read per
+		 * batch, and the polls' overruns past their own bounds.
+		 */
+		allowed = 0.8 * MSRBATCH_MAX_CPU_BUSY_NS / 1e6 + wall / 5 + POLL_BATCHES * 0.1 + over;
 		if (b == POLL_BATCHES && etime + cut > 0 && sum <= allowed)
 			break;
 	}
 	ksft_test_result(run < 3,
-			 "%d batches of %d 2 ms polls back to back: %d polled (%d cut short), %d -ETIME; %.1f ms polled in %.1f ms (credit: %.1f ms); run %d of at most 3\n",
-			 POLL_BATCHES, POLLS, ran, cut, etime, sum, wall, allowed, run < 3 ? run + 1 : 3);
+			 "%d batches of %d 2 ms polls back to back: %d polled (%d cut short), %d -ETIME; %.1f ms polled in %.1f ms (credit: %.1f ms, of which %.2f ms the polls' overruns past their bounds); run %d of at most 3\n",
+			 POLL_BATCHES, POLLS, ran, cut, etime, sum, wall, allowed, over, run < 3 ? run + 1 : 3);
 	/*
 	 * A poll's reads start before its bound, so it ends within a read of it.
 	 * A vCPU the host preempts in the middle of a read (TCG on a loaded

@@ -4,16 +4,29 @@
 //! page against `--help`. (With the module, tests/guest/tool_test.sh runs the
 //! same commands against msr-tools.)
 
-use std::process::Command;
+use std::process::{Command, Output};
+use std::sync::RwLock;
+
+/// Held for reading while a test starts a child, and for writing while
+/// [`a_closed_pipe_ends_quietly`] holds the read end of its pipe: the tests
+/// run in parallel threads, and a child forked meanwhile would inherit that
+/// read end and keep the pipe open (the tool's write then succeeds).
+static SPAWN: RwLock<()> = RwLock::new(());
+
+/// Runs `cmd` to its end (stdout and stderr captured unless set).
+fn output(cmd: &mut Command) -> Output {
+    let _spawn = SPAWN.read().unwrap_or_else(|e| e.into_inner());
+    cmd.output().expect("run msrbatch")
+}
 
 /// Runs the tool against a device node that does not exist; returns the
 /// exit status and stderr.
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_msrbatch"))
-        .args(["--device", "/nonexistent/msrbatch"])
-        .args(args)
-        .output()
-        .expect("run msrbatch");
+    let out = output(
+        Command::new(env!("CARGO_BIN_EXE_msrbatch"))
+            .args(["--device", "/nonexistent/msrbatch"])
+            .args(args),
+    );
     (
         out.status.code().expect("exit status"),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -328,11 +341,11 @@ fn sample_refuses_before_the_device() {
 
 /// Runs the tool against `device`; returns the exit status and stderr.
 fn run_on(device: &str, args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_msrbatch"))
-        .args(["--device", device])
-        .args(args)
-        .output()
-        .expect("run msrbatch");
+    let out = output(
+        Command::new(env!("CARGO_BIN_EXE_msrbatch"))
+            .args(["--device", device])
+            .args(args),
+    );
     (
         out.status.code().expect("exit status"),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -515,17 +528,22 @@ fn a_closed_pipe_ends_quietly() {
     use std::os::fd::{FromRawFd, OwnedFd};
     use std::os::unix::process::ExitStatusExt;
     let mut fds = [0; 2];
-    // SAFETY: pipe() writes two new descriptors into the array.
-    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-    // SAFETY: both descriptors are new, and owned here alone.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    drop(r);
+    let w = {
+        // No child starts while the read end exists (`SPAWN`).
+        let _no_spawn = SPAWN.write().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: pipe2() writes two new descriptors into the array.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: both descriptors are new, and owned here alone.
+        let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        drop(r);
+        w
+    };
     for args in [&["evsel", "0x4300c0"][..], &["__man"], &["evsel", "--help"]] {
-        let out = Command::new(env!("CARGO_BIN_EXE_msrbatch"))
-            .args(args)
-            .stdout(w.try_clone().unwrap())
-            .output()
-            .expect("run msrbatch");
+        let out = output(
+            Command::new(env!("CARGO_BIN_EXE_msrbatch"))
+                .args(args)
+                .stdout(w.try_clone().unwrap()),
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(
             out.status.signal(),
