@@ -52,8 +52,9 @@
 //!   open file keeps the module loaded).
 //! - Close by another thread: the grant is *revoked*: never applied again,
 //!   and an IPI restores PCE at once if the thread is running. The inert
-//!   notifier stays registered until the thread next calls into msrbatch (a
-//!   grant or revoke cleans it up) or exits.
+//!   notifier stays registered until the thread ends it: a task work does
+//!   when it next returns to user mode ([`end_by_its_thread`]), or a grant
+//!   or revoke of its own first; if it exits first, the reaper frees it.
 //! - Exit: the thread's final `sched_out` restores PCE, marks the grant
 //!   dead and kicks the reaper (irq_work, then a work item), which frees dead
 //!   grants after an RCU grace period: the scheduler may still be walking the
@@ -346,11 +347,13 @@ fn revoke_family(grants: &KVec<Arc<Grant>>, family: &Family) {
 /// Has the thread of `g`, another thread's revoked grant, end it (and drop
 /// its module reference) before it next returns to user mode: a thread that
 /// never calls into msrbatch again, such as a thread that a family's root
-/// made a member, would otherwise hold the module until it exits. Called
-/// with the registry locked; if the thread is exiting, its final switch
-/// marks the grant dead instead.
+/// made a member or one whose file another thread closed, would otherwise
+/// hold the module until it exits. Called with the registry locked; if the
+/// thread is exiting, its final switch marks the grant dead instead. Not
+/// where the kernel cannot wait for the task work to leave our code
+/// ([`task_work_supported`]; no family exists there).
 fn end_by_its_thread(g: &Arc<Grant>) {
-    if g.is_current() || g.is_dead() || g.end_queued.swap(true, Ordering::AcqRel) {
+    if g.is_current() || g.is_dead() || !task_work_supported() || g.end_queued.swap(true, Ordering::AcqRel) {
         return;
     }
     let module = crate::compat::this_module();
@@ -530,6 +533,15 @@ fn register(
         g.apply();
     }
     Ok(())
+}
+
+/// Whether a task work may hand its module reference to the reaper (the
+/// kernel can wait for tasks to leave our code: `pce_fork.c`). Where it
+/// cannot, a revoked grant of another thread waits for that thread's next
+/// grant, revoke or exit.
+fn task_work_supported() -> bool {
+    // SAFETY: No preconditions.
+    unsafe { crate::sys::msrbatch_pce_task_work_supported() }
 }
 
 fn fork_probe_supported() -> bool {
@@ -717,6 +729,9 @@ pub(crate) fn release_file(file: usize) {
                     &raw const bindings::__cpu_online_mask,
                 )
             };
+            // Its thread, which may never call msrbatch again, ends it (and
+            // drops its module reference) when it next returns to user mode.
+            end_by_its_thread(g);
         }
         i += 1;
     }

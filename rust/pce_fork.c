@@ -24,9 +24,38 @@
  * A task work hands a module reference it cannot drop itself to the reaper,
  * which drops it after an RCU Tasks grace period (msrbatch_pce_sync_task_work):
  * with preemption, that needs RCU Tasks (without it, plain RCU is enough).
+ * Where neither is there, pce.rs queues no task work (inherited grants, and
+ * ending another thread's revoked grant, need one).
  */
+#if defined(CONFIG_TASKS_RCU) || !defined(CONFIG_PREEMPTION)
+#define MSRBATCH_TASK_WORK_SYNC 1
+
+/*
+ * Waits until no task runs in code it was in when this was called, unless it
+ * sleeps there: each has passed through user mode or a voluntary switch.
+ */
+void msrbatch_pce_sync_task_work(void)
+{
+	synchronize_rcu_tasks();
+}
+
+bool msrbatch_pce_task_work_supported(void)
+{
+	return true;
+}
+#else
+void msrbatch_pce_sync_task_work(void)
+{
+}
+
+bool msrbatch_pce_task_work_supported(void)
+{
+	return false;
+}
+#endif
+
 #if defined(CONFIG_TRACEPOINTS) && defined(CONFIG_PREEMPT_NOTIFIERS) && \
-	(defined(CONFIG_TASKS_RCU) || !defined(CONFIG_PREEMPTION))
+	defined(MSRBATCH_TASK_WORK_SYNC)
 static struct tracepoint *fork_tp;
 
 static void find_fork_tp(struct tracepoint *tp, void *priv)
@@ -75,15 +104,6 @@ bool msrbatch_pce_fork_supported(void)
 	return fork_tp;
 }
 
-/*
- * Waits until no task runs in code it was in when this was called, unless it
- * sleeps there: each has passed through user mode or a voluntary switch.
- */
-void msrbatch_pce_sync_task_work(void)
-{
-	synchronize_rcu_tasks();
-}
-
 /* Calls func (which must not sleep) for every other thread of current's process. */
 void msrbatch_for_each_other_thread(void (*func)(void *task, void *data),
 				    void *data)
@@ -108,10 +128,6 @@ void msrbatch_pce_fork_exit(void)
 bool msrbatch_pce_fork_supported(void)
 {
 	return false;
-}
-
-void msrbatch_pce_sync_task_work(void)
-{
 }
 
 void msrbatch_for_each_other_thread(void (*func)(void *task, void *data),

@@ -17,6 +17,7 @@ void msrbatch_pce_fork_init(void);
 void msrbatch_pce_fork_exit(void);
 bool msrbatch_pce_fork_supported(void);
 void msrbatch_pce_sync_task_work(void);
+bool msrbatch_pce_task_work_supported(void);
 struct preempt_notifier *msrbatch_current_notifier(const struct preempt_ops *ops);
 int msrbatch_task_work_add(void *task, struct callback_head *work,
 			   void (*func)(struct callback_head *));

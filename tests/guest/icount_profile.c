@@ -12,7 +12,8 @@
  * one window per SHAPE, in order (the plugin numbers them from 0):
  * batch_local_1, prepared_local_1, batch_remote_1, prepared_remote_1,
  * batch_cpus4x1, prepared_cpus4x1 (one RDMSR of IA32_PAT per CPU, the
- * caller on CPU 0, as icount_bench's shapes), enotty (an ioctl the driver
+ * caller on CPU 0, as icount_bench's shapes), batch_local_4096 and
+ * prepared_local_4096 (4096 of them on CPU 0), enotty (an ioctl the driver
  * refuses), getppid (a raw system call), empty (the loop alone). Each
  * shape runs 100 times before its window (translation, caches, the
  * prepared batch's first run), 31 times one by one between two RDTSCs
@@ -27,8 +28,9 @@
 
 #define PAT 0x277u
 #define NCPU 4
+#define MANY 4096
 
-static struct msrbatch_op ops[NCPU];
+static struct msrbatch_op ops[MANY];
 static struct msrbatch_batch hdr;
 
 static inline void window_open(void)
@@ -41,13 +43,14 @@ static inline void window_close(void)
 	__asm__ volatile("mov $0x4d534251, %%eax" ::: "eax", "memory");
 }
 
-static void fill(int ncpus, int first_cpu)
+/* `per` ops on each of `ncpus` CPUs from `first_cpu`, grouped by CPU. */
+static void fill(int ncpus, int first_cpu, int per)
 {
-	for (int c = 0; c < ncpus; c++)
-		ops[c] = mkop(MSRBATCH_OP_RDMSR, first_cpu + c, PAT, 0, 0);
+	for (int i = 0; i < ncpus * per; i++)
+		ops[i] = mkop(MSRBATCH_OP_RDMSR, first_cpu + i / per, PAT, 0, 0);
 	memset(&hdr, 0, sizeof(hdr));
 	hdr.version = MSRBATCH_ABI_VERSION;
-	hdr.nr_ops = ncpus;
+	hdr.nr_ops = ncpus * per;
 	hdr.ops = (__u64)(uintptr_t)ops;
 }
 
@@ -56,17 +59,19 @@ enum kind { PLAIN, PREPARED, ENOTTY_IOCTL, GETPPID, EMPTY };
 static const struct {
 	const char *name;
 	enum kind kind;
-	int ncpus, first;
+	int ncpus, first, per;
 } shapes[] = {
-	{ "batch_local_1", PLAIN, 1, 0 },
-	{ "prepared_local_1", PREPARED, 1, 0 },
-	{ "batch_remote_1", PLAIN, 1, 1 },
-	{ "prepared_remote_1", PREPARED, 1, 1 },
-	{ "batch_cpus4x1", PLAIN, NCPU, 0 },
-	{ "prepared_cpus4x1", PREPARED, NCPU, 0 },
-	{ "enotty", ENOTTY_IOCTL, 0, 0 },
-	{ "getppid", GETPPID, 0, 0 },
-	{ "empty", EMPTY, 0, 0 },
+	{ "batch_local_1", PLAIN, 1, 0, 1 },
+	{ "prepared_local_1", PREPARED, 1, 0, 1 },
+	{ "batch_remote_1", PLAIN, 1, 1, 1 },
+	{ "prepared_remote_1", PREPARED, 1, 1, 1 },
+	{ "batch_cpus4x1", PLAIN, NCPU, 0, 1 },
+	{ "prepared_cpus4x1", PREPARED, NCPU, 0, 1 },
+	{ "batch_local_4096", PLAIN, 1, 0, MANY },
+	{ "prepared_local_4096", PREPARED, 1, 0, MANY },
+	{ "enotty", ENOTTY_IOCTL, 0, 0, 0 },
+	{ "getppid", GETPPID, 0, 0, 0 },
+	{ "empty", EMPTY, 0, 0, 0 },
 };
 
 /* n calls of the shape; the number that failed. */
@@ -181,7 +186,7 @@ int main(int argc, char **argv)
 			perror("sched_setaffinity");
 			return 1;
 		}
-		fill(shapes[s].ncpus, shapes[s].first);
+		fill(shapes[s].ncpus, shapes[s].first, shapes[s].per);
 		if (shapes[s].kind == PREPARED) {
 			h = prepare(fd, ops, hdr.nr_ops, NULL);
 			if (h < 0) {

@@ -445,31 +445,6 @@ static void test_tool(int inherit)
 	ksft_test_result(shell("%s --probe-status%.0s", self) == 0, "the probe without exec --rdpmc has no PCE\n");
 }
 
-static int refcnt(void)
-{
-	FILE *f = fopen("/sys/module/msrbatch/refcnt", "r");
-	int n = -1;
-
-	if (f) {
-		if (fscanf(f, "%d", &n) != 1)
-			n = -1;
-		fclose(f);
-	}
-	return n;
-}
-
-/* The module's reference count once it is `want`, or as it is after 10 s. */
-static int refcnt_becomes(int want)
-{
-	int n = refcnt();
-
-	for (int j = 0; j < 1000 && n != want; j++) {
-		usleep(10000);
-		n = refcnt();
-	}
-	return n;
-}
-
 /*
  * Churn: families whose threads fork children that exit at once, while the
  * root revokes or exits at a random moment; children still being made when
@@ -542,7 +517,7 @@ static void test_churn(int before, int rounds)
 		in_child(churn_fn, (void *)(long)(rand() ^ i));
 		unloads += unload_reload();
 	}
-	after = refcnt_becomes(before);
+	after = module_refcnt_becomes(before);
 	ksft_test_result(before >= 0 && after == before && unloads == rounds,
 			 "%d churned families, the module unloaded and reloaded after %d of them: "
 			 "references back to %d (now %d)\n", rounds, unloads, before, after);
@@ -601,13 +576,13 @@ static int pending_fn(void *arg __attribute__((unused)))
 
 	if (fd < 0 || sleeper_start(&t))
 		return 100;
-	r0 = refcnt();
+	r0 = module_refcnt();
 	for (i = 0; i < n; i++)
 		if (pce_grant(fd, PROGRAM) || pce_revoke(fd))
 			break;
-	r1 = refcnt();
+	r1 = module_refcnt();
 	ask('p');
-	r2 = refcnt_becomes(r0);
+	r2 = module_refcnt_becomes(r0);
 	ksft_print_msg("%d grant/revoke rounds with a thread asleep in read(): module refcnt %d -> %d, "
 		       "%d once it woke\n", i, r0, r1, r2);
 	return (i == n) | (r1 - r0 <= 1) << 1 | (r2 == r0) << 2;
@@ -625,14 +600,14 @@ static int member_end_fn(void *arg __attribute__((unused)))
 
 	if (fd < 0 || sleeper_start(&t))
 		return 100;
-	r0 = refcnt();
+	r0 = module_refcnt();
 	if (pce_grant(fd, PROGRAM))
 		return 101;
 	a = ask('p');
 	pce_revoke(fd);
-	r1 = refcnt();
+	r1 = module_refcnt();
 	b = ask('x');	/* wakes it: out of read() and back, calling nothing of ours */
-	r2 = refcnt_becomes(r0);
+	r2 = module_refcnt_becomes(r0);
 	ksft_print_msg("a member that never calls msrbatch: PCE %d, module refcnt %d, %d after the root's "
 		       "revoke, %d once it returned to user mode\n", a, r0, r1, r2);
 	return (a == 1) | (b == -1) << 1 | (r2 == r0) << 2;
@@ -653,13 +628,13 @@ static int member_closes_fn(void *arg __attribute__((unused)))
 	grant_fd = open("/dev/msrbatch", O_RDWR | O_CLOEXEC);
 	if (grant_fd < 0 || sleeper_start(&t))
 		return 100;
-	r0 = refcnt();
+	r0 = module_refcnt();
 	g = ask('g');	/* the root: the sleeper; we are a member once back in user mode */
 	a = pce_on();
 	close(grant_fd);	/* the last reference: released by us, a member */
 	b = pce_on();
 	ask('x');	/* the root returns to user mode and ends its revoked grant */
-	r1 = refcnt_becomes(r0 - 1);
+	r1 = module_refcnt_becomes(r0 - 1);
 	ksft_print_msg("a member closes its root's file: grant %d, PCE %d then %d, module refcnt %d with the "
 		       "file open, %d after (want %d)\n", g, a, b, r0, r1, r0 - 1);
 	return (g == 0 && a == 1) | (b == 0) << 1 | (r1 == r0 - 1) << 2;
@@ -788,7 +763,7 @@ static int base_refs;
 
 static void settle(void)
 {
-	for (int j = 0; j < 1000 && refcnt() > base_refs; j++)
+	for (int j = 0; j < 1000 && module_refcnt() > base_refs; j++)
 		usleep(10000);
 }
 
@@ -824,7 +799,7 @@ static void test_review_cases(void)
 
 int main(int argc, char **argv)
 {
-	int inherit = 1, refs = base_refs = refcnt();
+	int inherit = 1, refs = base_refs = module_refcnt();
 	const char *only;
 	ssize_t n;
 

@@ -188,12 +188,25 @@ static void *thread_spin_until_revoked(void *arg)
 	return NULL;
 }
 
+/* Grants itself, then naps in user mode, never calling msrbatch again. */
+static void *thread_grant_then_nap(void *arg)
+{
+	int fd = *(int *)arg;
+
+	if (pce_grant(fd, 0))
+		return NULL;
+	granted_flag = 1;
+	while (!stop_flag)
+		usleep(1000);
+	return NULL;
+}
+
 static void test_lifetimes(void)
 {
 	char msg[160];
 	pthread_t t;
 	void *ret;
-	int fd, fd2;
+	int fd, fd2, refs, during, after;
 	long m;
 
 	/* close ends the grant (same thread) */
@@ -230,6 +243,43 @@ static void test_lifetimes(void)
 	snprintf(msg, sizeof(msg), "afterwards PCE clear on every CPU (mask %#lx)", m);
 	ksft_test_result(m == 0, "%s\n", msg);
 	close(fd2);
+
+	/*
+	 * close by another thread while the granted one lives on, returning to
+	 * user mode but never calling msrbatch: its revoked grant ends there,
+	 * and with it the grant's module reference (it held the module until
+	 * the thread exited). No descriptor of ours is open; the grants of the
+	 * threads that exited above are freed by the reaper, a work item, soon
+	 * after: their references are not in the baseline (one was, and hid
+	 * the reference this case looks for).
+	 */
+	refs = module_refcnt_becomes(0);
+	fd = dev_open(O_RDWR);
+	/*
+	 * Where the kernel cannot wait for a task work to leave the module's
+	 * code (preemption without RCU Tasks: no inherited grants either), the
+	 * module queues none, and the grant waits for its thread's exit.
+	 */
+	if (pce_grant(fd, MSRBATCH_PCE_F_INHERIT) == -EOPNOTSUPP) {
+		ksft_test_result_skip("a grant revoked by another thread's close: inherited grants are EOPNOTSUPP here, "
+				      "so the kernel may lack what ending it from its thread needs (RCU Tasks)\n");
+		close(fd);
+		return;
+	}
+	pce_revoke(fd);
+	stop_flag = granted_flag = 0;
+	pthread_create(&t, NULL, thread_grant_then_nap, &fd);
+	while (!granted_flag)
+		usleep(1000);
+	during = module_refcnt();
+	close(fd);
+	after = module_refcnt_becomes(refs);
+	stop_flag = 1;
+	pthread_join(t, NULL);
+	ksft_test_result(refs >= 0 && during > refs && after == refs,
+			 "a grant revoked by another thread's close ends when its thread next returns to user mode: "
+			 "module refcnt %d, %d with the file and the grant, %d with the thread alive after the close\n",
+			 refs, during, after);
 }
 
 static void test_exec(void)

@@ -364,6 +364,32 @@ static inline double now_ms(void)
 	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
+/* msrbatch's module reference count, or -1 if it cannot be read. */
+static inline int module_refcnt(void)
+{
+	FILE *f = fopen("/sys/module/msrbatch/refcnt", "r");
+	int n = -1;
+
+	if (f) {
+		if (fscanf(f, "%d", &n) != 1)
+			n = -1;
+		fclose(f);
+	}
+	return n;
+}
+
+/* The module's reference count once it is `want`, or as it is after 10 s. */
+static inline int module_refcnt_becomes(int want)
+{
+	int n = module_refcnt();
+
+	for (int j = 0; j < 1000 && n != want; j++) {
+		usleep(10000);
+		n = module_refcnt();
+	}
+	return n;
+}
+
 /* ---- the TSC's rate ------------------------------------------------------ */
 
 /* The TSC, read in user mode. */
