@@ -21,7 +21,10 @@ mapfile -t secs < <(readelf -SW "$ko" | sed -n 's/^ *\[ *\([0-9]*\)\] \.modinfo 
 [ ${#secs[@]} -eq 1 ] || fail "${#secs[@]} sections named .modinfo (sections ${secs[*]}); the loader reads only the first"
 info=$(readelf -p "${secs[0]}" "$ko" | sed -n 's/^ *\[ *[0-9a-f]*\] *//p')
 for key in vermagic name license version; do
-	printf '%s\n' "$info" | grep -q "^$key=." || fail "no $key= in its .modinfo section"
+	# Not `printf | grep -q`: bash's printf writes line by line, and under
+	# pipefail a write after grep -q found its line and left fails the pipe
+	# (SIGPIPE): a DKMS build once refused a good module "no license=".
+	grep -q "^$key=." <<<"$info" || fail "no $key= in its .modinfo section"
 done
 vermagic=$(printf '%s\n' "$info" | sed -n 's/^vermagic=//p')
 if [ -n "$release" ]; then

@@ -57,9 +57,10 @@ module_checks() {
 	local info
 	info=$(/sbin/modinfo "$MSRB_TOP/rust/msrbatch.ko") || return
 	printf '%s\n' "$info" | grep -E '^(license|description|version|name):' >&2
-	printf '%s\n' "$info" | grep -q '^license: *GPL$' &&
-	printf '%s\n' "$info" | grep -q '^description: *.' &&
-	printf '%s\n' "$info" | grep -q '^version: *[0-9]'
+	# Here-strings, not `printf | grep -q` (scripts/check-modinfo.sh says why).
+	grep -q '^license: *GPL$' <<<"$info" &&
+	grep -q '^description: *.' <<<"$info" &&
+	grep -q '^version: *[0-9]' <<<"$info"
 }
 
 ecosystem_checks() {

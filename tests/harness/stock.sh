@@ -200,7 +200,7 @@ stock_refuses() {
 		echo "msrbatch: debian-kdir accepted $what" >&2
 		return 1
 	fi
-	if [ "$(printf '%s\n' "$out" | wc -l)" -ne 1 ] || ! printf '%s' "$out" | grep -q "$pattern"; then
+	if [ "$(printf '%s\n' "$out" | wc -l)" -ne 1 ] || ! grep -q "$pattern" <<<"$out"; then
 		printf 'msrbatch: debian-kdir refused %s with other than one line naming "%s":\n%s\n' "$what" "$pattern" "$out" >&2
 		return 1
 	fi

@@ -33,6 +33,18 @@ expect refused "GNU ld, a retained .modinfo entry" "2 sections named .modinfo" g
 expect ok "GNU ld, plain entries" "one .modinfo section, vermagic=7.3.4 " gnu-plain.ko 7.3.4
 expect refused "no vermagic" "no vermagic=" novermagic.ko
 expect refused "vermagic of another kernel" "is not for kernel 7.2.13" gnu-plain.ko 7.2.13
+# Many entries after the ones checked (a module with 3000 aliases): `grep
+# -q` leaves at its match, long before the end. (Bash's printf writes line
+# by line; piped into grep -q under pipefail, a write after grep left got
+# SIGPIPE, and a good module was refused: once in a DKMS build, by a
+# timing race that this size makes certain.)
+{
+	echo '.section .modinfo,"a"'
+	entries "vermagic=7.3.4 SMP mod_unload" name=msrbatch license=GPL version=1.0
+	for i in $(seq 3000); do entries "alias=cpu:type:x86,ven*fam*mod*:feature:*$i*"; done
+} >aliases.s
+as -o aliases.o aliases.s && ld -r -o aliases.ko aliases.o || exit 1
+expect ok "3000 aliases after the entries checked" "one .modinfo section" aliases.ko 7.3.4
 if command -v ld.lld-22 >/dev/null; then
 	ld.lld-22 -r -o lld-retained.ko base.o retained.o || exit 1
 	expect ok "ld.lld merges the retained entry (why the harness never saw it)" "one .modinfo" lld-retained.ko

@@ -50,7 +50,7 @@ selftest_run_all() {
 		out=$(cd /tmp && /bin/busybox sh "$MSRB_TOP/tests/guest/run-all.sh" "$cmd" 2>&1)
 		got=$?
 		[ "$got" -eq 0 ] && got=pass || got=fail
-		if [ "$got" = "$want" ] && printf '%s\n' "$out" | grep -q '^# guest: '; then
+		if [ "$got" = "$want" ] && grep -q '^# guest: ' <<<"$out"; then
 			echo "selftest: run-all.sh: $want: $cmd: ok"
 		else
 			echo "selftest: run-all.sh gave $got, not $want, for: $cmd: FAIL"
