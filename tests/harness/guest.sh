@@ -332,6 +332,17 @@ guest_boot() {
 	wait "$qemu"
 	local qrc=$? timed=()
 	[ $qrc -eq 124 ] || [ $qrc -eq 137 ] && timed=(--timed-out)
+	# A kernel that hung in its boot, before /init began to load msrbatch,
+	# ran nothing of ours (the stock trixie kernel once stopped after SMP
+	# bring-up for its full 900 s, on a loaded host, under TCG): boot once
+	# more, and say so. A hang once msrbatch began to load is a failure.
+	if [ ${#timed[@]} -gt 0 ] && [ -z "${GUEST_BOOT_AGAIN:-}" ] &&
+		! grep -q 'msrbatch-harness: loading msrbatch' "$dir/console.log"; then
+		cp "$dir/console.log" "$GUEST_DIR/runs/$name.hung-console.log"
+		echo "msrbatch: guest run '$name' hung in the kernel's boot, before msrbatch was loaded (its console: $GUEST_DIR/runs/$name.hung-console.log, last line: $(tail -n 1 "$dir/console.log" | tr -d '\r')); booting it once more" >&2
+		GUEST_BOOT_AGAIN=1 guest_boot "$name" "$cmd" "$timeout" "$append" "$@"
+		return
+	fi
 	local verdict vrc
 	verdict=$(python3 "$MSRB_TOP/tests/harness/analyze.py" "$dir/console.log" "${timed[@]}" "$@")
 	vrc=$?
