@@ -513,6 +513,7 @@ fn register(
         GFP_KERNEL_ACCOUNT,
     )?;
     // From here the grant owns the module reference (`module_put` in `Drop`).
+    hold_notifier_key();
     // SAFETY: Paired with `preempt_notifier_dec` in `Drop`.
     unsafe { bindings::preempt_notifier_inc() };
     // An inert grant of ours leaves the registry (and our notifier list)
@@ -808,6 +809,33 @@ pub(crate) fn exit() {
     helpers::reaper_sync();
     drop(core::mem::take(&mut *GRANTS.lock()));
     drop(core::mem::take(&mut *PENDING.lock()));
+    if KEY_HELD.swap(false, Ordering::AcqRel) {
+        // SAFETY: Paired with `preempt_notifier_inc` in `hold_notifier_key`;
+        // no grant of ours is registered any more.
+        unsafe { bindings::preempt_notifier_dec() };
+    }
+}
+
+/// The module holds the scheduler's preempt-notifier key enabled
+/// ([`hold_notifier_key`]).
+static KEY_HELD: AtomicBool = AtomicBool::new(false);
+
+/// Keeps the preempt-notifier key enabled from the first grant until unload.
+/// Each grant counts itself in the key too, but without this a thread's grant
+/// and revoke, with no other grant in force, would turn the key on and off
+/// each time. Each turn patches the kernel's code at the key's sites in the
+/// scheduler and synchronises every CPU by IPIs (three rounds on x86): a
+/// loop of grants would cost every CPU of the machine interrupts (and under
+/// QEMU TCG it meets the emulator's fault with code patched while tasks
+/// switch, `tests/harness/stock-kernels.txt`). Once enabled, each context
+/// switch of every task looks at its (empty) notifier list: a few
+/// instructions, only while the module is loaded and after a grant.
+/// Process context (it may sleep).
+fn hold_notifier_key() {
+    if !KEY_HELD.swap(true, Ordering::AcqRel) {
+        // SAFETY: Paired with `preempt_notifier_dec` in `exit`.
+        unsafe { bindings::preempt_notifier_inc() };
+    }
 }
 
 #[pinned_drop]

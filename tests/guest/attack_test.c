@@ -556,14 +556,6 @@ static void *churn(void *arg)
 }
 
 /*
- * Threads that take grants and exit at once, some through a file another
- * thread is closing, while another thread churns grants on the same file and
- * the module is unloaded and loaded again as soon as it can be. On the debug
- * kernel, a use-after-free of a grant still on a notifier list, or module
- * code running after its unload, is a KASAN report or an oops, and fails
- * the run.
- */
-/*
  * Unloads the module as soon as the reaper has freed every grant (up to
  * 10 s), and loads it again; keeps the longest wait in *longest.
  */
@@ -697,7 +689,9 @@ static void poll_overrun(const struct msrbatch_op *op, double per_ms, double *be
  * back to back to one CPU: 120 ms of asked-for polling. The CPU's credit
  * (4/5 of MSRBATCH_MAX_CPU_BUSY_NS, plus a fifth of the time that passes)
  * cuts them short or keeps them from starting (-ETIME); the TSC time they
- * took (their own count) stays within it, and no poll outlasts its 2 ms.
+ * took (their own count) stays within it, but for what a host stall added
+ * past a poll's end. Then, on a rested credit, polls end at their 2 ms
+ * bound (the nearest of up to 10).
  */
 static void test_poll_budget(void)
 {

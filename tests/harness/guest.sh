@@ -352,13 +352,14 @@ guest_boot() {
 	if [ -n "${MSRB_FAILLOG:-}" ]; then
 		{
 			grep -E '^[[:space:]]*not ok ' "$dir/output.log"
-			# The verdict's problems, and of its first splat the lines that
-			# say what and where (its message, RIP, the call trace).
+			# The verdict's problems, then of its first splat the lines
+			# that say what and where (its message, RIP, the call trace).
+			[ $vrc -eq 0 ] || printf '%s\n' "$verdict" | grep '^harness: FAIL:'
 			[ $vrc -eq 0 ] || printf '%s\n' "$verdict" | awk '
 				/^---- console around the first splat/ { blk = 1; n = 0; next }
 				blk && /^----$/ { blk = 0; next }
-				blk { n++; if (n > 5 && /BUG|Oops|#PF|Comm:|RIP:|Call Trace|panic|WARNING|KASAN|UBSAN|fault|Modules linked|\+0x/) print; next }
-				/^harness: FAIL:/' | head -n 40
+				blk { n++; if (n > 5 && /BUG|Oops|#PF|Comm:|RIP:|Call Trace|panic|WARNING|KASAN|UBSAN|fault|Modules linked|\+0x/) print }' |
+				head -n 30
 		} | awk -v run="$name" '{ sub(/\r$/, ""); sub(/^[ \t]+/, "") } NF { print run ": " substr($0, 1, 240) }' >>"$MSRB_FAILLOG"
 	fi
 	if [ $vrc -ne 0 ]; then
