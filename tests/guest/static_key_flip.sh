@@ -4,8 +4,8 @@
 # kernel stages run in a newer QEMU (tests/harness/stock-kernels.txt).
 # It flips a static key with sites in __schedule (sched_schedstats) while
 # pipelines switch tasks on every CPU, using no msrbatch at all; a kernel with
-# JUMP_LABEL=y under QEMU 7.2 TCG oopses ("Oops: int3" in __schedule); under
-# QEMU 10.0 it does not.
+# JUMP_LABEL=y under QEMU 7.2 TCG oopses ("Oops: int3" in __schedule) in
+# seconds; under QEMU 10.0.2 too, but after minutes (stock-kernels.txt).
 # Run in a boot of a stock kernel: EXTRA=tests/guest/static_key_flip.sh
 # [GUEST_QEMU=...] GUEST_KERNEL=.../vmlinuz GUEST_ROOTFS=... guest_boot NAME "sh /extra/static_key_flip.sh"
 # (functions of tests/harness/guest.sh; the image and rootfs as stock.sh makes them).

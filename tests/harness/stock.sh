@@ -187,7 +187,7 @@ SH
 	done
 	. "$MSRB_CACHE/toolchain.env"
 	[ -x "$STOCK_QEMU" ] || { echo "msrbatch: $name: no newer QEMU to boot Debian's kernel in (tests/harness/provision.sh could not fetch it; see its log)" >&2; return 1; }
-	GUEST_QEMU=$STOCK_QEMU GUEST_KERNEL=$img/vmlinuz GUEST_ROOTFS=$STOCK_DIR/rootfs-$name.cpio \
+	GUEST_QEMU=$STOCK_QEMU GUEST_KERNEL=$img/vmlinuz GUEST_ROOTFS=$STOCK_DIR/rootfs-$name.cpio GUEST_INT3_AGAIN=1 \
 		guest_boot "stock-$name" "run-all.sh '/tests/stock_kernel_test.sh $kver'$tests" 900 ''
 }
 
