@@ -22,7 +22,10 @@
 //!   this CPU by an IPI after the rule changed.)
 //!
 //! Both run on the granted thread's own context switches, via a preempt
-//! notifier registered on that thread, with interrupts off.
+//! notifier registered on that thread, with interrupts off. The scheduler
+//! calls preempt notifiers only while its preempt-notifier static key is on:
+//! the module turns it on at its first grant and off at unload
+//! ([`hold_notifier_key`]), not at every grant and revoke.
 //!
 //! **Who holds a grant.** All grants are in one registry, [`GRANTS`]; a
 //! thread has at most one (`EBUSY` for a second, through any file). A grant
@@ -841,7 +844,7 @@ fn hold_notifier_key() {
 #[pinned_drop]
 impl PinnedDrop for Grant {
     fn drop(self: Pin<&mut Self>) {
-        // SAFETY: Paired with `preempt_notifier_inc` in `grant`.
+        // SAFETY: Paired with `preempt_notifier_inc` in `register`.
         unsafe { bindings::preempt_notifier_dec() };
         // SAFETY: Paired with `__module_get` in `grant`.
         unsafe { bindings::module_put(self.module) };

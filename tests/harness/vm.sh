@@ -72,7 +72,8 @@ selftest() {
 	# about 25 s against 41 s for three on the debug kernel here): what make
 	# vm-run promises (the module is loaded, CMD's output is streamed, its exit
 	# status is the run's, CMD runs as written), a guest panic, and a guest
-	# that does not finish in time.
+	# that does not finish in time (before msrbatch is loaded: booted once
+	# more). Then, alone, one that hangs after msrbatch was loaded.
 	local logs="$GUEST_DIR/runs" fails=0
 	mkdir -p "$logs"
 	selftest_make || fails=1
@@ -103,6 +104,23 @@ selftest() {
 	report selftest-panic 125 $? "guest panic"
 	wait $timeout_pid
 	report selftest-timeout 125 $? "guest timeout"
+	# 8 s is before /init loads msrbatch: guest_boot booted it once more.
+	if [ -f "$logs/selftest-timeout.hung-console.log" ]; then
+		echo "selftest: a guest that hung before msrbatch was loaded booted once more: ok"
+	else
+		echo "selftest: a guest that hung before msrbatch was loaded was not booted again: FAIL"
+		fails=1
+	fi
+	# A hang once msrbatch began to load fails at once (alone: it loads in
+	# about 10 s here).
+	guest_boot selftest-hang 'sleep 600' 60 '' >"$logs/selftest-hang.txt" 2>&1
+	report selftest-hang 125 $? "a hang after msrbatch was loaded"
+	if [ -f "$logs/selftest-hang.hung-console.log" ]; then
+		echo "selftest: a guest that hung after msrbatch was loaded booted again: FAIL"
+		fails=1
+	else
+		echo "selftest: a guest that hung after msrbatch was loaded was not booted again: ok"
+	fi
 	return $fails
 }
 
