@@ -562,7 +562,6 @@ static void *churn(void *arg)
 static int unload_and_reload(int round, double *longest)
 {
 	double t0 = now_ms(), waited;
-	char refs[32] = "?";
 	int i;
 
 	for (i = 0; i < 2000 && system("rmmod msrbatch 2>/dev/null"); i++)
@@ -571,8 +570,7 @@ static int unload_and_reload(int round, double *longest)
 	if (waited > *longest)
 		*longest = waited;
 	if (i == 2000) {
-		read_file("/sys/module/msrbatch/refcnt", refs, sizeof(refs));
-		printf("# round %d: rmmod refused for %.0f ms, module refcnt %s\n", round, waited, refs);
+		printf("# round %d: rmmod refused for %.0f ms, module refcnt %d\n", round, waited, module_refcnt());
 		return 0;
 	}
 	return !system("insmod /lib/modules/msrbatch.ko");

@@ -837,38 +837,6 @@ static void test_rendezvous(void)
  */
 #define XC_MS 1000
 
-/* CPU cpu's function call interrupts so far, or -1. */
-static long cal_count(int cpu)
-{
-	FILE *f = fopen("/proc/interrupts", "r");
-	char line[4096];
-	long v = -1;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		char *p = line, *end;
-		int i;
-
-		while (*p == ' ')
-			p++;
-		if (strncmp(p, "CAL:", 4))
-			continue;
-		p += 4;
-		for (i = 0; i <= cpu; i++) {
-			v = strtol(p, &end, 10);
-			if (end == p) {
-				v = -1;
-				break;
-			}
-			p = end;
-		}
-		break;
-	}
-	fclose(f);
-	return v;
-}
-
 struct xc_result {
 	long sent, ok, etime, other;
 	int after_status;	/* a batch once root stopped and the credit refilled */

@@ -315,32 +315,6 @@ static void test_exec(void)
 	close(fd);
 }
 
-/* Function-call IPIs taken so far, all CPUs (/proc/interrupts' CAL line). */
-static long call_ipis(void)
-{
-	FILE *f = fopen("/proc/interrupts", "r");
-	char line[4096];
-	long sum = -1;
-
-	while (f && fgets(line, sizeof(line), f)) {
-		char *p = strstr(line, "CAL:"), *end;
-
-		if (!p)
-			continue;
-		for (sum = 0, p += 4;; p = end) {
-			long v = strtol(p, &end, 10);
-
-			if (end == p)
-				break;
-			sum += v;
-		}
-		break;
-	}
-	if (f)
-		fclose(f);
-	return sum;
-}
-
 /*
  * Grants and revokes in a loop, the thread's the only grant: the kernel's
  * preempt-notifier key stays on (the module holds it from its first grant),
@@ -358,10 +332,10 @@ static void test_no_key_flips(int fd)
 		return;
 	}
 	ok = pce_grant(fd, 0) == 0 && pce_revoke(fd) == 0;
-	before = call_ipis();
+	before = cal_count(-1);
 	for (i = 0; i < n && ok; i++)
 		ok = pce_grant(fd, 0) == 0 && pce_revoke(fd) == 0;
-	after = call_ipis();
+	after = cal_count(-1);
 	ksft_test_result(ok && before >= 0 && after >= before && after - before < n,
 			 "%d grants and revokes, the thread's the only grant: %ld function-call IPIs (fewer than one "
 			 "each: the preempt-notifier key is not flipped)\n", n, after - before);

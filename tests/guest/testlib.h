@@ -364,6 +364,44 @@ static inline double now_ms(void)
 	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
+/*
+ * Function call interrupts taken so far (/proc/interrupts' CAL line) by CPU
+ * `cpu`, or by every CPU for -1; -1 if the line or the CPU's count is not
+ * there.
+ */
+static inline long cal_count(int cpu)
+{
+	FILE *f = fopen("/proc/interrupts", "r");
+	char line[4096];
+	long v = -1, sum = 0;
+	int i;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = line, *end;
+
+		while (*p == ' ')
+			p++;
+		if (strncmp(p, "CAL:", 4))
+			continue;
+		p += 4;
+		for (i = 0; cpu < 0 || i <= cpu; i++, p = end) {
+			v = strtol(p, &end, 10);
+			if (end == p)
+				break;
+			sum += v;
+		}
+		if (cpu < 0)
+			v = i > 0 ? sum : -1;
+		else if (i <= cpu)
+			v = -1;
+		break;
+	}
+	fclose(f);
+	return v;
+}
+
 /* msrbatch's module reference count, or -1 if it cannot be read. */
 static inline int module_refcnt(void)
 {

@@ -334,39 +334,40 @@ guest_boot() {
 	wait "$qemu"
 	local qrc=$? timed=()
 	[ $qrc -eq 124 ] || [ $qrc -eq 137 ] && timed=(--timed-out)
-	# A kernel that hung in its boot, before /init began to load msrbatch,
-	# ran nothing of ours (the stock trixie kernel once stopped after SMP
-	# bring-up for its full 900 s, on a loaded host, under TCG): boot once
-	# more, and say so. A hang once msrbatch began to load is a failure.
-	if [ ${#timed[@]} -gt 0 ] && [ -z "${GUEST_BOOT_AGAIN:-}" ] &&
-		! grep -q 'msrbatch-harness: loading msrbatch' "$dir/console.log"; then
-		cp "$dir/console.log" "$GUEST_DIR/runs/$name.hung-console.log"
-		echo "msrbatch: guest run '$name' hung in the kernel's boot, before msrbatch was loaded (its console: $GUEST_DIR/runs/$name.hung-console.log, last line: $(tail -n 1 "$dir/console.log" | tr -d '\r')); booting it once more" >&2
-		[ -z "${MSRB_RETRYLOG:-}" ] || echo "$name: hung in the kernel's boot before msrbatch was loaded; booted once more" >>"$MSRB_RETRYLOG"
-		GUEST_BOOT_AGAIN=1 guest_boot "$name" "$cmd" "$timeout" "$append" "$@"
-		return
-	fi
-	local verdict vrc
+	local verdict vrc again=
 	verdict=$(python3 "$MSRB_TOP/tests/harness/analyze.py" "$dir/console.log" "${timed[@]}" "$@")
 	vrc=$?
-	# GUEST_INT3_AGAIN=1 (the stock kernels' boots): QEMU's TCG, also 10.0,
-	# now and then executes a static-key site of the kernel while another
-	# vCPU patches it, and the kernel dies of "Oops: int3" there, in its own
-	# code (tests/harness/stock-kernels.txt has the reproducer and the
-	# counts). Such a run boots once more, and says so; but only if that
-	# oops is its first splat, at a kernel function (`RIP: 0010:sym+0x..`,
-	# no module), and no test had failed before it. Module code run after
-	# its unload is int3 too on these kernels (freed module text is filled
-	# with int3), but at a bare address or in a module.
-	if [ $vrc -ne 0 ] && [ "${GUEST_INT3_AGAIN:-0}" = 1 ] && [ -z "${GUEST_BOOT_AGAIN:-}" ] &&
-		grep -q '^harness: FAIL: kernel splat: Oops: int3' <<<"$verdict" &&
-		grep -qE 'RIP: 0010:[A-Za-z_][A-Za-z0-9_.]*\+0x[0-9a-f]+/0x[0-9a-f]+[[:space:]]*$' \
-			<<<"$(awk '/Oops: int3/ { f = 1 } f && /RIP: 0010:/ { print; exit }' "$dir/console.log")" &&
-		! grep -qE '^[[:space:]]*not ok ' "$dir/output.log"; then
-		cp "$dir/console.log" "$GUEST_DIR/runs/$name.int3-console.log"
-		cp "$dir/output.log" "$GUEST_DIR/runs/$name.int3-output.log"
-		echo "msrbatch: guest run '$name' died of QEMU TCG's int3 fault at a patched static-key site ($(grep -m1 -A4 'Oops: int3' "$dir/console.log" | grep -m1 'RIP:' | tr -d '\r'); console: $GUEST_DIR/runs/$name.int3-console.log); booting it once more" >&2
-		[ -z "${MSRB_RETRYLOG:-}" ] || echo "$name: died of QEMU TCG's int3 fault (stock-kernels.txt); booted once more" >>"$MSRB_RETRYLOG"
+	# Boots that ran into what is not msrbatch's doing boot once more (not
+	# a third time), and say so ("KIND:WHY"):
+	# - a kernel that hung in its boot, before /init began to load msrbatch,
+	#   ran nothing of ours (the stock trixie kernel once stopped after SMP
+	#   bring-up for its full 900 s, on a loaded host, under TCG); a hang
+	#   once msrbatch began to load is a failure;
+	# - GUEST_INT3_AGAIN=1 (the stock kernels' boots): QEMU's TCG, also 10.0,
+	#   now and then executes a static-key site of the kernel while another
+	#   vCPU patches it, and the kernel dies of "Oops: int3" there, in its
+	#   own code (tests/harness/stock-kernels.txt has the reproducer and the
+	#   counts); but only if that oops is the first splat, at a kernel
+	#   function (`RIP: 0010:sym+0x..`, no module), and no test had failed
+	#   before it. Module code run after its unload is int3 too on these
+	#   kernels (freed module text is filled with int3), but at a bare
+	#   address or in a module.
+	if [ ${#timed[@]} -gt 0 ] && ! grep -q 'msrbatch-harness: loading msrbatch' "$dir/console.log"; then
+		again="hung:hung in the kernel's boot, before msrbatch was loaded (last console line: $(tail -n 1 "$dir/console.log" | tr -d '\r'))"
+	elif [ $vrc -ne 0 ] && [ "${GUEST_INT3_AGAIN:-0}" = 1 ] &&
+		grep -q '^harness: FAIL: kernel splat: Oops: int3' <<<"$verdict"; then
+		local rip
+		rip=$(awk '/Oops: int3/ { f = 1 } f && /RIP: 0010:/ { sub(/\r$/, ""); print; exit }' "$dir/console.log")
+		if grep -qE 'RIP: 0010:[A-Za-z_][A-Za-z0-9_.]*\+0x[0-9a-f]+/0x[0-9a-f]+[[:space:]]*$' <<<"$rip" &&
+			! grep -qE '^[[:space:]]*not ok ' "$dir/output.log"; then
+			again="int3:died of QEMU TCG's int3 fault at a patched static-key site ($rip)"
+		fi
+	fi
+	if [ -n "$again" ] && [ -z "${GUEST_BOOT_AGAIN:-}" ]; then
+		cp "$dir/console.log" "$GUEST_DIR/runs/$name.${again%%:*}-console.log"
+		cp "$dir/output.log" "$GUEST_DIR/runs/$name.${again%%:*}-output.log"
+		echo "msrbatch: guest run '$name' ${again#*:}; booting it once more (the first boot's console: $GUEST_DIR/runs/$name.${again%%:*}-console.log)" >&2
+		[ -z "${MSRB_RETRYLOG:-}" ] || echo "$name: ${again#*:}; booted once more" >>"$MSRB_RETRYLOG"
 		GUEST_BOOT_AGAIN=1 guest_boot "$name" "$cmd" "$timeout" "$append" "$@"
 		return
 	fi
