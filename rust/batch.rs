@@ -1346,8 +1346,10 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
     // A confined batch with a share for a CPU that said it refuses them:
     // a synchronised start is called off, other shares refused, without
     // a cross-call to that CPU.
-    let hinted = |cpu: u32| mode.confined && crate::busy::refuses_confined(cpu);
-    if sync && (0..nr).any(|k| shares.share(k).is_some_and(|(cpu, _)| hinted(cpu))) {
+    // Only when some CPU may have said so: one look, not one per CPU.
+    let hints = || mode.confined && crate::busy::some_cpu_refuses_confined();
+    let hinted = crate::busy::refuses_confined;
+    if sync && hints() && (0..nr).any(|k| shares.share(k).is_some_and(|(cpu, _)| hinted(cpu))) {
         return Err(ETIMEDOUT.into());
     }
     // Each share's start stamp: in place for a few CPUs (only those
@@ -1391,7 +1393,7 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
     }
     // A confined share for a CPU that said it refuses them: refused here,
     // without a cross-call to that CPU.
-    if mode.confined {
+    if hints() {
         for (k, start) in starts.iter().enumerate() {
             let (cpu, _) = shares.share(k).ok_or(EINVAL)?;
             if hinted(cpu) {

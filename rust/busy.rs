@@ -181,7 +181,8 @@ impl Credit {
 pub(crate) fn refused_confined(irqs: &IrqsOff, ticks: u64) {
     let _ = irqs;
     // SAFETY: Interrupts are off (the token): the helper writes this CPU's
-    // hint, which only this CPU writes.
+    // hint, which only this CPU writes, and moves the latest of all hints
+    // forward with a cmpxchg.
     unsafe { sys::msrbatch_this_cpu_refuses(ticks) }
 }
 
@@ -191,6 +192,14 @@ pub(crate) fn refuses_confined(cpu: u32) -> bool {
     // SAFETY: The helper reads `cpu`'s hint once (`READ_ONCE`), for any
     // possible CPU; `cpu` is one (the plan checked it).
     unsafe { sys::msrbatch_cpu_refuses(cpu) }
+}
+
+/// Whether some CPU may have said it refuses confined shares now; `false`:
+/// [`refuses_confined`] is `false` for every CPU (as racy as it: a hint being
+/// written may be missed). One look for a batch with shares for many CPUs.
+pub(crate) fn some_cpu_refuses_confined() -> bool {
+    // SAFETY: No preconditions: the helper reads one word (`READ_ONCE`).
+    unsafe { sys::msrbatch_some_cpu_refuses() }
 }
 
 /// How many times [`execute_until_run`] runs again the ops a credit left

@@ -394,8 +394,24 @@ struct msrbatch_credit *msrbatch_this_cpu_credit(void)
  */
 static DEFINE_PER_CPU(unsigned long, msrbatch_refuse_until);
 
+/*
+ * The latest of the CPUs' hints: while it is out of range, no CPU's hint is
+ * in range, and a caller with shares for several CPUs looks at none of them
+ * (msrbatch_some_cpu_refuses). Only ever moved forward (cmpxchg), by the CPU
+ * that writes a later hint of its own.
+ */
+static unsigned long msrbatch_refuse_any_until;
+
 /* The longest a hint may say: a deficit is at most 8 budgets (busy.rs). */
 #define MSRBATCH_REFUSE_MAX_MS (8 * MSRBATCH_MAX_CPU_BUSY_NS / NSEC_PER_MSEC + 1)
+
+/* Whether a hint's jiffies (until) are still to come, and within its longest. */
+static bool msrbatch_hint_in_range(unsigned long until)
+{
+	long left = (long)(until - jiffies);
+
+	return left > 0 && left <= (long)msecs_to_jiffies(MSRBATCH_REFUSE_MAX_MS) + 1;
+}
 
 /*
  * This CPU refuses confined shares for the next tsc ticks at least: those
@@ -407,9 +423,16 @@ void msrbatch_this_cpu_refuses(u64 tsc)
 	unsigned int khz = READ_ONCE(tsc_khz);
 	u64 ns = khz ? mul_u64_u32_div(tsc, 1000000, khz) : tsc;
 	unsigned long n = nsecs_to_jiffies(min_t(u64, ns, MSRBATCH_REFUSE_MAX_MS * NSEC_PER_MSEC));
+	unsigned long until = jiffies + max(n, 1UL);
+	unsigned long any = READ_ONCE(msrbatch_refuse_any_until);
 
 	lockdep_assert_irqs_disabled();
-	this_cpu_write(msrbatch_refuse_until, jiffies + max(n, 1UL));
+	this_cpu_write(msrbatch_refuse_until, until);
+	/* Another CPU's later hint, or a hint out of range (ours is in it). */
+	while (!msrbatch_hint_in_range(any) || time_after(until, any)) {
+		if (try_cmpxchg(&msrbatch_refuse_any_until, &any, until))
+			break;
+	}
 }
 
 /*
@@ -419,13 +442,19 @@ void msrbatch_this_cpu_refuses(u64 tsc)
  */
 bool msrbatch_cpu_refuses(unsigned int cpu)
 {
-	long left;
-
 	if (cpu >= nr_cpu_ids)
 		return false;
-	left = (long)(READ_ONCE(*per_cpu_ptr(&msrbatch_refuse_until, cpu)) - jiffies);
+	return msrbatch_hint_in_range(READ_ONCE(*per_cpu_ptr(&msrbatch_refuse_until, cpu)));
+}
 
-	return left > 0 && left <= (long)msecs_to_jiffies(MSRBATCH_REFUSE_MAX_MS) + 1;
+/*
+ * Whether some CPU's hint may be in range (msrbatch_cpu_refuses may say
+ * true of it); false: none is. As racy as one CPU's hint: a hint being
+ * written is read as the old latest or the new one.
+ */
+bool msrbatch_some_cpu_refuses(void)
+{
+	return msrbatch_hint_in_range(READ_ONCE(msrbatch_refuse_any_until));
 }
 
 /* ---- interrupts off on 7.2 (compat.rs; 7.3 has kernel::interrupt) -------- */

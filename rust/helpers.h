@@ -73,6 +73,7 @@ struct msrbatch_credit {
 struct msrbatch_credit *msrbatch_this_cpu_credit(void);
 void msrbatch_this_cpu_refuses(u64 tsc);
 bool msrbatch_cpu_refuses(unsigned int cpu);
+bool msrbatch_some_cpu_refuses(void);
 
 /* Implemented in Rust (pce.rs; its definition is checked against this). */
 void msrbatch_reap_grants(void);

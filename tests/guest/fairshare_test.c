@@ -26,7 +26,8 @@
  *             after the go (the charge of a wait that is called off: KUnit
  *             a_rendezvous_wait_is_charged)
  *
- *   crosscalls a member hammering CPU 1 with one-op batches while root keeps
+ *   crosscalls a member hammering CPU 1 with batches that have one op there
+ *             (alone, or with one on its own CPU 0) while root keeps
  *             its credit below the reserve causes at most one refused
  *             cross-call (a function call interrupt on CPU 1) per tick, not
  *             one per batch; once the credit refilled, its batches run
@@ -833,19 +834,24 @@ static void test_rendezvous(void)
  * long (in the kernel's ticks, at least the rest of the current one), and
  * confined callers refuse their shares for it without a cross-call
  * meanwhile: at most one refused cross-call per tick. Counted in
- * /proc/interrupts' CAL line (function call interrupts) of CPU 1.
+ * /proc/interrupts' CAL line (function call interrupts) of CPU 1. Two
+ * shapes: one op on CPU 1 (a batch for one CPU), and one op on each of CPUs
+ * 0 and 1 (a batch for several CPUs, whose share on CPU 0, the member's own,
+ * runs while CPU 1's is refused).
  */
 #define XC_MS 1000
 
 struct xc_result {
 	long sent, ok, etime, other;
+	long home_etime;	/* the op on CPU 0 refused: a host stall charged to its share */
 	int after_status;	/* a batch once root stopped and the credit refilled */
 };
 
 static struct xc_result *xc;
 
-static void test_crosscalls(void)
+static void crosscalls(int two)
 {
+	const char *shape = two ? "crosscalls, CPUs 0 and 1" : "crosscalls";
 	int ncpus = sysconf(_SC_NPROCESSORS_ONLN), root, i, r;
 	long cal0, cal1, refused, root_batches = 0, root_ran = 0, root_etime = 0, root_errors = 0;
 	struct msrbatch_op ops[10];
@@ -854,7 +860,7 @@ static void test_crosscalls(void)
 	pid_t pid;
 
 	if (ncpus < 2 || cal_count(1) < 0) {
-		ksft_test_result_skip("crosscalls: needs 2 CPUs and /proc/interrupts' CAL line\n");
+		ksft_test_result_skip("%s: needs 2 CPUs and /proc/interrupts' CAL line\n", shape);
 		return;
 	}
 	xc = shared_zeroed(sizeof(*xc), "crosscalls");
@@ -868,7 +874,7 @@ static void test_crosscalls(void)
 	pin(1);
 	pid = fork();
 	if (pid == 0) {
-		struct msrbatch_op op;
+		struct msrbatch_op op[2];
 		long start;
 		int fd;
 
@@ -883,14 +889,19 @@ static void test_crosscalls(void)
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		start = t0.tv_sec * 1000L + t0.tv_nsec / 1000000;
 		do {
-			op = mkop(MSRBATCH_OP_RDTSC, 1, 0, 0, 0);
-			r = batch(fd, &op, 1, 0, NULL);
+			op[0] = mkop(MSRBATCH_OP_RDTSC, 1, 0, 0, 0);
+			op[1] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
+			r = batch(fd, op, two ? 2 : 1, 0, NULL);
 			xc->sent++;
-			if (r)
+			/* The member's own share on CPU 0 runs, but for a host
+			 * stall charged to it (then its credit refuses it too). */
+			if (two && op[1].status == -ETIME)
+				xc->home_etime++;
+			if (r || (two && op[1].status != 0 && op[1].status != -ETIME))
 				xc->other++;
-			else if (op.status == -ETIME)
+			else if (op[0].status == -ETIME)
 				xc->etime++;
-			else if (op.status == 0)
+			else if (op[0].status == 0)
 				xc->ok++;
 			else
 				xc->other++;
@@ -902,9 +913,10 @@ static void test_crosscalls(void)
 		while (__atomic_load_n(&xc->after_status, __ATOMIC_ACQUIRE) != 2)
 			;
 		sleep_ms(150);
-		op = mkop(MSRBATCH_OP_RDTSC, 1, 0, 0, 0);
-		r = batch(fd, &op, 1, 0, NULL);
-		xc->after_status = r ? r : op.status;
+		op[0] = mkop(MSRBATCH_OP_RDTSC, 1, 0, 0, 0);
+		op[1] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
+		r = batch(fd, op, two ? 2 : 1, 0, NULL);
+		xc->after_status = r ? r : op[0].status ? op[0].status : two ? op[1].status : 0;
 		_exit(0);
 	}
 	cal0 = cal_count(1);
@@ -929,8 +941,8 @@ static void test_crosscalls(void)
 	close_node();
 	close(root);
 	ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
-	ksft_print_msg("crosscalls: root's %ld batches of 10 1 ms DELAYs on CPU 1: %ld DELAYs ran, %ld -ETIME, "
-		       "%ld errors\n", root_batches, root_ran, root_etime, root_errors);
+	ksft_print_msg("%s: root's %ld batches of 10 1 ms DELAYs on CPU 1: %ld DELAYs ran, %ld -ETIME, "
+		       "%ld errors\n", shape, root_batches, root_ran, root_etime, root_errors);
 	/*
 	 * A refused cross-call makes the member's next batches refused at
 	 * home for a tick at least (here for ~60 ms: root keeps CPU 1's
@@ -941,14 +953,21 @@ static void test_crosscalls(void)
 	 */
 	refused = cal1 - cal0 - xc->ok;
 	ksft_test_result(xc->etime > 0 && xc->other == 0 && refused <= xc->etime / 10 + 5 && refused <= (long)ms + 5,
-			 "crosscalls: a member sending %ld one-op batches to CPU 1 in %.0f ms while root keeps its credit "
+			 "%s: a member sending %ld batches with one op for CPU 1 in %.0f ms while root keeps its credit "
 			 "below the reserve: %ld refused (-ETIME), of which at most a tenth and one per ms cost CPU 1 an "
-			 "interrupt: %ld function call interrupts there, %ld batches ran, %ld other errors\n",
-			 xc->sent, ms, xc->etime, cal1 - cal0, xc->ok, xc->other);
+			 "interrupt: %ld function call interrupts there, %ld batches ran, %ld other errors (%ld ops on CPU 0 "
+			 "refused)\n",
+			 shape, xc->sent, ms, xc->etime, cal1 - cal0, xc->ok, xc->other, xc->home_etime);
 	ksft_test_result(xc->after_status == 0,
-			 "crosscalls: once root stopped and the credit refilled, the member's batch on CPU 1 runs (%d)\n",
+			 "%s: once root stopped and the credit refilled, the member's batch on CPU 1 runs (%d)\n", shape,
 			 xc->after_status);
 	munmap(xc, sizeof(*xc));
+}
+
+static void test_crosscalls(void)
+{
+	crosscalls(0);
+	crosscalls(1);
 }
 
 int main(int argc, char **argv)

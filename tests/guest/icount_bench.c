@@ -28,7 +28,6 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
-#include <linux/capability.h>
 #include <x86intrin.h>
 
 #include "testlib.h"
@@ -193,47 +192,6 @@ static void budget_key(struct row *r, const char *path, const char *shape)
 	r->key = keys[nkeys++];
 }
 
-/* Capabilities: CAP_SYS_RAWIO in (on) or out of the effective set. */
-static int rawio(int on)
-{
-	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct d[2];
-
-	if (syscall(SYS_capget, &h, d))
-		return -1;
-	if (on)
-		d[0].effective |= 1u << CAP_SYS_RAWIO;
-	else
-		d[0].effective &= ~(1u << CAP_SYS_RAWIO);
-	return syscall(SYS_capset, &h, d);
-}
-
-static char saved_list[1 << 16];
-
-/* Loads text as the allowlist, after saving the one in force. */
-static int swap_list(const char *text, int save)
-{
-	int fd;
-	ssize_t n;
-
-	if (save) {
-		fd = open("/dev/msrbatch_allowlist", O_RDONLY);
-		n = fd < 0 ? -1 : read(fd, saved_list, sizeof(saved_list) - 1);
-		if (fd >= 0)
-			close(fd);
-		if (n < 0)
-			return -1;
-		saved_list[n] = 0;
-		if (!n)
-			strcpy(saved_list, "\n");
-	}
-	fd = open("/dev/msrbatch_allowlist", O_WRONLY);
-	n = fd < 0 ? -1 : write(fd, text, strlen(text));
-	if (fd >= 0)
-		close(fd);
-	return n == (ssize_t)strlen(text) ? 0 : -1;
-}
-
 /*
  * The cheapest interruption of a user loop on this CPU while arm() arms
  * something that interrupts it, over 31 interruptions: the loop's own step
@@ -326,7 +284,7 @@ int main(int argc, char **argv)
 		       strerror(errno));
 
 	/* A descriptor confined by an allowlist that lists IA32_PAT. */
-	if (swap_list("0x00000277 0x0000000000000000\n", 1) == 0) {
+	if (save_list() == 0 && load_list("0x00000277 0x0000000000000000\n") == 0) {
 		list_loaded = 1;
 		if (rawio(0) == 0) {
 			conf = open("/dev/msrbatch", O_RDWR | O_CLOEXEC);
@@ -402,7 +360,7 @@ int main(int argc, char **argv)
 			rows[nrows - 1].why = "2x the floor";
 	}
 
-	if (list_loaded && swap_list(saved_list, 0))
+	if (list_loaded && load_list(saved_list))
 		printf("# could not put the allowlist back\n");
 
 	printf("| %-34s | %-22s | %9s | %-28s | %-6s |\n", "guest instructions", "path", "figure", "target",

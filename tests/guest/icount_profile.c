@@ -13,8 +13,13 @@
  * batch_local_1, prepared_local_1, batch_remote_1, prepared_remote_1,
  * batch_cpus4x1, prepared_cpus4x1 (one RDMSR of IA32_PAT per CPU, the
  * caller on CPU 0, as icount_bench's shapes), batch_local_4096 and
- * prepared_local_4096 (4096 of them on CPU 0), enotty (an ioctl the driver
- * refuses), getppid (a raw system call), empty (the loop alone). Each
+ * prepared_local_4096 (4096 of them on CPU 0), batch_cpus4x8 (8 on each of 4
+ * CPUs), confined_batch_local_1, confined_batch_remote_1,
+ * confined_batch_cpus4x1, confined_prepared_cpus4x1 and
+ * confined_batch_cpus4x8 (those shapes on a descriptor opened without
+ * CAP_SYS_RAWIO, confined by an allowlist that lists IA32_PAT, loaded for
+ * the run and put back after it, as icount_bench's), enotty (an ioctl the
+ * driver refuses), getppid (a raw system call), empty (the loop alone). Each
  * shape runs 100 times before its window (translation, caches, the
  * prepared batch's first run), 31 times one by one between two RDTSCs
  * (the minimum, less the two RDTSCs, is icount_bench's figure for the
@@ -59,19 +64,25 @@ enum kind { PLAIN, PREPARED, ENOTTY_IOCTL, GETPPID, EMPTY };
 static const struct {
 	const char *name;
 	enum kind kind;
-	int ncpus, first, per;
+	int ncpus, first, per, confined;
 } shapes[] = {
-	{ "batch_local_1", PLAIN, 1, 0, 1 },
-	{ "prepared_local_1", PREPARED, 1, 0, 1 },
-	{ "batch_remote_1", PLAIN, 1, 1, 1 },
-	{ "prepared_remote_1", PREPARED, 1, 1, 1 },
-	{ "batch_cpus4x1", PLAIN, NCPU, 0, 1 },
-	{ "prepared_cpus4x1", PREPARED, NCPU, 0, 1 },
-	{ "batch_local_4096", PLAIN, 1, 0, MANY },
-	{ "prepared_local_4096", PREPARED, 1, 0, MANY },
-	{ "enotty", ENOTTY_IOCTL, 0, 0, 0 },
-	{ "getppid", GETPPID, 0, 0, 0 },
-	{ "empty", EMPTY, 0, 0, 0 },
+	{ "batch_local_1", PLAIN, 1, 0, 1, 0 },
+	{ "prepared_local_1", PREPARED, 1, 0, 1, 0 },
+	{ "batch_remote_1", PLAIN, 1, 1, 1, 0 },
+	{ "prepared_remote_1", PREPARED, 1, 1, 1, 0 },
+	{ "batch_cpus4x1", PLAIN, NCPU, 0, 1, 0 },
+	{ "prepared_cpus4x1", PREPARED, NCPU, 0, 1, 0 },
+	{ "batch_local_4096", PLAIN, 1, 0, MANY, 0 },
+	{ "prepared_local_4096", PREPARED, 1, 0, MANY, 0 },
+	{ "batch_cpus4x8", PLAIN, NCPU, 0, 8, 0 },
+	{ "confined_batch_local_1", PLAIN, 1, 0, 1, 1 },
+	{ "confined_batch_remote_1", PLAIN, 1, 1, 1, 1 },
+	{ "confined_batch_cpus4x1", PLAIN, NCPU, 0, 1, 1 },
+	{ "confined_prepared_cpus4x1", PREPARED, NCPU, 0, 1, 1 },
+	{ "confined_batch_cpus4x8", PLAIN, NCPU, 0, 8, 1 },
+	{ "enotty", ENOTTY_IOCTL, 0, 0, 0, 0 },
+	{ "getppid", GETPPID, 0, 0, 0, 0 },
+	{ "empty", EMPTY, 0, 0, 0, 0 },
 };
 
 /* n calls of the shape; the number that failed. */
@@ -152,10 +163,37 @@ static unsigned long long cheapest(int fd, enum kind kind, int h)
 	return best > overhead ? best - overhead : 0;
 }
 
+/* The index of the shape called name, or -1. */
+static int shape_of(const char *name)
+{
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		if (!strcmp(name, shapes[s].name))
+			return s;
+	return -1;
+}
+
+/*
+ * A descriptor confined by an allowlist that lists IA32_PAT (opened without
+ * CAP_SYS_RAWIO), as icount_bench's; *loaded says whether the list in force
+ * was saved and replaced (put it back with load_list(saved_list)).
+ */
+static int open_confined(int *loaded)
+{
+	int fd = -1;
+
+	*loaded = save_list() == 0 && load_list("0x00000277 0x0000000000000000\n") == 0;
+	if (*loaded && rawio(0) == 0) {
+		fd = dev_open(O_RDWR);
+		if (rawio(1))
+			perror("icount_profile: CAP_SYS_RAWIO back");
+	}
+	return fd;
+}
+
 int main(int argc, char **argv)
 {
 	long n = 10000;
-	int fd, window = 0, rc = 0, a = 1;
+	int priv, conf = -1, loaded = 0, window = 0, rc = 0, a = 1;
 
 	if (argc > 2 && !strcmp(argv[1], "-n")) {
 		n = atol(argv[2]);
@@ -165,34 +203,46 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: icount_profile [-n N] SHAPE...\n");
 		return 2;
 	}
-	fd = dev_open(O_RDWR);
-	if (fd < 0) {
+	for (int b = a; b < argc; b++) {
+		if (shape_of(argv[b]) < 0) {
+			fprintf(stderr, "icount_profile: unknown shape '%s'\n", argv[b]);
+			return 2;
+		}
+	}
+	priv = dev_open(O_RDWR);
+	if (priv < 0) {
 		perror("/dev/msrbatch");
 		return 1;
 	}
+	for (int b = a; b < argc && conf < 0; b++) {
+		if (shapes[shape_of(argv[b])].confined) {
+			conf = open_confined(&loaded);
+			if (conf < 0) {
+				fprintf(stderr, "icount_profile: no confined descriptor (%s)\n",
+					loaded ? strerror(errno) : "the allowlist could not be saved and replaced");
+				rc = 1;
+				goto out;
+			}
+		}
+	}
+	if (pin(0)) {
+		perror("sched_setaffinity");
+		rc = 1;
+		goto out;
+	}
 	for (; a < argc; a++) {
-		size_t s;
-		int h = -1, many;
+		int s = shape_of(argv[a]), h = -1, many = shapes[s].per == MANY;
+		int fd = shapes[s].confined ? conf : priv;
 		long bad, calls;
 		unsigned long long best;
 
-		for (s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
-			if (!strcmp(argv[a], shapes[s].name))
-				break;
-		if (s == sizeof(shapes) / sizeof(shapes[0])) {
-			fprintf(stderr, "icount_profile: unknown shape '%s'\n", argv[a]);
-			return 2;
-		}
-		if (pin(0)) {
-			perror("sched_setaffinity");
-			return 1;
-		}
 		fill(shapes[s].ncpus, shapes[s].first, shapes[s].per);
 		if (shapes[s].kind == PREPARED) {
 			h = prepare(fd, ops, hdr.nr_ops, NULL);
 			if (h < 0) {
 				fprintf(stderr, "icount_profile: prepare: %s\n", strerror(-h));
-				return 1;
+				rc = 1;
+				break;
 			}
 		}
 		/*
@@ -203,7 +253,6 @@ int main(int argc, char **argv)
 		 * and the credit rests (fills at a fifth of the time that
 		 * passes) before the 31 timed calls and before the window.
 		 */
-		many = shapes[s].per > 1;
 		bad = run(fd, shapes[s].kind, h, many ? 10 : 100);
 		if (many)
 			usleep(100000);
@@ -221,6 +270,13 @@ int main(int argc, char **argv)
 			rc = 1;
 		if (h >= 0)
 			ioctl(fd, MSRBATCH_IOC_UNPREPARE, (unsigned long)h);
+	}
+out:
+	if (conf >= 0)
+		close(conf);
+	if (loaded && load_list(saved_list)) {
+		fprintf(stderr, "icount_profile: could not put the allowlist back\n");
+		rc = 1;
 	}
 	return rc;
 }

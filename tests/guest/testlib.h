@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/capability.h>
 #include <linux/msrbatch.h>
 
 #include "kselftest.h"
@@ -490,6 +491,41 @@ static inline int load_list(const char *text)
 	if (fd >= 0)
 		close(fd);
 	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* The allowlist in force, as save_list() found it ("\n" if empty). */
+static char saved_list[1 << 16] __attribute__((unused));
+
+/* Saves the allowlist in force in saved_list, for load_list(saved_list). */
+static inline int save_list(void)
+{
+	int fd = open("/dev/msrbatch_allowlist", O_RDONLY);
+	ssize_t n = fd < 0 ? -1 : read(fd, saved_list, sizeof(saved_list) - 1);
+
+	if (fd >= 0)
+		close(fd);
+	/* A list that fills the buffer may be longer: not saved, not replaced. */
+	if (n < 0 || n == (ssize_t)sizeof(saved_list) - 1)
+		return -1;
+	saved_list[n] = 0;
+	if (!n)
+		strcpy(saved_list, "\n");
+	return 0;
+}
+
+/* CAP_SYS_RAWIO in (on) or out of this thread's effective set; 0 or -1. */
+static inline int rawio(int on)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d))
+		return -1;
+	if (on)
+		d[0].effective |= 1u << CAP_SYS_RAWIO;
+	else
+		d[0].effective &= ~(1u << CAP_SYS_RAWIO);
+	return syscall(SYS_capset, &h, d);
 }
 
 static mode_t dev_mode __attribute__((unused));

@@ -17,7 +17,10 @@
 #
 # SHAPEs (tests/guest/icount_profile.c): batch_local_1 (default),
 # prepared_local_1, batch_remote_1, prepared_remote_1, batch_cpus4x1,
-# prepared_cpus4x1, batch_local_4096, prepared_local_4096, enotty, getppid, empty. N: calls per window (10000; at most 100 for the 4096-op shapes).
+# prepared_cpus4x1, batch_local_4096, prepared_local_4096, batch_cpus4x8,
+# confined_batch_local_1, confined_batch_remote_1, confined_batch_cpus4x1,
+# confined_prepared_cpus4x1, confined_batch_cpus4x8 (a descriptor confined
+# by an allowlist that lists IA32_PAT), enotty, getppid, empty. N: calls per window (10000; at most 100 for the 4096-op shapes).
 # TOP: functions per table (25); INSNS: also the INSNS hottest
 # instructions; REGEX: also the disassembly of the functions it matches,
 # each instruction with its executions per call. -c runs a guest command of your own instead: every window
