@@ -27,6 +27,7 @@ use crate::compat::local_interrupt_disable;
 use crate::insn;
 use crate::uapi::{self, opcode, Batch, Op};
 use core::ffi::c_void;
+use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::{
@@ -585,6 +586,7 @@ struct Mode {
 }
 
 impl Mode {
+    #[inline(always)]
     fn of(plan: &Plan) -> Self {
         Mode {
             stop_on_error: plan.flags & uapi::F_STOP_ON_ERROR != 0,
@@ -741,27 +743,134 @@ struct Shared<'a> {
 /// A run's start in [`Shared::starts`] when the CPU's credit refused it.
 const REFUSED: u64 = u64::MAX;
 
+/// Where a run puts each op's outputs, its status and values: into the op
+/// itself ([`InPlace`]), or straight into a prepared batch's results
+/// ([`ToResults`]), which then need no copy after the run.
+trait Outputs: Copy {
+    /// `op`'s status and values.
+    fn put(self, op: &mut Op, status: i32, val: [u64; 2]);
+}
+
+/// Outputs into the ops themselves.
+#[derive(Clone, Copy)]
+struct InPlace;
+
+impl Outputs for InPlace {
+    #[inline(always)]
+    fn put(self, op: &mut Op, status: i32, val: [u64; 2]) {
+        op.status = status;
+        op.val = val;
+    }
+}
+
+/// Outputs into the results of a prepared batch (`prepared.rs`): op `i` of
+/// the batch's ops array writes result `i` (`struct msrbatch_op_result`:
+/// `status`, `reserved` 0, `val`), through raw pointers, since user space
+/// may map and read the results at any time. The op's own `status` and
+/// `val` are left as they were.
+///
+/// Not `Send` (a raw pointer): a run hands it to the CPU it cross-calls
+/// inside its job ([`OneCpu`]), which it waits for.
+///
+/// # Invariants
+///
+/// `results` is valid for writes of `last + 24` bytes, 8-byte aligned, for
+/// `'a`; `last` is a multiple of 8.
+#[derive(Clone, Copy)]
+pub(crate) struct ToResults<'a> {
+    /// The address of op 0.
+    ops: usize,
+    results: *mut u8,
+    /// The offset of the last result.
+    last: usize,
+    _area: PhantomData<&'a mut [u64]>,
+}
+
+/// An op is twice the size of its result: op `i`, `48i` bytes from op 0, has
+/// its result `24i` bytes from result 0, half as far.
+const _: () = assert!(
+    size_of::<Op>() == 2 * size_of::<uapi::OpResult>()
+        && size_of::<uapi::OpResult>() == 24
+        && core::mem::offset_of!(uapi::OpResult, status) == 0
+        && core::mem::offset_of!(uapi::OpResult, reserved) == 4
+        && core::mem::offset_of!(uapi::OpResult, val) == 8
+);
+
+impl ToResults<'_> {
+    /// The results at `results` for the ops `ops`, one each (`None` for no
+    /// ops). (Used with the ops of another array, it puts their outputs in
+    /// the wrong results or none, never outside the area.)
+    ///
+    /// # Safety
+    ///
+    /// `results` is 8-byte aligned and valid for writes of `ops.len()`
+    /// results (24 bytes each) for the lifetime the value is given.
+    pub(crate) unsafe fn new(ops: &[Op], results: *mut uapi::OpResult) -> Option<Self> {
+        let last = ops.len().checked_sub(1)? * size_of::<uapi::OpResult>();
+        // INVARIANT: By our own requirements; `last` is a multiple of 24.
+        Some(ToResults {
+            ops: ops.as_ptr() as usize,
+            results: results.cast(),
+            last,
+            _area: PhantomData,
+        })
+    }
+
+    /// The result of `op`, if `op` is one of the array's. (Its offset is
+    /// half of `op`'s, rounded down to a multiple of 8 so that any address
+    /// lands on a word of the area.)
+    #[inline(always)]
+    fn result(self, op: &Op) -> Option<*mut u64> {
+        let at = ((core::ptr::from_ref(op) as usize).wrapping_sub(self.ops) >> 1) & !7;
+        // SAFETY: `at <= last`, a multiple of 8: by the type invariants the
+        // 24 bytes from `at` are within the area.
+        (at <= self.last).then(|| unsafe { self.results.add(at).cast::<u64>() })
+    }
+}
+
+impl Outputs for ToResults<'_> {
+    #[inline(always)]
+    fn put(self, op: &mut Op, status: i32, val: [u64; 2]) {
+        if let Some(r) = self.result(op) {
+            // SAFETY: The three words of one result within the area
+            // (`result`, by the type invariants), written through raw
+            // pointers, since user space may read them at any time; the
+            // first is `status` then `reserved` (0), little-endian.
+            unsafe {
+                r.write_volatile(u64::from(status as u32));
+                r.add(1).write_volatile(val[0]);
+                r.add(2).write_volatile(val[1]);
+            }
+        }
+    }
+}
+
 /// Runs one op on the current CPU as op `code` (its own code, or the same
 /// value as a constant, for a loop specialised to one code); returns its
-/// status.
+/// status and values.
 ///
 /// # Safety
 ///
 /// If `code` is `WRMSR` or `RMWMSR`, the write it makes to `op.reg` is
 /// allowed (see [`insn::wrmsr`]).
 #[inline(always)]
-unsafe fn run_op(code: u16, op: &mut Op, busy: (u64, u64)) -> i32 {
-    let out: insn::InsnResult<[u64; 2]> = match code {
+unsafe fn run_op(code: u16, op: &Op, busy: (u64, u64)) -> (i32, [u64; 2]) {
+    let result: insn::InsnResult<[u64; 2]> = match code {
         opcode::RDMSR => insn::rdmsr(op.reg).map(|v| [v, 0]),
         // SAFETY: `code` is WRMSR: by the function's requirements.
         opcode::WRMSR => unsafe { insn::wrmsr(op.reg, op.arg[0]) }.map(|()| [0, 0]),
-        opcode::RMWMSR => insn::rdmsr(op.reg).and_then(|old| {
-            let new = (old & !op.arg[0]) | op.arg[1];
-            // A failed write still reports what was read and tried.
-            op.val = [old, new];
-            // SAFETY: `code` is RMWMSR: by the function's requirements.
-            unsafe { insn::wrmsr(op.reg, new) }.map(|()| [old, new])
-        }),
+        opcode::RMWMSR => match insn::rdmsr(op.reg) {
+            Ok(old) => {
+                let new = (old & !op.arg[0]) | op.arg[1];
+                // SAFETY: `code` is RMWMSR: by the function's requirements.
+                match unsafe { insn::wrmsr(op.reg, new) } {
+                    Ok(()) => Ok([old, new]),
+                    // A failed write still reports what was read and tried.
+                    Err(insn::Fault) => return (status::EIO, [old, new]),
+                }
+            }
+            Err(fault) => Err(fault),
+        },
         opcode::RDPMC => insn::rdpmc(op.reg).map(|v| [v, 0]),
         opcode::RDTSC => insn::rdtsc().map(|v| [v, 0]),
         opcode::RDTSCP => insn::rdtscp().map(|(tsc, aux)| [tsc, u64::from(aux)]),
@@ -780,19 +889,11 @@ unsafe fn run_op(code: u16, op: &mut Op, busy: (u64, u64)) -> i32 {
         opcode::RDCR4 => insn::read_cr4().map(|v| [v, 0]),
         opcode::POLL => return run_poll(op, busy),
         // Unreachable after `check_op`, but never trust that in IRQ context.
-        _ => return -(bindings::EOPNOTSUPP as i32),
+        _ => return (-(bindings::EOPNOTSUPP as i32), [0, 0]),
     };
-    match out {
-        Ok(val) => {
-            op.val = val;
-            0
-        }
-        Err(insn::Fault) => {
-            if op.op != opcode::RMWMSR {
-                op.val = [0, 0];
-            }
-            status::EIO
-        }
+    match result {
+        Ok(val) => (0, val),
+        Err(insn::Fault) => (status::EIO, [0, 0]),
     }
 }
 
@@ -814,18 +915,16 @@ fn poll_read(flags: u16, reg: u32) -> insn::InsnResult<(u64, u64)> {
 /// time, `busy` (`(ticks, start)`, as [`run_loop`]'s): each read starts
 /// before the end, so a poll holds the CPU past it by one read at most. A
 /// POLL whose first read comes after the share's time does not poll
-/// (`-ETIME`, as an op not started). Writes `val` and returns the status.
+/// (`-ETIME`, as an op not started). Returns the status and `val`.
 #[inline(never)]
-fn run_poll(op: &mut Op, (busy_tsc, start): (u64, u64)) -> i32 {
+fn run_poll(op: &Op, (busy_tsc, start): (u64, u64)) -> (i32, [u64; 2]) {
     use uapi::poll;
     let (flags, mask, want) = (op.flags, op.arg[0], op.arg[1]);
     let Ok((first, t0)) = poll_read(flags, op.reg) else {
-        op.val = [0, 0];
-        return status::EIO;
+        return (status::EIO, [0, 0]);
     };
     if t0.wrapping_sub(start) >= busy_tsc {
-        op.val = [0, 0];
-        return status::ETIME;
+        return (status::ETIME, [0, 0]);
     }
     let ticks = crate::helpers::ns_to_tsc(poll::timeout_ns(flags));
     let done = |v: u64| {
@@ -844,10 +943,7 @@ fn run_poll(op: &mut Op, (busy_tsc, start): (u64, u64)) -> i32 {
         }
         match poll_read(flags, op.reg) {
             Ok((nv, nt)) => (v, t, reads) = (nv, nt, reads.wrapping_add(1)),
-            Err(insn::Fault) => {
-                op.val = [0, 0];
-                return status::EIO;
-            }
+            Err(insn::Fault) => return (status::EIO, [0, 0]),
         }
     }
     let stamp = if flags & poll::F_COUNT != 0 {
@@ -856,8 +952,7 @@ fn run_poll(op: &mut Op, (busy_tsc, start): (u64, u64)) -> i32 {
     } else {
         t
     };
-    op.val = [v, stamp];
-    result
+    (result, [v, stamp])
 }
 
 /// How many ops run between two looks at the clock (and before every DELAY).
@@ -869,39 +964,39 @@ const BUSY_CHECK_EVERY: u32 = 16;
 /// `BUSY_CHECK_EVERY`th op and every DELAY, the first op excepted). Returns the
 /// number of ops whose status is not 0. Where every op has the same code
 /// (`mode.uniform`), the hot read ops run in a loop specialised to that code,
-/// without the dispatch.
+/// without the dispatch. The outputs go where `out` puts them.
 ///
 /// # Safety
 ///
 /// Every write among `ops` is allowed (see [`insn::wrmsr`]).
-unsafe fn run_sequence<'a>(ops: impl Iterator<Item = &'a mut Op>, mode: Mode) -> u32 {
+unsafe fn run_sequence<'a>(ops: impl Iterator<Item = &'a mut Op>, mode: Mode, out: impl Outputs) -> u32 {
     let (stop, busy) = (mode.stop_on_error, (mode.busy_tsc, mode.start));
     match mode.uniform {
         // Timestamps cost a TSC read per op: not in the hot loops.
         // SAFETY: Each op runs as its own code; its writes are allowed by the
         // function's requirements.
         _ if mode.stamps => unsafe {
-            run_loop(ops, stop, busy, true, |op| {
-                let status = run_op(op.op, op, busy);
-                op.val[1] = insn::rdtsc().unwrap_or(0);
-                status
+            run_loop(ops, stop, busy, true, out, |op| {
+                let (status, val) = run_op(op.op, op, busy);
+                (status, [val[0], insn::rdtsc().unwrap_or(0)])
             })
         },
         // The hot loops: no op is a DELAY, none looks at the clock itself.
         // SAFETY: RDMSR does not write.
-        Some(opcode::RDMSR) => unsafe { run_loop(ops, stop, busy, false, |op| run_op(opcode::RDMSR, op, busy)) },
+        Some(opcode::RDMSR) => unsafe { run_loop(ops, stop, busy, false, out, |op| run_op(opcode::RDMSR, op, busy)) },
         // SAFETY: RDPMC does not write.
-        Some(opcode::RDPMC) => unsafe { run_loop(ops, stop, busy, false, |op| run_op(opcode::RDPMC, op, busy)) },
+        Some(opcode::RDPMC) => unsafe { run_loop(ops, stop, busy, false, out, |op| run_op(opcode::RDPMC, op, busy)) },
         // SAFETY: RDTSC does not write.
-        Some(opcode::RDTSC) => unsafe { run_loop(ops, stop, busy, false, |op| run_op(opcode::RDTSC, op, busy)) },
+        Some(opcode::RDTSC) => unsafe { run_loop(ops, stop, busy, false, out, |op| run_op(opcode::RDTSC, op, busy)) },
         // SAFETY: Each op runs as its own code; its writes are allowed by the
         // function's requirements.
-        _ => unsafe { run_loop(ops, stop, busy, true, |op| run_op(op.op, op, busy)) },
+        _ => unsafe { run_loop(ops, stop, busy, true, out, |op| run_op(op.op, op, busy)) },
     }
 }
 
-/// The loop of [`run_sequence`], with `exec` running one op. `delays`:
-/// some op may be a DELAY (false only where every op has one read code).
+/// The loop of [`run_sequence`], with `exec` running one op, its status and
+/// values put by `out`. `delays`: some op may be a DELAY (false only where
+/// every op has one read code).
 ///
 /// # Safety
 ///
@@ -912,7 +1007,8 @@ unsafe fn run_loop<'a>(
     stop_on_error: bool,
     (busy_tsc, start): (u64, u64),
     delays: bool,
-    exec: impl Fn(&mut Op) -> i32,
+    out: impl Outputs,
+    exec: impl Fn(&Op) -> (i32, [u64; 2]),
 ) -> u32 {
     let mut nr_failed = 0u32;
     // The share started just now: the first look at the clock is due after
@@ -925,16 +1021,19 @@ unsafe fn run_loop<'a>(
         if until_check == 0 || (delays && op.op == opcode::DELAY) {
             if insn::rdtsc().unwrap_or(start).wrapping_sub(start) >= busy_tsc {
                 skip = status::ETIME;
-                op.status = skip;
-                op.val = [0, 0];
+                out.put(op, skip, [0, 0]);
                 nr_failed = nr_failed.wrapping_add(1);
                 break;
             }
             until_check = BUSY_CHECK_EVERY;
         }
-        let status = exec(op);
-        op.status = status;
-        if status != 0 {
+        let (status, val) = exec(op);
+        // (Two puts, so that the common case is a branch on the op's own
+        // outcome, not a selection among outputs.)
+        if status == 0 {
+            out.put(op, 0, val);
+        } else {
+            out.put(op, status, val);
             nr_failed = nr_failed.wrapping_add(1);
             // A POLL found the share's time over: so are the ops after it.
             if status == status::ETIME {
@@ -949,8 +1048,7 @@ unsafe fn run_loop<'a>(
     }
     // After the budget ran out, or the first failure with stop-on-error.
     for op in ops {
-        op.status = skip;
-        op.val = [0, 0];
+        out.put(op, skip, [0, 0]);
         nr_failed = nr_failed.wrapping_add(1);
     }
     nr_failed
@@ -974,7 +1072,7 @@ pub(crate) unsafe fn run_reads_here(ops: &mut [Op], uniform: Option<u16>) -> u32
         uniform,
     };
     // SAFETY: By our own requirements, no op writes.
-    unsafe { run_sequence(ops.iter_mut(), mode) }
+    unsafe { run_sequence(ops.iter_mut(), mode, InPlace) }
 }
 
 /// Whether the ops seen so far all have the code of a batch's first op: the
@@ -1047,6 +1145,7 @@ unsafe fn run_share<'a>(
     ops: impl Iterator<Item = &'a mut Op>,
     mode: Mode,
     sync: Option<&Rendezvous>,
+    out: impl Outputs,
 ) -> Share {
     let credit = Credit::this_cpu(irqs);
     let mut start = insn::rdtsc().unwrap_or(0);
@@ -1079,23 +1178,23 @@ unsafe fn run_share<'a>(
         }
     }
     // SAFETY: By our own requirements.
-    let nr_failed = unsafe { run_sequence(ops, Mode { busy_tsc: budget, start, ..mode }) };
+    let nr_failed = unsafe { run_sequence(ops, Mode { busy_tsc: budget, start, ..mode }, out) };
     credit.charge(start, insn::rdtsc().unwrap_or(start), most);
     Share::Ran(start, nr_failed)
 }
 
 /// Marks `op`, of a share the CPU's credit refused, `-ETIME` (in process
-/// context, after the cross-call).
-fn refuse(op: &mut Op) {
-    op.status = status::ETIME;
-    op.val = [0, 0];
+/// context, after the cross-call), where `out` puts its outputs.
+fn refuse(op: &mut Op, out: impl Outputs) {
+    out.put(op, status::ETIME, [0, 0]);
 }
 
 /// The one-CPU cross-call's argument.
-struct OneCpu {
+struct OneCpu<O> {
     ops: *mut Op,
     nr_ops: usize,
     mode: Mode,
+    out: O,
     /// Out: failed ops.
     nr_failed: u32,
     /// Out: the CPU's credit refused the share (no op ran or got a status).
@@ -1107,12 +1206,12 @@ struct OneCpu {
 ///
 /// # Safety
 ///
-/// `info` points to a [`OneCpu`] that outlives the call, nothing else
-/// accesses it or its ops meanwhile, and the batch's writes are allowed (see
-/// [`insn::wrmsr`]).
-unsafe extern "C" fn run_one_cpu(info: *mut c_void) {
+/// `info` points to a [`OneCpu`] that outlives the call (with its `out`,
+/// whose results stay valid meanwhile), nothing else accesses it or its ops
+/// meanwhile, and the batch's writes are allowed (see [`insn::wrmsr`]).
+unsafe extern "C" fn run_one_cpu<O: Outputs>(info: *mut c_void) {
     // SAFETY: By the function's safety requirements.
-    let job = unsafe { &mut *info.cast::<OneCpu>() };
+    let job = unsafe { &mut *info.cast::<OneCpu<O>>() };
     // SAFETY: `ops` and `nr_ops` describe the caller's slice, which nothing
     // else touches until the cross-call returns.
     let ops = unsafe { core::slice::from_raw_parts_mut(job.ops, job.nr_ops) };
@@ -1120,7 +1219,7 @@ unsafe extern "C" fn run_one_cpu(info: *mut c_void) {
     // is its one token.
     let mut irqs = unsafe { IrqsOff::new() };
     // SAFETY: By the function's requirements, the writes are allowed.
-    match unsafe { run_share(&mut irqs, ops.iter_mut(), job.mode, None) } {
+    match unsafe { run_share(&mut irqs, ops.iter_mut(), job.mode, None, job.out) } {
         Share::Ran(_, nr_failed) => job.nr_failed = nr_failed,
         Share::Refused => job.refused = true,
         Share::CalledOff => {}
@@ -1175,7 +1274,7 @@ unsafe fn run_this_share<'a>(shared: &Shared<'_>, k: usize, ops: impl Iterator<I
     let mut irqs = unsafe { IrqsOff::new() };
     // SAFETY: By our own requirements. Called off: nothing runs here, nor on
     // any other CPU.
-    let start = match unsafe { run_share(&mut irqs, ops, shared.mode, shared.sync) } {
+    let start = match unsafe { run_share(&mut irqs, ops, shared.mode, shared.sync, InPlace) } {
         Share::Ran(start, _) => start,
         Share::Refused => REFUSED,
         Share::CalledOff => return,
@@ -1253,7 +1352,7 @@ pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan) -> Result<Executed, Re
     let sync = plan.flags & uapi::F_SYNC_START != 0;
     match &plan.targets {
         // SAFETY: By our own requirements.
-        Targets::One(cpu) => unsafe { execute_one(ops, *cpu, mode) },
+        Targets::One(cpu) => unsafe { execute_one(ops, *cpu, mode, InPlace) },
         Targets::Few(chains) => {
             // Each share's CPU, apart from the ops (which the CPUs write).
             let mut buf = [const { MaybeUninit::<u32>::uninit() }; FEW];
@@ -1274,6 +1373,24 @@ pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan) -> Result<Executed, Re
     }
 }
 
+/// Runs a validated batch as [`execute`] does, each op's status and values
+/// put straight into `out` (a prepared batch's results) and not into the
+/// op: for a batch whose ops are all on one CPU. `None`, running nothing,
+/// for a batch on several CPUs (run it with [`execute`]). `out` is made for
+/// `ops` ([`ToResults::new`]); else their outputs go to the wrong results,
+/// or none.
+///
+/// # Safety
+///
+/// As [`execute`].
+pub(crate) unsafe fn execute_into(ops: &mut [Op], plan: &Plan, out: ToResults<'_>) -> Option<Result<Executed, Rejected>> {
+    match plan.targets {
+        // SAFETY: By our own requirements.
+        Targets::One(cpu) => Some(unsafe { execute_one(ops, cpu, Mode::of(plan), out) }),
+        _ => None,
+    }
+}
+
 /// Runs a batch whose ops are all on `cpu`: directly, with interrupts off,
 /// when that is the calling CPU; otherwise with one
 /// `smp_call_function_single()`, which fails with `-ENXIO`, running nothing,
@@ -1283,7 +1400,7 @@ pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan) -> Result<Executed, Re
 /// # Safety
 ///
 /// As [`execute`].
-unsafe fn execute_one(ops: &mut [Op], cpu: u32, mode: Mode) -> Result<Executed, Rejected> {
+unsafe fn execute_one<O: Outputs>(ops: &mut [Op], cpu: u32, mode: Mode, out: O) -> Result<Executed, Rejected> {
     let local = {
         // With interrupts off we stay on this CPU, as a cross-call would run.
         let _irq = local_interrupt_disable();
@@ -1293,7 +1410,7 @@ unsafe fn execute_one(ops: &mut [Op], cpu: u32, mode: Mode) -> Result<Executed, 
             let mut irqs = unsafe { IrqsOff::new() };
             // SAFETY: We run on `cpu` with interrupts off; the writes are
             // allowed by our own requirements.
-            unsafe { run_share(&mut irqs, ops.iter_mut(), mode, None) }
+            unsafe { run_share(&mut irqs, ops.iter_mut(), mode, None, out) }
         })
     };
     let (nr_failed, refused) = match local {
@@ -1309,6 +1426,7 @@ unsafe fn execute_one(ops: &mut [Op], cpu: u32, mode: Mode) -> Result<Executed, 
                 ops: ops.as_mut_ptr(),
                 nr_ops: ops.len(),
                 mode,
+                out,
                 nr_failed: 0,
                 refused: false,
             };
@@ -1317,7 +1435,7 @@ unsafe fn execute_one(ops: &mut [Op], cpu: u32, mode: Mode) -> Result<Executed, 
             // call returns (`wait`), describing `ops`, which we do not touch
             // meanwhile; the writes are allowed by our own requirements.
             // Process context, interrupts on.
-            let r = unsafe { crate::compat::smp_call_function_single(cpu, run_one_cpu, (&raw mut job).cast()) };
+            let r = unsafe { crate::compat::smp_call_function_single(cpu, run_one_cpu::<O>, (&raw mut job).cast()) };
             if r != 0 {
                 return Err(Rejected { err: ENXIO, index: 0 });
             }
@@ -1326,7 +1444,7 @@ unsafe fn execute_one(ops: &mut [Op], cpu: u32, mode: Mode) -> Result<Executed, 
     };
     // Interrupts are on again: a refused share's ops are marked here.
     if refused {
-        ops.iter_mut().for_each(refuse);
+        ops.iter_mut().for_each(|op| refuse(op, out));
         return Ok(Executed { nr_failed: ops.len() as u32, start_spread: 0 });
     }
     Ok(Executed { nr_failed, start_spread: 0 })
@@ -1443,7 +1561,7 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
         if t == REFUSED {
             shares.for_each_op(k, |i| {
                 if let Some(op) = ops.get_mut(i) {
-                    refuse(op);
+                    refuse(op, InPlace);
                 }
             });
             continue;
@@ -1590,23 +1708,30 @@ mod tests {
         Ok(())
     }
 
+    /// [`run_poll`] with its values put into the op.
+    fn poll(op: &mut Op, busy: (u64, u64)) -> i32 {
+        let (status, val) = run_poll(op, busy);
+        op.val = val;
+        status
+    }
+
     #[test]
     fn poll_reads_until_change_within_bounds() -> Result {
         use uapi::poll;
         // The TSC changes at every read: two reads, the second's value is
         // its stamp, the ticks between them are counted.
         let mut o = poll_op(0, 0, poll::F_TSC | poll::F_COUNT, 100, [u64::MAX, 0]);
-        assert_eq!(run_poll(&mut o, (u64::MAX, 0)), 0);
+        assert_eq!(poll(&mut o, (u64::MAX, 0)), 0);
         assert_eq!(o.val[1] >> 32, 2);
         assert!(o.val[1] & 0xffff_ffff > 0);
         let mut o = poll_op(0, 0, poll::F_TSC, 100, [u64::MAX, 0]);
-        assert_eq!(run_poll(&mut o, (u64::MAX, 0)), 0);
+        assert_eq!(poll(&mut o, (u64::MAX, 0)), 0);
         assert_eq!(o.val[0], o.val[1]);
         // Mask 0: nothing can change; the timeout ends it, measured in TSC
         // ticks, and the share's time ends it earlier.
         let ticks = crate::helpers::ns_to_tsc(20_000);
         let mut o = poll_op(0, 0, poll::F_TSC | poll::F_COUNT, 20, [0, 0]);
-        assert_eq!(run_poll(&mut o, (u64::MAX, 0)), status::ETIMEDOUT);
+        assert_eq!(poll(&mut o, (u64::MAX, 0)), status::ETIMEDOUT);
         assert!(o.val[1] & 0xffff_ffff >= ticks && o.val[1] >> 32 >= 2);
         // (A vCPU the host preempts between `now` and the first read may
         // start the poll past the share's time: -ETIME; one it preempts
@@ -1617,7 +1742,7 @@ mod tests {
         let mut r = status::ETIME;
         for _ in 0..10 {
             let now = insn::rdtsc().unwrap_or(0);
-            r = run_poll(&mut o, (ticks, now));
+            r = poll(&mut o, (ticks, now));
             if r != status::ETIME && o.val[1] & 0xffff_ffff < crate::helpers::ns_to_tsc(2_000_000) {
                 break;
             }
@@ -1626,7 +1751,7 @@ mod tests {
         assert!(o.val[1] & 0xffff_ffff < crate::helpers::ns_to_tsc(2_000_000));
         // Past the share's time already: no poll.
         let mut o = poll_op(0, 0, poll::F_TSC, 20, [0, 0]);
-        assert_eq!(run_poll(&mut o, (0, 0)), status::ETIME);
+        assert_eq!(poll(&mut o, (0, 0)), status::ETIME);
         // Equal: ends at the first read whose masked value is the one asked
         // for. Bit 12 of the TSC takes the value it does not have now within
         // 4096 ticks; the TSC's low bits are not used, since a TSC may step by
@@ -1638,7 +1763,7 @@ mod tests {
         for _ in 0..10 {
             let want = !insn::rdtsc().unwrap_or(0) & bit;
             let mut o = poll_op(0, 0, poll::F_TSC | poll::F_EQUAL, 100, [bit, want]);
-            if run_poll(&mut o, (u64::MAX, 0)) == 0 {
+            if poll(&mut o, (u64::MAX, 0)) == 0 {
                 assert_eq!(o.val[0] & bit, want);
                 hit = true;
                 break;
@@ -1647,7 +1772,7 @@ mod tests {
         assert!(hit);
         // Equal to what the mask cannot give: only the timeout ends it.
         let mut o = poll_op(0, 0, poll::F_TSC | poll::F_EQUAL, 20, [0, 1]);
-        assert_eq!(run_poll(&mut o, (u64::MAX, 0)), status::ETIMEDOUT);
+        assert_eq!(poll(&mut o, (u64::MAX, 0)), status::ETIMEDOUT);
         Ok(())
     }
 
@@ -1805,7 +1930,7 @@ mod tests {
                 let mut irqs = unsafe { IrqsOff::new() };
                 let t0 = insn::rdtsc().unwrap_or(0);
                 // SAFETY: No ops.
-                let share = unsafe { run_share(&mut irqs, [].iter_mut(), mode, Some(&rv)) };
+                let share = unsafe { run_share(&mut irqs, [].iter_mut(), mode, Some(&rv), InPlace) };
                 let now = insn::rdtsc().unwrap_or(0);
                 let left = Credit::this_cpu(&mut irqs).refill(now, b, true);
                 (matches!(share, Share::CalledOff), now.wrapping_sub(t0), left)
@@ -1995,11 +2120,47 @@ mod tests {
         let mut ops = [op(opcode::RDTSC, 0, 0, [0, 0]); 40];
         let mode = |busy_tsc, uniform| Mode { stop_on_error: false, stamps: false, busy_tsc, confined: false, start: 0, uniform };
         // SAFETY: No op writes.
-        let failed = unsafe { run_sequence(ops.iter_mut(), mode(0, None)) };
+        let failed = unsafe { run_sequence(ops.iter_mut(), mode(0, None), InPlace) };
         assert!(failed == 40 && ops.iter().all(|o| o.status == status::ETIME && o.val == [0, 0]));
         // SAFETY: No op writes.
-        let failed = unsafe { run_sequence(ops.iter_mut(), mode(u64::MAX, Some(opcode::RDTSC))) };
+        let failed = unsafe { run_sequence(ops.iter_mut(), mode(u64::MAX, Some(opcode::RDTSC)), InPlace) };
         assert!(failed == 0 && ops.iter().all(|o| o.status == 0 && o.val[0] != 0));
+        Ok(())
+    }
+
+    #[test]
+    fn outputs_go_straight_to_the_results() -> Result {
+        let cpu = CpuId::current().as_u32();
+        // ECX 0x7fff_0000 is no counter on any CPU: #GP with a PMU, #UD without.
+        let bad = op(opcode::RDPMC, cpu, 0x7fff_0000, [0, 0]);
+        let tsc = op(opcode::RDTSC, cpu, 0, [0, 0]);
+        let mode = Mode { stop_on_error: true, stamps: false, busy_tsc: u64::MAX, confined: false, start: 0, uniform: None };
+        let mut ops = [tsc, bad, tsc, tsc];
+        for o in ops.iter_mut() {
+            (o.status, o.val) = (99, [5, 6]);
+        }
+        // Four results, and a word either side that must stay as it is.
+        let mut area = [u64::MAX; 3 * 4 + 2];
+        // SAFETY: `area[1..]` has room for the four results, 8-byte aligned,
+        // and outlives `out`.
+        let out = unsafe { ToResults::new(&ops, area[1..].as_mut_ptr().cast()) }.ok_or(EINVAL)?;
+        // SAFETY: No op writes.
+        assert_eq!(unsafe { run_sequence(ops.iter_mut(), mode, out) }, 3);
+        // The ops keep what they had; each result has its op's outputs.
+        assert!(ops.iter().all(|o| o.status == 99 && o.val == [5, 6]));
+        assert!(area[1] == 0 && area[2] != 0 && area[3] == 0);
+        assert_eq!(area[4..7], [u64::from(status::EIO as u32), 0, 0]);
+        assert_eq!(area[7..10], [u64::from(status::ECANCELED as u32), 0, 0]);
+        assert_eq!(area[10..13], [u64::from(status::ECANCELED as u32), 0, 0]);
+        assert_eq!((area[0], area[13]), (u64::MAX, u64::MAX));
+        // An op that is not one of the array's is put nowhere.
+        let before = area;
+        let mut stray = tsc;
+        out.put(&mut stray, 0, [1, 2]);
+        assert!(area == before);
+        // No ops, no results.
+        // SAFETY: No results are written for no ops.
+        assert!(unsafe { ToResults::new(&[], area.as_mut_ptr().cast()) }.is_none());
         Ok(())
     }
 
@@ -2016,12 +2177,12 @@ mod tests {
         let mode = |stop_on_error| Mode { stop_on_error, stamps: false, busy_tsc: u64::MAX, confined: false, start: 0, uniform: None };
         let mut ops = [tsc, bad, tsc];
         // SAFETY: No op writes.
-        assert_eq!(unsafe { run_sequence(ops.iter_mut(), mode(false)) }, 1);
+        assert_eq!(unsafe { run_sequence(ops.iter_mut(), mode(false), InPlace) }, 1);
         assert_eq!([ops[0].status, ops[1].status, ops[2].status], [0, status::EIO, 0]);
         assert_eq!(ops[1].val, [0, 0]);
         let mut ops = [tsc, bad, tsc];
         // SAFETY: No op writes.
-        assert_eq!(unsafe { run_sequence(ops.iter_mut(), mode(true)) }, 2);
+        assert_eq!(unsafe { run_sequence(ops.iter_mut(), mode(true), InPlace) }, 2);
         assert_eq!(
             [ops[0].status, ops[1].status, ops[2].status],
             [0, status::EIO, status::ECANCELED]

@@ -9,9 +9,11 @@
 //! charged to the caller's memory cgroup, which `mmap()` of the descriptor
 //! at the batch's offset maps into the caller, page by page
 //! (`helpers::mappable_mmap`). `MSRBATCH_IOC_RUN` runs the private
-//! copy (its `status`/`val` fields are the run's scratch space), then
-//! publishes every op's status and values into the results, and returns the
-//! number of failed ops: no user memory is read or written by a run.
+//! copy and returns the number of failed ops: a batch that only reads, on
+//! one CPU, puts every op's status and values straight into the results as
+//! it runs (`batch::ToResults`); any other uses the copy's `status`/`val`
+//! fields as scratch space and then publishes them into the results. No
+//! user memory is read or written by a run.
 //!
 //! Lifetimes: the file's table holds an `Arc` per handle, which a run finds
 //! without a lock ([`Table::get`]); a run counts itself among the batch's
@@ -66,6 +68,18 @@ impl Results {
         Ok(Results { ptr, len, bytes })
     }
 
+    /// Where a run of `ops` (one per result) may put its outputs directly,
+    /// for as long as `self` is borrowed.
+    fn outputs(&self, ops: &[Op]) -> Option<batch::ToResults<'_>> {
+        if ops.len() > self.len {
+            return None;
+        }
+        // SAFETY: By the type invariants the area has room for `len >=
+        // ops.len()` results, page-aligned, and it lives as long as `self`,
+        // for which the value is borrowed.
+        unsafe { batch::ToResults::new(ops, self.ptr.as_ptr()) }
+    }
+
     /// Publishes the outputs of `ops` (one per result): each result's
     /// status (with its reserved word, 0) and values, three stores.
     #[inline(always)]
@@ -113,7 +127,8 @@ impl Drop for Results {
 #[pin_data]
 pub(crate) struct Prepared {
     /// The validated private copy of the ops; locked for the length of a run,
-    /// which uses their `status`/`val` as scratch space.
+    /// which may use their `status`/`val` as scratch space (stale after a
+    /// run that put its outputs straight into the results).
     #[pin]
     ops: Mutex<KVVec<Op>>,
     plan: Plan,
@@ -201,11 +216,25 @@ impl Prepared {
             return Err(EINVAL);
         }
         let mut ops = self.ops.lock();
-        // SAFETY: By the type invariants `plan` is made from these ops, the
-        // kernel's own copy; it has no writes (checked above).
-        let nr_failed = unsafe { batch::execute(&mut ops, &self.plan) }.map_err(|r| r.err)?.nr_failed;
-        self.results.publish(&ops);
-        Ok(nr_failed)
+        // A batch on one CPU puts its outputs straight into the results: no
+        // copy after the run (and the private copy's outputs go stale).
+        let direct = self.results.outputs(&ops).and_then(|out| {
+            // SAFETY: By the type invariants `plan` is made from these ops,
+            // the kernel's own copy; it has no writes (checked above).
+            unsafe { batch::execute_into(&mut ops, &self.plan, out) }
+        });
+        let ran = match direct {
+            Some(ran) => ran,
+            None => {
+                // SAFETY: As above.
+                let ran = unsafe { batch::execute(&mut ops, &self.plan) };
+                if ran.is_ok() {
+                    self.results.publish(&ops);
+                }
+                ran
+            }
+        };
+        Ok(ran.map_err(|r| r.err)?.nr_failed)
     }
 
     /// Maps the results into `vma`, which must not be larger than they are.

@@ -91,6 +91,68 @@ static void test_basics(void)
 	close(fd);
 }
 
+/*
+ * Failed ops' results reach the mapping too, with their values zeroed, on
+ * every path a run takes: a batch on the calling CPU, on another CPU (both
+ * put their outputs straight into the results) and on two CPUs (copied
+ * after the run). ECX 0x7fff0000 is no counter: the RDPMC faults (#GP, or
+ * #UD without a PMU), and with MSRBATCH_F_STOP_ON_ERROR the op after it on
+ * its CPU is cancelled.
+ */
+static void test_failures_reach_the_mapping(void)
+{
+	static const struct {
+		const char *where;
+		int cpu_ok, cpu_bad;
+	} shapes[] = { { "the calling CPU", 0, 0 }, { "another CPU", 1, 1 }, { "two CPUs", 0, 1 } };
+	int fd = dev_open(O_RDWR);
+
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		struct msrbatch_op ops[3];
+		struct msrbatch_prepare p;
+		struct msrbatch_result *res;
+		int h, r, ok;
+
+		if (shapes[s].cpu_bad >= ncpus) {
+			ksft_test_result_skip("failed ops' results on %s: needs 2 CPUs\n", shapes[s].where);
+			continue;
+		}
+		ops[0] = mkop(MSRBATCH_OP_RDTSC, shapes[s].cpu_ok, 0, 0, 0);
+		ops[1] = mkop(MSRBATCH_OP_RDPMC, shapes[s].cpu_bad, 0x7fff0000, 0, 0);
+		ops[2] = mkop(MSRBATCH_OP_RDTSC, shapes[s].cpu_bad, 0, 0, 0);
+		memset(&p, 0, sizeof(p));
+		p.version = MSRBATCH_ABI_VERSION;
+		p.flags = MSRBATCH_F_STOP_ON_ERROR;
+		p.nr_ops = 3;
+		p.ops = (__u64)(uintptr_t)ops;
+		h = ioctl(fd, MSRBATCH_IOC_PREPARE, &p) ? -errno : (int)p.handle;
+		res = h >= 0 ? map(fd, &p) : NULL;
+		if (!res) {
+			ksft_test_result_fail("failed ops' results on %s: prepare %d, no mapping\n", shapes[s].where, h);
+			continue;
+		}
+		if (pin(0)) {	/* the caller on CPU 0 */
+			ksft_test_result_skip("failed ops' results on %s: cannot run on CPU 0\n", shapes[s].where);
+			munmap(res, p.mmap_size);
+			ioctl(fd, MSRBATCH_IOC_UNPREPARE, (unsigned long)h);
+			continue;
+		}
+		r = run_prepared(fd, h);
+		/* (The zeroed values of failed ops: KUnit outputs_go_straight_to_the_results.) */
+		ok = r == 2 && res[0].status == 0 && res[0].val[0] != 0 && res[0].val[1] == 0 &&
+		     res[1].status == -EIO && res[1].val[0] == 0 && res[1].val[1] == 0 &&
+		     res[2].status == -ECANCELED && res[2].val[0] == 0 && res[2].val[1] == 0;
+		for (int i = 0; i < 3; i++)
+			ok &= res[i].reserved == 0;
+		ksft_test_result(ok, "failed ops' results on %s reach the mapping: run %d, statuses %d %d %d\n",
+				 shapes[s].where, r, res[0].status, res[1].status, res[2].status);
+		munmap(res, p.mmap_size);
+		ioctl(fd, MSRBATCH_IOC_UNPREPARE, (unsigned long)h);
+	}
+	unpin(ncpus);
+	close(fd);
+}
+
 static void test_validation(void)
 {
 	int fd = dev_open(O_RDWR), ro = dev_open(O_RDONLY), i, h;
@@ -240,6 +302,7 @@ int main(void)
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	printf("# msrbatch prepared batches, %d CPUs\n", ncpus);
 	test_basics();
+	test_failures_reach_the_mapping();
 	test_validation();
 	test_writes_rechecked();
 	test_fork_and_close();

@@ -791,8 +791,10 @@ impl Backend for SimPmu {
                     Op::RmwMsr { msr, clear, set } => match c.rdmsr(msr) {
                         Ok(old) => {
                             let new = (old & !clear) | set;
+                            // A failed write still reports what was read
+                            // and tried, as the module does.
                             c.wrmsr(msr, new)
-                                .map_or((EIO, [0, 0]), |()| (0, [old, new]))
+                                .map_or((EIO, [old, new]), |()| (0, [old, new]))
                         }
                         Err(Gp) => (EIO, [0, 0]),
                     },
@@ -1008,6 +1010,36 @@ mod tests {
             Err(crate::Errno(libc::ECANCELED))
         );
         assert_eq!(b.nr_failed(), 2);
+    }
+
+    /// An RMWMSR whose write faults reports what it read and tried to
+    /// write, as the module does (`run_op`); one whose read faults, zeros.
+    #[test]
+    fn a_failed_rmw_reports_what_it_tried() {
+        let m = SimPmu::new(&dump("skylake.txt"));
+        assert!(m.wrmsr(0, msr::IA32_PERF_GLOBAL_STATUS_SET, 1));
+        let mut b = Batch::new();
+        // IA32_PERF_GLOBAL_STATUS reads, and #GPs on a write; 0x10 #GPs.
+        b.push(
+            0,
+            Op::RmwMsr {
+                msr: msr::IA32_PERF_GLOBAL_STATUS,
+                clear: 0,
+                set: 2,
+            },
+        );
+        b.push(
+            0,
+            Op::RmwMsr {
+                msr: 0x10,
+                clear: 0,
+                set: 2,
+            },
+        );
+        m.run(&mut b).unwrap();
+        let ops = b.raw_ops();
+        assert_eq!((ops[0].status, ops[0].val), (-libc::EIO, [1, 3]));
+        assert_eq!((ops[1].status, ops[1].val), (-libc::EIO, [0, 0]));
     }
 
     /// Timestamps as the kernel gives them: val[1] of each op is the CPU's
