@@ -764,7 +764,7 @@ impl Outputs for InPlace {
 }
 
 /// Outputs into the results of a prepared batch (`prepared.rs`): op `i` of
-/// the batch's ops array writes result `i` (`struct msrbatch_op_result`:
+/// the batch's ops array writes result `i` (`struct msrbatch_result`:
 /// `status`, `reserved` 0, `val`), through raw pointers, since user space
 /// may map and read the results at any time. The op's own `status` and
 /// `val` are left as they were.
