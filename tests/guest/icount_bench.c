@@ -284,13 +284,7 @@ int main(int argc, char **argv)
 		       strerror(errno));
 
 	/* A descriptor confined by an allowlist that lists IA32_PAT. */
-	if (save_list() == 0 && load_list("0x00000277 0x0000000000000000\n") == 0) {
-		list_loaded = 1;
-		if (rawio(0) == 0) {
-			conf = open("/dev/msrbatch", O_RDWR | O_CLOEXEC);
-			rawio(1);
-		}
-	}
+	conf = open_confined("0x00000277 0x0000000000000000\n", &list_loaded);
 	if (conf < 0)
 		printf("# no confined descriptor: %s\n", strerror(errno));
 

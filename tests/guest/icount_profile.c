@@ -172,24 +172,6 @@ static int shape_of(const char *name)
 	return -1;
 }
 
-/*
- * A descriptor confined by an allowlist that lists IA32_PAT (opened without
- * CAP_SYS_RAWIO), as icount_bench's; *loaded says whether the list in force
- * was saved and replaced (put it back with load_list(saved_list)).
- */
-static int open_confined(int *loaded)
-{
-	int fd = -1;
-
-	*loaded = save_list() == 0 && load_list("0x00000277 0x0000000000000000\n") == 0;
-	if (*loaded && rawio(0) == 0) {
-		fd = dev_open(O_RDWR);
-		if (rawio(1))
-			perror("icount_profile: CAP_SYS_RAWIO back");
-	}
-	return fd;
-}
-
 int main(int argc, char **argv)
 {
 	long n = 10000;
@@ -216,7 +198,8 @@ int main(int argc, char **argv)
 	}
 	for (int b = a; b < argc && conf < 0; b++) {
 		if (shapes[shape_of(argv[b])].confined) {
-			conf = open_confined(&loaded);
+			/* As icount_bench's: an allowlist that lists IA32_PAT. */
+			conf = open_confined("0x00000277 0x0000000000000000\n", &loaded);
 			if (conf < 0) {
 				fprintf(stderr, "icount_profile: no confined descriptor (%s)\n",
 					loaded ? strerror(errno) : "the allowlist could not be saved and replaced");
