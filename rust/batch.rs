@@ -685,6 +685,18 @@ impl Shares<'_> {
         }
     }
 
+    /// Where the shares' CPU numbers are, for C: the first, and the bytes
+    /// from each to the next (share `k`'s is the `k`th).
+    fn cpu_numbers(&self) -> (*const u32, usize) {
+        match self {
+            Shares::Few { cpus, .. } => (cpus.as_ptr(), size_of::<u32>()),
+            Shares::Grouped { runs, .. } => (
+                runs.as_ptr().cast::<u8>().wrapping_add(core::mem::offset_of!(CpuRun, cpu)).cast(),
+                size_of::<CpuRun>(),
+            ),
+        }
+    }
+
     /// The share of CPU `cpu`, if it has one.
     #[inline(always)]
     fn find(&self, cpu: u32) -> Option<usize> {
@@ -1487,12 +1499,12 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
         }
     };
     let mut mask = CpumaskVar::new_zero(GFP_KERNEL_ACCOUNT)?;
-    for k in 0..nr {
-        let (cpu, _) = shares.share(k).ok_or(EINVAL)?;
-        // SAFETY: `mask` is a valid cpumask, ours to change.
-        if !unsafe { crate::sys::msrbatch_cpumask_set(mask.as_raw().cast(), cpu) } {
-            return Err(ENODEV.into());
-        }
+    let (cpus, stride) = shares.cpu_numbers();
+    // SAFETY: `mask` is a valid cpumask, ours to change; `cpus` is where
+    // `nr` CPU numbers are, `stride` bytes apart (`Shares::cpu_numbers`),
+    // which live and do not change for the call.
+    if !unsafe { crate::sys::msrbatch_cpumask_set_all(mask.as_raw().cast(), cpus, nr, stride) } {
+        return Err(ENODEV.into());
     }
     let rendezvous = sync.then(|| Rendezvous::new(nr as u32));
 

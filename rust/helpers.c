@@ -254,12 +254,23 @@ bool msrbatch_cpu_possible(u32 cpu)
 	return cpu < nr_cpu_ids && cpu_possible(cpu);
 }
 
-/* Sets cpu in mask, if it is a CPU number (below nr_cpu_ids). */
-bool msrbatch_cpumask_set(struct cpumask *mask, u32 cpu)
+/*
+ * Sets in mask the nr CPU numbers at cpus, each stride bytes after the last
+ * (a batch's CPUs: an array of them, or a field of an array of structures),
+ * in one call where one per CPU cost a call and a conversion each. Whether
+ * all are CPU numbers (below nr_cpu_ids); if not, mask is left part set.
+ */
+bool msrbatch_cpumask_set_all(struct cpumask *mask, const u32 *cpus, size_t nr, size_t stride)
 {
-	if (cpu >= nr_cpu_ids)
-		return false;
-	__cpumask_set_cpu(cpu, mask);
+	const char *at = (const char *)cpus;
+
+	for (; nr; nr--, at += stride) {
+		u32 cpu = *(const u32 *)at;
+
+		if (cpu >= nr_cpu_ids)
+			return false;
+		__cpumask_set_cpu(cpu, mask);
+	}
 	return true;
 }
 

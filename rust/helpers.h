@@ -28,7 +28,7 @@ int msrbatch_rdpmc_policy(void);
 bool msrbatch_xen_pv(void);
 void msrbatch_preempt_notifier_init(struct preempt_notifier *n, struct preempt_ops *ops);
 bool msrbatch_cpu_possible(u32 cpu);
-bool msrbatch_cpumask_set(struct cpumask *mask, u32 cpu);
+bool msrbatch_cpumask_set_all(struct cpumask *mask, const u32 *cpus, size_t nr, size_t stride);
 bool msrbatch_cpus_online(const struct cpumask *mask);
 bool msrbatch_current_is_dead(void);
 u64 msrbatch_ns_to_tsc(u64 ns);
