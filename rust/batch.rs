@@ -35,6 +35,7 @@ use kernel::{
     cpu::{nr_cpu_ids, CpuId},
     cpumask::{Cpumask, CpumaskVar},
     prelude::*,
+    types::Opaque,
 };
 
 /// A validation failure, with the index of the op to blame (or
@@ -759,8 +760,14 @@ const REFUSED: u64 = u64::MAX;
 /// itself ([`InPlace`]), or straight into a prepared batch's results
 /// ([`ToResults`]), which then need no copy after the run.
 trait Outputs: Copy {
-    /// `op`'s status and values.
-    fn put(self, op: &mut Op, status: i32, val: [u64; 2]);
+    /// Where one op's outputs go, besides the op.
+    type Slot;
+
+    /// The ops of `ops`, in order, each with its slot.
+    fn pair<'a>(self, ops: &'a mut [Op]) -> impl Iterator<Item = (&'a mut Op, Self::Slot)>;
+
+    /// `op`'s status and values, into `slot`, `op`'s.
+    fn put(self, op: &mut Op, slot: Self::Slot, status: i32, val: [u64; 2]);
 }
 
 /// Outputs into the ops themselves.
@@ -768,91 +775,126 @@ trait Outputs: Copy {
 struct InPlace;
 
 impl Outputs for InPlace {
+    type Slot = ();
+
     #[inline(always)]
-    fn put(self, op: &mut Op, status: i32, val: [u64; 2]) {
+    fn pair<'a>(self, ops: &'a mut [Op]) -> impl Iterator<Item = (&'a mut Op, ())> {
+        in_place(ops.iter_mut())
+    }
+
+    #[inline(always)]
+    fn put(self, op: &mut Op, (): (), status: i32, val: [u64; 2]) {
         op.status = status;
         op.val = val;
     }
 }
 
-/// Outputs into the results of a prepared batch (`prepared.rs`): op `i` of
-/// the batch's ops array writes result `i` (`struct msrbatch_result`:
-/// `status`, `reserved` 0, `val`), through raw pointers, since user space
-/// may map and read the results at any time. The op's own `status` and
-/// `val` are left as they were.
-///
-/// Not `Send` (a raw pointer): a run hands it to the CPU it cross-calls
-/// inside its job ([`OneCpu`]), which it waits for.
-///
-/// # Invariants
-///
-/// `results` is valid for writes of `last + 24` bytes, 8-byte aligned, for
-/// `'a`; `last` is a multiple of 8.
-#[derive(Clone, Copy)]
-pub(crate) struct ToResults<'a> {
-    /// The address of op 0.
-    ops: usize,
-    results: *mut u8,
-    /// The offset of the last result.
-    last: usize,
-    _area: PhantomData<&'a mut [u64]>,
+/// The ops of `ops`, for [`InPlace`].
+#[inline(always)]
+fn in_place<'a>(ops: impl Iterator<Item = &'a mut Op>) -> impl Iterator<Item = (&'a mut Op, ())> {
+    ops.map(|op| (op, ()))
 }
 
-/// An op is twice the size of its result: op `i`, `48i` bytes from op 0, has
-/// its result `24i` bytes from result 0, half as far.
+/// Outputs into the results of a prepared batch (`prepared.rs`): op `i` of
+/// a run's ops writes result `i` (`struct msrbatch_result`: `status`,
+/// `reserved` 0, `val`), through raw pointers, since user space may map and
+/// read the results at any time. The op's own `status` and `val` are left
+/// as they were. The loop that runs the ops walks the two arrays side by
+/// side ([`Outputs::pair`]): no result is found from its op.
+///
+/// Not `Send` (`Opaque` is not `Sync`): a run hands it to the CPU it
+/// cross-calls inside its job ([`OneCpu`]), which it waits for.
+#[derive(Clone, Copy)]
+pub(crate) struct ToResults<'a> {
+    /// One per op of the run.
+    results: &'a [Opaque<uapi::OpResult>],
+}
+
+impl ToResults<'_> {
+    /// The `nr` results at `results`.
+    ///
+    /// # Safety
+    ///
+    /// `results` is aligned and valid for reads and writes of `nr` results
+    /// for the lifetime the value is given.
+    pub(crate) unsafe fn new(results: *mut uapi::OpResult, nr: usize) -> Self {
+        // SAFETY: By our own requirements; an `Opaque<T>` has the layout of
+        // a `T`, and any value and any concurrent access is allowed in it.
+        let results = unsafe { core::slice::from_raw_parts(results.cast::<Opaque<uapi::OpResult>>(), nr) };
+        ToResults { results }
+    }
+
+    /// The number of results.
+    pub(crate) fn len(self) -> usize {
+        self.results.len()
+    }
+}
+
+/// A result's fields, as the three words one put writes.
 const _: () = assert!(
-    size_of::<Op>() == 2 * size_of::<uapi::OpResult>()
-        && size_of::<uapi::OpResult>() == 24
+    size_of::<uapi::OpResult>() == 24
         && core::mem::offset_of!(uapi::OpResult, status) == 0
         && core::mem::offset_of!(uapi::OpResult, reserved) == 4
         && core::mem::offset_of!(uapi::OpResult, val) == 8
 );
 
-impl ToResults<'_> {
-    /// The results at `results` for the ops `ops`, one each (`None` for no
-    /// ops). (Used with the ops of another array, it puts their outputs in
-    /// the wrong results or none, never outside the area.)
-    ///
-    /// # Safety
-    ///
-    /// `results` is 8-byte aligned and valid for writes of `ops.len()`
-    /// results (24 bytes each) for the lifetime the value is given.
-    pub(crate) unsafe fn new(ops: &[Op], results: *mut uapi::OpResult) -> Option<Self> {
-        let last = ops.len().checked_sub(1)? * size_of::<uapi::OpResult>();
-        // INVARIANT: By our own requirements; `last` is a multiple of 24.
-        Some(ToResults {
-            ops: ops.as_ptr() as usize,
-            results: results.cast(),
-            last,
-            _area: PhantomData,
-        })
-    }
+/// [`ToResults::pair`]'s iterator: the two arrays walked with one bound,
+/// the ops'. (A `zip` of the two keeps an index beside both: three more
+/// instructions an op, a sixth of a prepared run's.)
+///
+/// # Invariants
+///
+/// `results` is the first of at least as many results as `ops` has ops
+/// left, each valid for `'r`.
+struct WithResults<'a, 'r> {
+    ops: core::slice::IterMut<'a, Op>,
+    results: *const Opaque<uapi::OpResult>,
+    _results: PhantomData<&'r [Opaque<uapi::OpResult>]>,
+}
 
-    /// The result of `op`, if `op` is one of the array's. (Its offset is
-    /// half of `op`'s, rounded down to a multiple of 8 so that any address
-    /// lands on a word of the area.)
+impl<'a, 'r> Iterator for WithResults<'a, 'r> {
+    type Item = (&'a mut Op, &'r Opaque<uapi::OpResult>);
+
     #[inline(always)]
-    fn result(self, op: &Op) -> Option<*mut u64> {
-        let at = ((core::ptr::from_ref(op) as usize).wrapping_sub(self.ops) >> 1) & !7;
-        // SAFETY: `at <= last`, a multiple of 8: by the type invariants the
-        // 24 bytes from `at` are within the area.
-        (at <= self.last).then(|| unsafe { self.results.add(at).cast::<u64>() })
+    fn next(&mut self) -> Option<Self::Item> {
+        let op = self.ops.next()?;
+        // SAFETY: An op was left, so a result is (the type invariants),
+        // valid for `'r`.
+        let result = unsafe { &*self.results };
+        // INVARIANT: One op fewer is left, and one result fewer is ahead (the
+        // pointer goes at most one past the last result).
+        self.results = self.results.wrapping_add(1);
+        Some((op, result))
     }
 }
 
-impl Outputs for ToResults<'_> {
+impl<'r> Outputs for ToResults<'r> {
+    type Slot = &'r Opaque<uapi::OpResult>;
+
+    /// Op `i` with result `i`, for as many ops as there are results (a
+    /// run checks that they are as many: [`execute_into`]).
     #[inline(always)]
-    fn put(self, op: &mut Op, status: i32, val: [u64; 2]) {
-        if let Some(r) = self.result(op) {
-            // SAFETY: The three words of one result within the area
-            // (`result`, by the type invariants), written through raw
-            // pointers, since user space may read them at any time; the
-            // first is `status` then `reserved` (0), little-endian.
-            unsafe {
-                r.write_volatile(u64::from(status as u32));
-                r.add(1).write_volatile(val[0]);
-                r.add(2).write_volatile(val[1]);
-            }
+    fn pair<'a>(self, ops: &'a mut [Op]) -> impl Iterator<Item = (&'a mut Op, &'r Opaque<uapi::OpResult>)> {
+        let n = ops.len().min(self.results.len());
+        // INVARIANT: `results` has `n` results, one per op of `ops[..n]`.
+        WithResults {
+            ops: ops[..n].iter_mut(),
+            results: self.results.as_ptr(),
+            _results: PhantomData,
+        }
+    }
+
+    #[inline(always)]
+    fn put(self, _: &mut Op, slot: &'r Opaque<uapi::OpResult>, status: i32, val: [u64; 2]) {
+        let r = slot.get().cast::<u64>();
+        // SAFETY: `slot` is one result (a reference), its three words (the
+        // assertion above) written through raw pointers, since user space
+        // may read them at any time; the first is `status` then `reserved`
+        // (0), little-endian.
+        unsafe {
+            r.write_volatile(u64::from(status as u32));
+            r.add(1).write_volatile(val[0]);
+            r.add(2).write_volatile(val[1]);
         }
     }
 }
@@ -981,7 +1023,7 @@ const BUSY_CHECK_EVERY: u32 = 16;
 /// # Safety
 ///
 /// Every write among `ops` is allowed (see [`insn::wrmsr`]).
-unsafe fn run_sequence<'a>(ops: impl Iterator<Item = &'a mut Op>, mode: Mode, out: impl Outputs) -> u32 {
+unsafe fn run_sequence<'a, O: Outputs>(ops: impl Iterator<Item = (&'a mut Op, O::Slot)>, mode: Mode, out: O) -> u32 {
     let (stop, busy) = (mode.stop_on_error, (mode.busy_tsc, mode.start));
     match mode.uniform {
         // Timestamps cost a TSC read per op: not in the hot loops.
@@ -1014,12 +1056,12 @@ unsafe fn run_sequence<'a>(ops: impl Iterator<Item = &'a mut Op>, mode: Mode, ou
 ///
 /// `exec` may be called on every op of `ops`.
 #[inline(always)]
-unsafe fn run_loop<'a>(
-    mut ops: impl Iterator<Item = &'a mut Op>,
+unsafe fn run_loop<'a, O: Outputs>(
+    mut ops: impl Iterator<Item = (&'a mut Op, O::Slot)>,
     stop_on_error: bool,
     (busy_tsc, start): (u64, u64),
     delays: bool,
-    out: impl Outputs,
+    out: O,
     exec: impl Fn(&Op) -> (i32, [u64; 2]),
 ) -> u32 {
     let mut nr_failed = 0u32;
@@ -1028,12 +1070,12 @@ unsafe fn run_loop<'a>(
     // (Counted down before each op: one decrement and branch per op.)
     let mut until_check = if busy_tsc == 0 { 1 } else { BUSY_CHECK_EVERY + 1 };
     let mut skip = 0;
-    for op in ops.by_ref() {
+    for (op, slot) in ops.by_ref() {
         until_check -= 1;
         if until_check == 0 || (delays && op.op == opcode::DELAY) {
             if insn::rdtsc().unwrap_or(start).wrapping_sub(start) >= busy_tsc {
                 skip = status::ETIME;
-                out.put(op, skip, [0, 0]);
+                out.put(op, slot, skip, [0, 0]);
                 nr_failed = nr_failed.wrapping_add(1);
                 break;
             }
@@ -1043,9 +1085,9 @@ unsafe fn run_loop<'a>(
         // (Two puts, so that the common case is a branch on the op's own
         // outcome, not a selection among outputs.)
         if status == 0 {
-            out.put(op, 0, val);
+            out.put(op, slot, 0, val);
         } else {
-            out.put(op, status, val);
+            out.put(op, slot, status, val);
             nr_failed = nr_failed.wrapping_add(1);
             // A POLL found the share's time over: so are the ops after it.
             if status == status::ETIME {
@@ -1059,8 +1101,8 @@ unsafe fn run_loop<'a>(
         }
     }
     // After the budget ran out, or the first failure with stop-on-error.
-    for op in ops {
-        out.put(op, skip, [0, 0]);
+    for (op, slot) in ops {
+        out.put(op, slot, skip, [0, 0]);
         nr_failed = nr_failed.wrapping_add(1);
     }
     nr_failed
@@ -1084,7 +1126,7 @@ pub(crate) unsafe fn run_reads_here(ops: &mut [Op], uniform: Option<u16>) -> u32
         uniform,
     };
     // SAFETY: By our own requirements, no op writes.
-    unsafe { run_sequence(ops.iter_mut(), mode, InPlace) }
+    unsafe { run_sequence(InPlace.pair(ops), mode, InPlace) }
 }
 
 /// Whether the ops seen so far all have the code of a batch's first op: the
@@ -1152,12 +1194,12 @@ enum Share {
 /// # Safety
 ///
 /// As [`run_sequence`] for `ops` and `mode`.
-unsafe fn run_share<'a>(
+unsafe fn run_share<'a, O: Outputs>(
     irqs: &mut IrqsOff,
-    ops: impl Iterator<Item = &'a mut Op>,
+    ops: impl Iterator<Item = (&'a mut Op, O::Slot)>,
     mode: Mode,
     sync: Option<&Rendezvous>,
-    out: impl Outputs,
+    out: O,
 ) -> Share {
     let credit = Credit::this_cpu(irqs);
     let mut start = insn::rdtsc().unwrap_or(0);
@@ -1196,9 +1238,9 @@ unsafe fn run_share<'a>(
 }
 
 /// Marks `op`, of a share the CPU's credit refused, `-ETIME` (in process
-/// context, after the cross-call), where `out` puts its outputs.
-fn refuse(op: &mut Op, out: impl Outputs) {
-    out.put(op, status::ETIME, [0, 0]);
+/// context, after the cross-call), where `out` puts its outputs (`slot`).
+fn refuse<O: Outputs>(op: &mut Op, slot: O::Slot, out: O) {
+    out.put(op, slot, status::ETIME, [0, 0]);
 }
 
 /// The one-CPU cross-call's argument.
@@ -1231,7 +1273,7 @@ unsafe extern "C" fn run_one_cpu<O: Outputs>(info: *mut c_void) {
     // is its one token.
     let mut irqs = unsafe { IrqsOff::new() };
     // SAFETY: By the function's requirements, the writes are allowed.
-    match unsafe { run_share(&mut irqs, ops.iter_mut(), job.mode, None, job.out) } {
+    match unsafe { run_share(&mut irqs, job.out.pair(ops), job.mode, None, job.out) } {
         Share::Ran(_, nr_failed) => job.nr_failed = nr_failed,
         Share::Refused => job.refused = true,
         Share::CalledOff => {}
@@ -1262,12 +1304,12 @@ unsafe extern "C" fn run_on_this_cpu(info: *mut c_void) {
         Shares::Few { chains, .. } => {
             let first = chains.firsts().get(k).copied().unwrap_or(END);
             // SAFETY: By our own requirements.
-            unsafe { run_this_share(shared, k, chains.walk(first).filter_map(op_at)) }
+            unsafe { run_this_share(shared, k, in_place(chains.walk(first).filter_map(op_at))) }
         }
         Shares::Grouped { order, runs } => {
             let mine = runs.get(k).and_then(|r| run_of(order, r)).unwrap_or(&[]);
             // SAFETY: By our own requirements.
-            unsafe { run_this_share(shared, k, mine.iter().filter_map(|&i| op_at(i as usize))) }
+            unsafe { run_this_share(shared, k, in_place(mine.iter().filter_map(|&i| op_at(i as usize)))) }
         }
     }
 }
@@ -1280,7 +1322,7 @@ unsafe extern "C" fn run_on_this_cpu(info: *mut c_void) {
 /// As [`run_sequence`] for `ops`; called from a cross-call, which runs with
 /// interrupts off.
 #[inline(always)]
-unsafe fn run_this_share<'a>(shared: &Shared<'_>, k: usize, ops: impl Iterator<Item = &'a mut Op>) {
+unsafe fn run_this_share<'a>(shared: &Shared<'_>, k: usize, ops: impl Iterator<Item = (&'a mut Op, ())>) {
     // SAFETY: A cross-call runs with interrupts off until it returns; this is
     // its one token.
     let mut irqs = unsafe { IrqsOff::new() };
@@ -1387,18 +1429,18 @@ pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan) -> Result<Executed, Re
 
 /// Runs a validated batch as [`execute`] does, each op's status and values
 /// put straight into `out` (a prepared batch's results) and not into the
-/// op: for a batch whose ops are all on one CPU. `None`, running nothing,
-/// for a batch on several CPUs (run it with [`execute`]). `out` is made for
-/// `ops` ([`ToResults::new`]); else their outputs go to the wrong results,
-/// or none.
+/// op, op `i`'s into result `i`: for a batch whose ops are all on one CPU.
+/// `None`, running nothing, for a batch on several CPUs (run it with
+/// [`execute`]), or when `out` does not have one result per op.
 ///
 /// # Safety
 ///
 /// As [`execute`].
+#[inline(always)]
 pub(crate) unsafe fn execute_into(ops: &mut [Op], plan: &Plan, out: ToResults<'_>) -> Option<Result<Executed, Rejected>> {
     match plan.targets {
-        // SAFETY: By our own requirements.
-        Targets::One(cpu) => Some(unsafe { execute_one(ops, cpu, Mode::of(plan), out) }),
+        // SAFETY: By our own requirements. One result per op: every op runs.
+        Targets::One(cpu) if out.len() == ops.len() => Some(unsafe { execute_one(ops, cpu, Mode::of(plan), out) }),
         _ => None,
     }
 }
@@ -1412,6 +1454,7 @@ pub(crate) unsafe fn execute_into(ops: &mut [Op], plan: &Plan, out: ToResults<'_
 /// # Safety
 ///
 /// As [`execute`].
+#[inline(always)]
 unsafe fn execute_one<O: Outputs>(ops: &mut [Op], cpu: u32, mode: Mode, out: O) -> Result<Executed, Rejected> {
     let local = {
         // With interrupts off we stay on this CPU, as a cross-call would run.
@@ -1422,7 +1465,7 @@ unsafe fn execute_one<O: Outputs>(ops: &mut [Op], cpu: u32, mode: Mode, out: O) 
             let mut irqs = unsafe { IrqsOff::new() };
             // SAFETY: We run on `cpu` with interrupts off; the writes are
             // allowed by our own requirements.
-            unsafe { run_share(&mut irqs, ops.iter_mut(), mode, None, out) }
+            unsafe { run_share(&mut irqs, out.pair(ops), mode, None, out) }
         })
     };
     let (nr_failed, refused) = match local {
@@ -1456,7 +1499,7 @@ unsafe fn execute_one<O: Outputs>(ops: &mut [Op], cpu: u32, mode: Mode, out: O) 
     };
     // Interrupts are on again: a refused share's ops are marked here.
     if refused {
-        ops.iter_mut().for_each(|op| refuse(op, out));
+        out.pair(ops).for_each(|(op, slot)| refuse(op, slot, out));
         return Ok(Executed { nr_failed: ops.len() as u32, start_spread: 0 });
     }
     Ok(Executed { nr_failed, start_spread: 0 })
@@ -1573,7 +1616,7 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
         if t == REFUSED {
             shares.for_each_op(k, |i| {
                 if let Some(op) = ops.get_mut(i) {
-                    refuse(op, InPlace);
+                    refuse(op, (), InPlace);
                 }
             });
             continue;
@@ -1942,7 +1985,7 @@ mod tests {
                 let mut irqs = unsafe { IrqsOff::new() };
                 let t0 = insn::rdtsc().unwrap_or(0);
                 // SAFETY: No ops.
-                let share = unsafe { run_share(&mut irqs, [].iter_mut(), mode, Some(&rv), InPlace) };
+                let share = unsafe { run_share(&mut irqs, InPlace.pair(&mut []), mode, Some(&rv), InPlace) };
                 let now = insn::rdtsc().unwrap_or(0);
                 let left = Credit::this_cpu(&mut irqs).refill(now, b, true);
                 (matches!(share, Share::CalledOff), now.wrapping_sub(t0), left)
@@ -2132,10 +2175,10 @@ mod tests {
         let mut ops = [op(opcode::RDTSC, 0, 0, [0, 0]); 40];
         let mode = |busy_tsc, uniform| Mode { stop_on_error: false, stamps: false, busy_tsc, confined: false, start: 0, uniform };
         // SAFETY: No op writes.
-        let failed = unsafe { run_sequence(ops.iter_mut(), mode(0, None), InPlace) };
+        let failed = unsafe { run_sequence(InPlace.pair(&mut ops), mode(0, None), InPlace) };
         assert!(failed == 40 && ops.iter().all(|o| o.status == status::ETIME && o.val == [0, 0]));
         // SAFETY: No op writes.
-        let failed = unsafe { run_sequence(ops.iter_mut(), mode(u64::MAX, Some(opcode::RDTSC)), InPlace) };
+        let failed = unsafe { run_sequence(InPlace.pair(&mut ops), mode(u64::MAX, Some(opcode::RDTSC)), InPlace) };
         assert!(failed == 0 && ops.iter().all(|o| o.status == 0 && o.val[0] != 0));
         Ok(())
     }
@@ -2155,9 +2198,9 @@ mod tests {
         let mut area = [u64::MAX; 3 * 4 + 2];
         // SAFETY: `area[1..]` has room for the four results, 8-byte aligned,
         // and outlives `out`.
-        let out = unsafe { ToResults::new(&ops, area[1..].as_mut_ptr().cast()) }.ok_or(EINVAL)?;
+        let out = unsafe { ToResults::new(area[1..].as_mut_ptr().cast(), ops.len()) };
         // SAFETY: No op writes.
-        assert_eq!(unsafe { run_sequence(ops.iter_mut(), mode, out) }, 3);
+        assert_eq!(unsafe { run_sequence(out.pair(&mut ops), mode, out) }, 3);
         // The ops keep what they had; each result has its op's outputs.
         assert!(ops.iter().all(|o| o.status == 99 && o.val == [5, 6]));
         assert!(area[1] == 0 && area[2] != 0 && area[3] == 0);
@@ -2165,14 +2208,19 @@ mod tests {
         assert_eq!(area[7..10], [u64::from(status::ECANCELED as u32), 0, 0]);
         assert_eq!(area[10..13], [u64::from(status::ECANCELED as u32), 0, 0]);
         assert_eq!((area[0], area[13]), (u64::MAX, u64::MAX));
-        // An op that is not one of the array's is put nowhere.
-        let before = area;
-        let mut stray = tsc;
-        out.put(&mut stray, 0, [1, 2]);
-        assert!(area == before);
-        // No ops, no results.
-        // SAFETY: No results are written for no ops.
-        assert!(unsafe { ToResults::new(&[], area.as_mut_ptr().cast()) }.is_none());
+        // A run needs one result per op: with one result fewer, or more,
+        // nothing runs and nothing is written.
+        let mut ops = [tsc; 4];
+        let plan = plan(&ops, 0).map_err(|r| r.err)?;
+        let mut spare = [u64::MAX; 3 * 5];
+        for nr in [ops.len() - 1, ops.len() + 1] {
+            // SAFETY: `spare` has room for five results, 8-byte aligned, and
+            // outlives `out`.
+            let out = unsafe { ToResults::new(spare.as_mut_ptr().cast(), nr) };
+            // SAFETY: No op writes.
+            assert!(unsafe { execute_into(&mut ops, &plan, out) }.is_none());
+        }
+        assert!(spare == [u64::MAX; 3 * 5] && ops.iter().all(|o| o.status == 0 && o.val == [0, 0]));
         Ok(())
     }
 
@@ -2189,12 +2237,12 @@ mod tests {
         let mode = |stop_on_error| Mode { stop_on_error, stamps: false, busy_tsc: u64::MAX, confined: false, start: 0, uniform: None };
         let mut ops = [tsc, bad, tsc];
         // SAFETY: No op writes.
-        assert_eq!(unsafe { run_sequence(ops.iter_mut(), mode(false), InPlace) }, 1);
+        assert_eq!(unsafe { run_sequence(InPlace.pair(&mut ops), mode(false), InPlace) }, 1);
         assert_eq!([ops[0].status, ops[1].status, ops[2].status], [0, status::EIO, 0]);
         assert_eq!(ops[1].val, [0, 0]);
         let mut ops = [tsc, bad, tsc];
         // SAFETY: No op writes.
-        assert_eq!(unsafe { run_sequence(ops.iter_mut(), mode(true), InPlace) }, 2);
+        assert_eq!(unsafe { run_sequence(InPlace.pair(&mut ops), mode(true), InPlace) }, 2);
         assert_eq!(
             [ops[0].status, ops[1].status, ops[2].status],
             [0, status::EIO, status::ECANCELED]

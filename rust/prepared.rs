@@ -77,7 +77,7 @@ impl Results {
         // SAFETY: By the type invariants the area has room for `len >=
         // ops.len()` results, page-aligned, and it lives as long as `self`,
         // for which the value is borrowed.
-        unsafe { batch::ToResults::new(ops, self.ptr.as_ptr()) }
+        Some(unsafe { batch::ToResults::new(self.ptr.as_ptr(), ops.len()) })
     }
 
     /// Publishes the outputs of `ops` (one per result): each result's
