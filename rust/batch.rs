@@ -294,19 +294,31 @@ struct Linking {
 }
 
 impl Linking {
-    /// For ops `0..n`, all on one CPU (`0 < n < FEW`): one chain.
-    fn new(n: usize) -> Self {
-        let mut chains = Chains {
-            first: [0; FEW],
-            next: [END; FEW],
-            nr: 1,
-        };
+    /// No chains yet (a few stores: made for every batch of several ops, and
+    /// started in place by [`Linking::start`] only for one on several CPUs,
+    /// so that it is never moved while it is made).
+    #[inline(always)]
+    fn unstarted() -> Self {
+        Linking {
+            chains: Chains {
+                first: [0; FEW],
+                next: [END; FEW],
+                nr: 0,
+            },
+            last: [0; FEW],
+            share: 0,
+        }
+    }
+
+    /// Starts, unstarted, for ops `0..n`, all on one CPU (`0 < n < FEW`):
+    /// one chain.
+    fn start(&mut self, n: usize) {
+        let chains = &mut self.chains;
         for (i, next) in chains.next.iter_mut().enumerate().take(n.saturating_sub(1)) {
             *next = i as u8 + 1;
         }
-        let mut last = [0; FEW];
-        last[0] = n.saturating_sub(1) as u8;
-        Linking { chains, last, share: 0 }
+        chains.nr = 1;
+        self.last[0] = n.saturating_sub(1) as u8;
     }
 
     /// Appends op `i` of `ops`, on `cpu`, to its CPU's chain (a new one
@@ -364,8 +376,8 @@ enum Sums {
     One(u64),
     /// A batch of at most [`FEW`] ops, on several CPUs: each op that waits
     /// sums the waits of the earlier ones of its CPU (a few ops: no table),
-    /// and the ops are chained by CPU.
-    Few(Linking),
+    /// and the ops are chained by CPU (in [`Plan::new`]'s [`Linking`]).
+    Few,
     /// A bigger one: per CPU number, its op count and its delay sum.
     Table(KVVec<(u32, u64)>),
 }
@@ -430,6 +442,7 @@ impl Plan {
         let first_cpu = ops.first().map_or(0, |op| op.cpu);
         let mut uniform = SameCode::of(ops);
         let mut sums = Sums::One(0);
+        let mut linking = Linking::unstarted();
         let mut first_write = None;
         let mut nr_writes = 0u32;
 
@@ -451,7 +464,8 @@ impl Plan {
                 if let Sums::One(one_delay) = sums {
                     if op.cpu != first_cpu {
                         sums = if ops.len() <= FEW {
-                            Sums::Few(Linking::new(i))
+                            linking.start(i);
+                            Sums::Few
                         } else {
                             let mut table = KVVec::from_elem((0u32, 0u64), nr_cpus as usize, GFP_KERNEL_ACCOUNT)?;
                             table[first_cpu as usize] = (i as u32, one_delay);
@@ -460,7 +474,7 @@ impl Plan {
                     }
                 }
             }
-            if let Sums::Few(linking) = &mut sums {
+            if let Sums::Few = sums {
                 linking.link(ops, i, op.cpu, changed);
             }
             let d = wait_ns(op);
@@ -471,8 +485,8 @@ impl Plan {
                 }
                 // Each wait was bounded by `check_op`, and there are at most
                 // `FEW` of them: no overflow.
-                Sums::Few(_) if d != 0 => ops.iter().take(i + 1).filter(|o| o.cpu == op.cpu).map(wait_ns).sum(),
-                Sums::Few(_) => 0,
+                Sums::Few if d != 0 => ops.iter().take(i + 1).filter(|o| o.cpu == op.cpu).map(wait_ns).sum(),
+                Sums::Few => 0,
                 Sums::Table(table) => {
                     let (count, delay) = &mut table[op.cpu as usize];
                     *count += 1;
@@ -492,7 +506,7 @@ impl Plan {
 
         let targets = match sums {
             Sums::One(_) => Targets::One(first_cpu),
-            Sums::Few(linking) => Targets::Few(linking.chains),
+            Sums::Few => Targets::Few(linking.chains),
             Sums::Table(table) => Self::group(ops, table)?,
         };
         // INVARIANT: `targets` is `One` for a batch on one CPU, `Few` with
