@@ -829,8 +829,8 @@ impl ToResults<'_> {
     ///
     /// # Safety
     ///
-    /// `results` is aligned and valid for reads and writes of `nr` results
-    /// for the lifetime the value is given.
+    /// `results` is non-null, aligned and valid for reads and writes of `nr`
+    /// results for the lifetime the value is given.
     pub(crate) unsafe fn new(results: *mut uapi::OpResult, nr: usize) -> Self {
         // SAFETY: By our own requirements; an `Opaque<T>` has the layout of
         // a `T`, and any value and any concurrent access is allowed in it.
@@ -885,8 +885,10 @@ impl<'a, 'r> Iterator for WithResults<'a, 'r> {
 impl<'r> Outputs for ToResults<'r> {
     type Slot = &'r Opaque<uapi::OpResult>;
 
-    /// Op `i` with result `i`, for as many ops as there are results (a
-    /// run checks that they are as many: [`execute_into`]).
+    /// Op `i` with result `i`, for as many ops as there are results: ops
+    /// past the last result would neither run nor get a status, so a run
+    /// checks that they are as many ([`execute_into`], before any op runs:
+    /// no assertion here, which would panic in a cross-call).
     #[inline(always)]
     fn pair<'a>(self, ops: &'a mut [Op]) -> impl Iterator<Item = (&'a mut Op, &'r Opaque<uapi::OpResult>)> {
         let n = ops.len().min(self.results.len());
@@ -1037,6 +1039,7 @@ const BUSY_CHECK_EVERY: u32 = 16;
 /// # Safety
 ///
 /// Every write among `ops` is allowed (see [`insn::wrmsr`]).
+#[inline(always)]
 unsafe fn run_sequence<'a, O: Outputs>(ops: impl Iterator<Item = (&'a mut Op, O::Slot)>, mode: Mode, out: O) -> u32 {
     let (stop, busy) = (mode.stop_on_error, (mode.busy_tsc, mode.start));
     match mode.uniform {
@@ -1208,6 +1211,7 @@ enum Share {
 /// # Safety
 ///
 /// As [`run_sequence`] for `ops` and `mode`.
+#[inline(always)]
 unsafe fn run_share<'a, O: Outputs>(
     irqs: &mut IrqsOff,
     ops: impl Iterator<Item = (&'a mut Op, O::Slot)>,
@@ -1473,14 +1477,17 @@ unsafe fn execute_one<O: Outputs>(ops: &mut [Op], cpu: u32, mode: Mode, out: O) 
     let local = {
         // With interrupts off we stay on this CPU, as a cross-call would run.
         let _irq = local_interrupt_disable();
-        (CpuId::current().as_u32() == cpu).then(|| {
+        // (An `if`, not `bool::then`, whose closure is not inlined.)
+        if CpuId::current().as_u32() == cpu {
             // SAFETY: Interrupts are off until `_irq` is dropped, after this
             // token; it is the only one of this section.
             let mut irqs = unsafe { IrqsOff::new() };
             // SAFETY: We run on `cpu` with interrupts off; the writes are
             // allowed by our own requirements.
-            unsafe { run_share(&mut irqs, out.pair(ops), mode, None, out) }
-        })
+            Some(unsafe { run_share(&mut irqs, out.pair(ops), mode, None, out) })
+        } else {
+            None
+        }
     };
     let (nr_failed, refused) = match local {
         Some(Share::Ran(_, nr_failed)) => (nr_failed, false),

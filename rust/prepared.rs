@@ -47,7 +47,8 @@ use kernel::{
 /// bytes, which the `Results` owns until it drops; it has room for `len`
 /// results (`len * size_of::<OpResult>() <= bytes`). User space may map it:
 /// the kernel writes it only through raw pointers (volatile), never through
-/// a reference.
+/// a reference to an `OpResult` (a run's `batch::ToResults` holds
+/// references to `Opaque<OpResult>`, which allow that).
 struct Results {
     ptr: NonNull<OpResult>,
     len: usize,
