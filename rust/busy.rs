@@ -220,7 +220,7 @@ const _: () = assert!(RETRY_SLEEP_MS as u64 * 1_000_000 >= 4 * uapi::MAX_CPU_BUS
 pub(crate) unsafe fn execute_until_run(ops: &mut [Op]) -> Result<u32, batch::Rejected> {
     let plan = batch::plan(ops, 0)?;
     // SAFETY: By our own requirements.
-    let mut nr_failed = unsafe { batch::execute(ops, &plan) }?.nr_failed;
+    let mut nr_failed = unsafe { batch::execute_cold(ops, &plan) }?.nr_failed;
     for _ in 0..RETRIES {
         let mut again = KVVec::new();
         for (i, op) in ops.iter().enumerate().filter(|(_, op)| op.status == batch::status::ETIME) {
@@ -237,7 +237,7 @@ pub(crate) unsafe fn execute_until_run(ops: &mut [Op]) -> Result<u32, batch::Rej
         }
         let plan = batch::plan(&retry, 0)?;
         // SAFETY: The same ops as above, none of which ran.
-        let done = unsafe { batch::execute(&mut retry, &plan) }?;
+        let done = unsafe { batch::execute_cold(&mut retry, &plan) }?;
         nr_failed = nr_failed - again.len() as u32 + done.nr_failed;
         for ((i, _), op) in again.iter().zip(retry.iter()) {
             ops[*i] = *op;

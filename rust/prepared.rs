@@ -201,7 +201,7 @@ impl Prepared {
         // kernel's own copy, which passed the rules when prepared (a confined
         // descriptor's batches do not write); `check_writes` allowed the
         // writes now.
-        let nr_failed = unsafe { batch::execute(&mut ops, &self.plan) }.map_err(|r| r.err)?.nr_failed;
+        let nr_failed = unsafe { batch::execute_cold(&mut ops, &self.plan) }.map_err(|r| r.err)?.nr_failed;
         if self.plan.has_writes() {
             policy::taint_if_written(&ops);
         }
