@@ -10,7 +10,8 @@
 //!    that spans CPUs is chained by CPU through the array (each CPU walks
 //!    its chain), and a bigger one is grouped by CPU (a stable counting
 //!    sort). Either way each CPU keeps the array order.
-//! 2. [`execute`] runs a one-CPU batch with one `smp_call_function_single()`
+//! 2. [`execute`] runs a one-CPU batch directly with interrupts off when
+//!    that is the calling CPU, else with one `smp_call_function_single()`
 //!    (which fails with `-ENXIO`, running nothing, if that CPU is offline);
 //!    a batch on several CPUs takes the CPU hotplug read lock, checks that
 //!    every target CPU is online, and sends one cross-call to all of them at
@@ -295,8 +296,9 @@ struct Linking {
 
 impl Linking {
     /// No chains yet (a few stores: made for every batch of several ops, and
-    /// started in place by [`Linking::start`] only for one on several CPUs,
-    /// so that it is never moved while it is made).
+    /// started in place by [`Linking::start`] only for one of at most
+    /// [`FEW`] ops on several CPUs, so that it is never moved while it is
+    /// made).
     #[inline(always)]
     fn unstarted() -> Self {
         Linking {
@@ -310,8 +312,8 @@ impl Linking {
         }
     }
 
-    /// Starts, unstarted, for ops `0..n`, all on one CPU (`0 < n < FEW`):
-    /// one chain.
+    /// Makes, of an [`unstarted`](Linking::unstarted) value (once), the
+    /// chains of ops `0..n`, all on one CPU (`0 < n < FEW`): one chain.
     fn start(&mut self, n: usize) {
         let chains = &mut self.chains;
         for (i, next) in chains.next.iter_mut().enumerate().take(n.saturating_sub(1)) {
@@ -1420,9 +1422,11 @@ pub(crate) struct Executed {
 ///
 /// Every write among `ops` is allowed (see [`insn::wrmsr`]).
 ///
-/// Inlined into each caller (a batch's own run, and a prepared batch's
-/// that reads, where a call cost 30 instructions a batch); the others call
-/// [`execute_cold`], so that the loops are not copied into every one.
+/// Inlined into its callers (a checked batch's run, `accept`'s
+/// `Accepted::run_here`, for the batches of user space and of the msr-safe
+/// personality, and a prepared batch's that reads, where a call cost 30 instructions a
+/// batch); the other paths call [`execute_cold`], so that the loops are not
+/// copied into every one.
 #[inline(always)]
 pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan) -> Result<Executed, Rejected> {
     let mode = Mode::of(plan);

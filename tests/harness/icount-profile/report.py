@@ -191,7 +191,7 @@ def main():
         # The kernel's share split three ways: a floor of a path is at least
         # the kernel's own instructions on it (issue #26's floor rule).
         own = sum(c for fn, c in per_fn.items() if fn.startswith("[msrbatch]"))
-        crate = sum(c for fn, c in per_fn.items() if fn.startswith("rust_helper_") or "kernel::" in fn and not fn.startswith("["))
+        crate = sum(c for fn, c in per_fn.items() if fn.startswith("rust_helper_") or ("kernel::" in fn and not fn.startswith("[")))
         rest = total - user - own - crate
         print(f"  of the kernel's: the module {own / n:.1f}, the kernel crate and its C helpers for Rust {crate / n:.1f}, "
               f"the rest {rest / n:.1f} (entry, VFS, cross-calls, idle, and what the module calls)")
