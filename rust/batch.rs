@@ -27,7 +27,7 @@ use crate::busy::{Credit, IrqsOff};
 use crate::compat::local_interrupt_disable;
 use crate::insn;
 use crate::uapi::{self, opcode, Batch, Op};
-use core::ffi::c_void;
+use core::ffi::{c_ulong, c_void};
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -1383,10 +1383,61 @@ pub(crate) fn cpu_possible(cpu: u32) -> bool {
     unsafe { crate::sys::msrbatch_cpu_possible(cpu) }
 }
 
-/// Whether every CPU of `mask` is online.
-fn all_online(mask: &CpumaskVar) -> bool {
-    // SAFETY: `mask` is a valid cpumask; `msrbatch_cpus_online` only reads it.
-    unsafe { crate::sys::msrbatch_cpus_online(mask.as_raw().cast()) }
+/// Words of a [`BatchMask`] kept in place: 512 CPU numbers.
+const MASK_WORDS: usize = 8;
+
+/// The CPUs of one batch's cross-call, a `struct cpumask`: in place where
+/// this kernel's cpumasks take at most [`MASK_WORDS`] words, else allocated.
+/// (A `CpumaskVar` is allocated at each batch on a kernel with
+/// `CONFIG_CPUMASK_OFFSTACK`, as Debian's are: `MAXSMP`, 8192 CPUs.) Used only
+/// through raw pointers, by the kernel's cpumask functions, which touch no
+/// more of a mask than `cpumask_size()` bytes, what `alloc_cpumask_var()`
+/// allocates.
+///
+/// # Invariants
+///
+/// `InPlace`'s words hold at least `cpumask_size()` bytes.
+enum BatchMask {
+    InPlace([c_ulong; MASK_WORDS]),
+    Allocated(CpumaskVar),
+}
+
+impl BatchMask {
+    /// An empty mask.
+    fn new_zero() -> Result<Self> {
+        // SAFETY: No preconditions.
+        if unsafe { crate::sys::msrbatch_cpumask_bytes() } <= size_of::<[c_ulong; MASK_WORDS]>() {
+            // INVARIANT: Checked just above.
+            Ok(BatchMask::InPlace([0; MASK_WORDS]))
+        } else {
+            Ok(BatchMask::Allocated(CpumaskVar::new_zero(GFP_KERNEL_ACCOUNT)?))
+        }
+    }
+
+    /// The mask, for the kernel's cpumask functions (valid while `self` is
+    /// neither moved nor dropped).
+    fn as_raw(&mut self) -> *mut bindings::cpumask {
+        match self {
+            // By the type invariants, as many bytes as a cpumask function
+            // touches.
+            BatchMask::InPlace(words) => words.as_mut_ptr().cast(),
+            BatchMask::Allocated(mask) => mask.as_raw(),
+        }
+    }
+
+    /// Takes `cpu` out of the mask (nothing, if it is no CPU number).
+    fn clear(&mut self, cpu: u32) {
+        // SAFETY: `as_raw` is a valid cpumask, ours to change; the helper
+        // checks `cpu` against `nr_cpu_ids`.
+        unsafe { crate::sys::msrbatch_cpumask_clear(self.as_raw().cast(), cpu) }
+    }
+
+    /// Whether every CPU of the mask is online.
+    fn all_online(&mut self) -> bool {
+        // SAFETY: `as_raw` is a valid cpumask; `msrbatch_cpus_online` only
+        // reads it.
+        unsafe { crate::sys::msrbatch_cpus_online(self.as_raw().cast()) }
+    }
 }
 
 /// Whether `cpu` exists and is online now.
@@ -1583,7 +1634,7 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
             many
         }
     };
-    let mut mask = CpumaskVar::new_zero(GFP_KERNEL_ACCOUNT)?;
+    let mut mask = BatchMask::new_zero()?;
     let (cpus, stride) = shares.cpu_numbers();
     // SAFETY: `mask` is a valid cpumask, ours to change; `cpus` is where
     // `nr` CPU numbers are, `stride` bytes apart (`Shares::cpu_numbers`),
@@ -1594,7 +1645,7 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
     let rendezvous = sync.then(|| Rendezvous::new(nr as u32));
 
     let _hotplug = CpusReadGuard::new();
-    if !all_online(&mask) {
+    if !mask.all_online() {
         // The first op of the lowest-numbered CPU that is offline (as
         // for a grouped batch, whose shares are in CPU order).
         let offline = (0..nr)
@@ -1618,7 +1669,7 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
                     return Err(ETIMEDOUT.into());
                 }
                 start.store(REFUSED, Ordering::Relaxed);
-                mask.clear(CpuId::from_u32(cpu).ok_or(ENODEV)?);
+                mask.clear(cpu);
             }
         }
     }

@@ -274,6 +274,23 @@ bool msrbatch_cpumask_set_all(struct cpumask *mask, const u32 *cpus, size_t nr, 
 	return true;
 }
 
+/*
+ * The bytes of a struct cpumask that the kernel's cpumask functions touch,
+ * and that alloc_cpumask_var() allocates (with CONFIG_CPUMASK_OFFSTACK, less
+ * than sizeof(struct cpumask)).
+ */
+size_t msrbatch_cpumask_bytes(void)
+{
+	return cpumask_size();
+}
+
+/* Clears cpu in mask, if it is a CPU number (below nr_cpu_ids). */
+void msrbatch_cpumask_clear(struct cpumask *mask, u32 cpu)
+{
+	if (cpu < nr_cpu_ids)
+		__cpumask_clear_cpu(cpu, mask);
+}
+
 /* Whether every CPU of mask is online (the caller holds the hotplug lock). */
 bool msrbatch_cpus_online(const struct cpumask *mask)
 {

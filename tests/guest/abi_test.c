@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <linux/msrbatch.h>
@@ -348,6 +349,98 @@ static void test_max_ops(void)
 	free(ops);
 }
 
+/* Writes s to the tracefs file name; whether it took. */
+static int trace_write(const char *name, const char *s)
+{
+	char path[128];
+	int f, ok;
+
+	snprintf(path, sizeof(path), "/sys/kernel/tracing/%s", name);
+	f = open(path, O_WRONLY | O_TRUNC);
+	if (f < 0)
+		return 0;
+	ok = write(f, s, strlen(s)) == (ssize_t)strlen(s);
+	close(f);
+	return ok;
+}
+
+/* Reads the tracefs file name into buf (at most len - 1 bytes); bytes read, or -1. */
+static ssize_t trace_read(const char *name, char *buf, size_t len)
+{
+	char path[128];
+	ssize_t n, got = 0;
+	int f;
+
+	snprintf(path, sizeof(path), "/sys/kernel/tracing/%s", name);
+	f = open(path, O_RDONLY);
+	if (f < 0)
+		return -1;
+	while (got < (ssize_t)len - 1 && (n = read(f, buf + got, len - 1 - got)) > 0)
+		got += n;
+	close(f);
+	buf[got] = 0;
+	return got;
+}
+
+/*
+ * A batch on several CPUs allocates nothing per call (issue #26): counted
+ * with the kmem:kmalloc trace event, for this process only. On a kernel
+ * with CONFIG_CPUMASK_OFFSTACK (Debian's) the cpumask of its cross-call
+ * was allocated at every call.
+ */
+static void test_no_allocation_per_batch(void)
+{
+	enum { CALLS = 100 };
+	static char trace[1 << 16];
+	char pid_before[256], enable_before[8], pid[16];
+	struct msrbatch_op ops[2];
+	int mounted = 0, ran = 1, kmallocs = 0;
+	const char *at;
+
+	if (ncpus < 2) {
+		ksft_test_result_skip("no allocation per batch: one CPU, no batch on several\n");
+		return;
+	}
+	if (access("/sys/kernel/tracing/events/kmem/kmalloc/enable", W_OK) != 0) {
+		mounted = mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL) == 0;
+		if (access("/sys/kernel/tracing/events/kmem/kmalloc/enable", W_OK) != 0) {
+			ksft_test_result_skip("no allocation per batch: no kmem:kmalloc trace event (%s)\n",
+					      strerror(errno));
+			if (mounted)
+				umount("/sys/kernel/tracing");
+			return;
+		}
+	}
+	if (trace_read("set_event_pid", pid_before, sizeof(pid_before)) < 0 ||
+	    trace_read("events/kmem/kmalloc/enable", enable_before, sizeof(enable_before)) < 0) {
+		ksft_test_result_fail("no allocation per batch: cannot read the trace settings\n");
+		return;
+	}
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	ops[0] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
+	ops[1] = mkop(MSRBATCH_OP_RDTSC, 1, 0, 0, 0);
+	if (trace_write("set_event_pid", pid) && trace_write("trace", "") &&
+	    trace_write("events/kmem/kmalloc/enable", "1")) {
+		for (int i = 0; i < CALLS; i++)
+			ran &= batch(fd, ops, 2, 0, NULL) == 0;
+		trace_write("events/kmem/kmalloc/enable", "0");
+		trace_read("trace", trace, sizeof(trace));
+		for (at = trace; (at = strstr(at, " kmalloc: ")); at++)
+			kmallocs++;
+	} else {
+		ran = 0;
+	}
+	/* The settings as they were (set_event_pid lists one pid a line). */
+	trace_write("events/kmem/kmalloc/enable", enable_before[0] == '1' ? "1" : "0");
+	trace_write("set_event_pid", pid_before);
+	trace_write("trace", "");
+	if (mounted)
+		umount("/sys/kernel/tracing");
+	ksft_test_result(ran && kmallocs < CALLS / 10,
+			 "%d batches of one op on each of CPUs 0 and 1: %d kmallocs in this process (fewer than %d)\n",
+			 CALLS, kmallocs, CALLS / 10);
+}
+
 static void test_offline_cpu(void)
 {
 	struct msrbatch_op op;
@@ -417,6 +510,7 @@ int main(void)
 	test_bad_memory();
 	test_max_ops();
 	test_offline_cpu();
+	test_no_allocation_per_batch();
 	test_unprivileged_open();
 	test_taint();
 	close(fd);
