@@ -1396,7 +1396,8 @@ const MASK_WORDS: usize = 8;
 ///
 /// # Invariants
 ///
-/// `InPlace`'s words hold at least `cpumask_size()` bytes.
+/// `InPlace`'s words hold at least `cpumask_size()` bytes (which depends
+/// only on `nr_cpu_ids`, fixed at boot).
 enum BatchMask {
     InPlace([c_ulong; MASK_WORDS]),
     Allocated(CpumaskVar),
