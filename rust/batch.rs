@@ -295,32 +295,19 @@ struct Linking {
 }
 
 impl Linking {
-    /// No chains yet (a few stores: made for every batch of several ops, and
-    /// started in place by [`Linking::start`] only for one of at most
-    /// [`FEW`] ops on several CPUs, so that it is never moved while it is
-    /// made).
-    #[inline(always)]
-    fn unstarted() -> Self {
-        Linking {
-            chains: Chains {
-                first: [0; FEW],
-                next: [END; FEW],
-                nr: 0,
-            },
-            last: [0; FEW],
-            share: 0,
-        }
-    }
-
-    /// Makes, of an [`unstarted`](Linking::unstarted) value (once), the
-    /// chains of ops `0..n`, all on one CPU (`0 < n < FEW`): one chain.
-    fn start(&mut self, n: usize) {
-        let chains = &mut self.chains;
+    /// For ops `0..n`, all on one CPU (`0 < n < FEW`): one chain.
+    fn new(n: usize) -> Self {
+        let mut chains = Chains {
+            first: [0; FEW],
+            next: [END; FEW],
+            nr: 1,
+        };
         for (i, next) in chains.next.iter_mut().enumerate().take(n.saturating_sub(1)) {
             *next = i as u8 + 1;
         }
-        chains.nr = 1;
-        self.last[0] = n.saturating_sub(1) as u8;
+        let mut last = [0; FEW];
+        last[0] = n.saturating_sub(1) as u8;
+        Linking { chains, last, share: 0 }
     }
 
     /// Appends op `i` of `ops`, on `cpu`, to its CPU's chain (a new one
@@ -378,8 +365,8 @@ enum Sums {
     One(u64),
     /// A batch of at most [`FEW`] ops, on several CPUs: each op that waits
     /// sums the waits of the earlier ones of its CPU (a few ops: no table),
-    /// and the ops are chained by CPU (in [`Plan::new`]'s [`Linking`]).
-    Few,
+    /// and the ops are chained by CPU.
+    Few(Linking),
     /// A bigger one: per CPU number, its op count and its delay sum.
     Table(KVVec<(u32, u64)>),
 }
@@ -444,7 +431,6 @@ impl Plan {
         let first_cpu = ops.first().map_or(0, |op| op.cpu);
         let mut uniform = SameCode::of(ops);
         let mut sums = Sums::One(0);
-        let mut linking = Linking::unstarted();
         let mut first_write = None;
         let mut nr_writes = 0u32;
 
@@ -466,8 +452,7 @@ impl Plan {
                 if let Sums::One(one_delay) = sums {
                     if op.cpu != first_cpu {
                         sums = if ops.len() <= FEW {
-                            linking.start(i);
-                            Sums::Few
+                            Sums::Few(Linking::new(i))
                         } else {
                             let mut table = KVVec::from_elem((0u32, 0u64), nr_cpus as usize, GFP_KERNEL_ACCOUNT)?;
                             table[first_cpu as usize] = (i as u32, one_delay);
@@ -476,7 +461,7 @@ impl Plan {
                     }
                 }
             }
-            if let Sums::Few = sums {
+            if let Sums::Few(linking) = &mut sums {
                 linking.link(ops, i, op.cpu, changed);
             }
             let d = wait_ns(op);
@@ -487,8 +472,8 @@ impl Plan {
                 }
                 // Each wait was bounded by `check_op`, and there are at most
                 // `FEW` of them: no overflow.
-                Sums::Few if d != 0 => ops.iter().take(i + 1).filter(|o| o.cpu == op.cpu).map(wait_ns).sum(),
-                Sums::Few => 0,
+                Sums::Few(_) if d != 0 => ops.iter().take(i + 1).filter(|o| o.cpu == op.cpu).map(wait_ns).sum(),
+                Sums::Few(_) => 0,
                 Sums::Table(table) => {
                     let (count, delay) = &mut table[op.cpu as usize];
                     *count += 1;
@@ -508,7 +493,7 @@ impl Plan {
 
         let targets = match sums {
             Sums::One(_) => Targets::One(first_cpu),
-            Sums::Few => Targets::Few(linking.chains),
+            Sums::Few(linking) => Targets::Few(linking.chains),
             Sums::Table(table) => Self::group(ops, table)?,
         };
         // INVARIANT: `targets` is `One` for a batch on one CPU, `Few` with
