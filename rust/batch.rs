@@ -829,9 +829,32 @@ impl ToResults<'_> {
     pub(crate) fn len(self) -> usize {
         self.results.len()
     }
+
+    /// Puts the outputs the ops of `ops` hold (a run's in place) into their
+    /// results, op `i`'s into result `i`, for as many as both have.
+    pub(crate) fn publish(self, ops: &[Op]) {
+        for (op, slot) in ops.iter().zip(self.results) {
+            write_result(slot, op.status, op.val);
+        }
+    }
 }
 
-/// A result's fields, as the three words one put writes.
+/// Writes one result: `status` (with `reserved`, 0) and `val`.
+#[inline(always)]
+fn write_result(slot: &Opaque<uapi::OpResult>, status: i32, val: [u64; 2]) {
+    let r = slot.get().cast::<u64>();
+    // SAFETY: `slot` is one result (a reference), its three words (the
+    // assertion below) written through raw pointers, since user space may
+    // read them at any time; the first is `status` then `reserved` (0),
+    // little-endian.
+    unsafe {
+        r.write_volatile(u64::from(status as u32));
+        r.add(1).write_volatile(val[0]);
+        r.add(2).write_volatile(val[1]);
+    }
+}
+
+/// A result's fields, as the three words [`write_result`] writes.
 const _: () = assert!(
     size_of::<uapi::OpResult>() == 24
         && core::mem::offset_of!(uapi::OpResult, status) == 0
@@ -889,16 +912,7 @@ impl<'r> Outputs for ToResults<'r> {
 
     #[inline(always)]
     fn put(self, _: &mut Op, slot: &'r Opaque<uapi::OpResult>, status: i32, val: [u64; 2]) {
-        let r = slot.get().cast::<u64>();
-        // SAFETY: `slot` is one result (a reference), its three words (the
-        // assertion above) written through raw pointers, since user space
-        // may read them at any time; the first is `status` then `reserved`
-        // (0), little-endian.
-        unsafe {
-            r.write_volatile(u64::from(status as u32));
-            r.add(1).write_volatile(val[0]);
-            r.add(2).write_volatile(val[1]);
-        }
+        write_result(slot, status, val);
     }
 }
 

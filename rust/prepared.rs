@@ -81,34 +81,15 @@ impl Results {
         Some(unsafe { batch::ToResults::new(self.ptr.as_ptr(), ops.len()) })
     }
 
-    /// Publishes the outputs of `ops` (one per result): each result's
-    /// status (with its reserved word, 0) and values, three stores.
+    /// Publishes the outputs of `ops` (one per result, at most `len`).
     #[inline(always)]
     fn publish(&self, ops: &[Op]) {
         let ops = ops.get(..self.len).unwrap_or(ops);
-        let mut r = self.ptr.as_ptr().cast::<u64>();
-        for op in ops {
-            // SAFETY: One result per op, at most `len` of them: by the type
-            // invariants within the area, 8-byte aligned (`OpResult` is 24
-            // bytes, its fields at 0, 8 and 16), written through raw pointers
-            // (user space may read the area at any time). The first word is
-            // `status` then `reserved` (0), little-endian.
-            unsafe {
-                r.write_volatile(u64::from(op.status as u32));
-                r.add(1).write_volatile(op.val[0]);
-                r.add(2).write_volatile(op.val[1]);
-                r = r.add(3);
-            }
+        if let Some(out) = self.outputs(ops) {
+            out.publish(ops);
         }
     }
 }
-
-const _: () = assert!(
-    size_of::<OpResult>() == 24
-        && core::mem::offset_of!(OpResult, status) == 0
-        && core::mem::offset_of!(OpResult, reserved) == 4
-        && core::mem::offset_of!(OpResult, val) == 8
-);
 
 impl Drop for Results {
     fn drop(&mut self) {
