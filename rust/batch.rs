@@ -240,7 +240,7 @@ const _: () = assert!(FEW < END as usize);
 ///
 /// # Invariants
 ///
-/// Made only by [`Linking`], from the ops it describes: `nr <= FEW`; the
+/// Made only by [`Chains::of`], from the ops it describes: `nr <= FEW`; the
 /// `nr` first ops are of distinct CPUs; each chain, from its first op along
 /// `next`, is strictly increasing and ends at [`END`]; every op of the
 /// batch is in exactly one chain, that of its CPU. (The cross-call relies
@@ -253,6 +253,54 @@ pub(crate) struct Chains {
 }
 
 impl Chains {
+    /// The chains of `ops`: at most [`FEW`] ops, on at least two CPUs.
+    /// (Made after validation, in one pass of their own: built along it,
+    /// they were moved at each step, and cost more.)
+    #[inline(always)]
+    fn of(ops: &[Op]) -> Chains {
+        let mut chains = Chains {
+            first: [0; FEW],
+            next: [END; FEW],
+            nr: 0,
+        };
+        // Each chain's last op so far.
+        let mut last = [0u8; FEW];
+        let Chains { first, next, nr } = &mut chains;
+        let mut prev = None;
+        let mut k = 0;
+        for (i, op) in ops.iter().enumerate().take(FEW) {
+            let i = i as u8;
+            // Batches name few CPUs, usually one after the other: a look
+            // through the chains only where the CPU changes.
+            if prev != Some(op.cpu) {
+                prev = Some(op.cpu);
+                let firsts = first.get(..usize::from(*nr)).unwrap_or(&[]);
+                match firsts.iter().position(|&f| ops.get(usize::from(f)).is_some_and(|o| o.cpu == op.cpu)) {
+                    Some(known) => k = known,
+                    None => {
+                        // Always there: at most `FEW` ops, so at most `FEW`
+                        // chains (the `get_mut`s only keep a panic out).
+                        k = usize::from(*nr);
+                        if let (Some(f), Some(l)) = (first.get_mut(k), last.get_mut(k)) {
+                            (*f, *l) = (i, i);
+                            *nr += 1;
+                        }
+                        continue;
+                    }
+                }
+            }
+            if let Some(l) = last.get_mut(k) {
+                if let Some(n) = next.get_mut(usize::from(*l)) {
+                    *n = i;
+                }
+                *l = i;
+            }
+        }
+        // INVARIANT: each op was appended to the chain of its CPU, started
+        // at its first op, each CPU once; the ops are at most `FEW`.
+        chains
+    }
+
     /// The first op of each share, in the order of the shares.
     fn firsts(&self) -> &[u8] {
         // `get` never fails (`nr` is at most `FEW`), and never panics.
@@ -286,62 +334,6 @@ impl Iterator for Walk<'_> {
     }
 }
 
-/// [`Chains`] being made by [`Plan::new`]: each chain's last op so far, and
-/// the share of the op before.
-struct Linking {
-    chains: Chains,
-    last: [u8; FEW],
-    share: usize,
-}
-
-impl Linking {
-    /// For ops `0..n`, all on one CPU (`0 < n < FEW`): one chain.
-    fn new(n: usize) -> Self {
-        let mut chains = Chains {
-            first: [0; FEW],
-            next: [END; FEW],
-            nr: 1,
-        };
-        for (i, next) in chains.next.iter_mut().enumerate().take(n.saturating_sub(1)) {
-            *next = i as u8 + 1;
-        }
-        let mut last = [0; FEW];
-        last[0] = n.saturating_sub(1) as u8;
-        Linking { chains, last, share: 0 }
-    }
-
-    /// Appends op `i` of `ops`, on `cpu`, to its CPU's chain (a new one
-    /// if it is the CPU's first op). `changed`: the op before was on
-    /// another CPU (else it is on the chain of that op).
-    fn link(&mut self, ops: &[Op], i: usize, cpu: u32, changed: bool) {
-        let Chains { first, next, nr } = &mut self.chains;
-        if changed {
-            let known = first
-                .get(..usize::from(*nr))
-                .and_then(|firsts| firsts.iter().position(|&f| ops.get(usize::from(f)).is_some_and(|op| op.cpu == cpu)));
-            match known {
-                Some(k) => self.share = k,
-                None => {
-                    self.share = usize::from(*nr);
-                    // Always there: at most `FEW` ops, so at most `FEW`
-                    // chains (the `get`s only keep a panic out).
-                    if let (Some(f), Some(l)) = (first.get_mut(self.share), self.last.get_mut(self.share)) {
-                        (*f, *l) = (i as u8, i as u8);
-                        *nr += 1;
-                    }
-                    return;
-                }
-            }
-        }
-        if let Some(l) = self.last.get_mut(self.share) {
-            if let Some(n) = next.get_mut(usize::from(*l)) {
-                *n = i as u8;
-            }
-            *l = i as u8;
-        }
-    }
-}
-
 /// Where a validated batch runs.
 pub(crate) enum Targets {
     /// Every op on this one CPU: array order is execution order, and no
@@ -364,9 +356,8 @@ enum Sums {
     /// Every op so far on the first op's CPU: their delay sum.
     One(u64),
     /// A batch of at most [`FEW`] ops, on several CPUs: each op that waits
-    /// sums the waits of the earlier ones of its CPU (a few ops: no table),
-    /// and the ops are chained by CPU.
-    Few(Linking),
+    /// sums the waits of the earlier ones of its CPU (a few ops: no table).
+    Few,
     /// A bigger one: per CPU number, its op count and its delay sum.
     Table(KVVec<(u32, u64)>),
 }
@@ -452,7 +443,7 @@ impl Plan {
                 if let Sums::One(one_delay) = sums {
                     if op.cpu != first_cpu {
                         sums = if ops.len() <= FEW {
-                            Sums::Few(Linking::new(i))
+                            Sums::Few
                         } else {
                             let mut table = KVVec::from_elem((0u32, 0u64), nr_cpus as usize, GFP_KERNEL_ACCOUNT)?;
                             table[first_cpu as usize] = (i as u32, one_delay);
@@ -460,9 +451,6 @@ impl Plan {
                         };
                     }
                 }
-            }
-            if let Sums::Few(linking) = &mut sums {
-                linking.link(ops, i, op.cpu, changed);
             }
             let d = wait_ns(op);
             let sum = match &mut sums {
@@ -472,8 +460,8 @@ impl Plan {
                 }
                 // Each wait was bounded by `check_op`, and there are at most
                 // `FEW` of them: no overflow.
-                Sums::Few(_) if d != 0 => ops.iter().take(i + 1).filter(|o| o.cpu == op.cpu).map(wait_ns).sum(),
-                Sums::Few(_) => 0,
+                Sums::Few if d != 0 => ops.iter().take(i + 1).filter(|o| o.cpu == op.cpu).map(wait_ns).sum(),
+                Sums::Few => 0,
                 Sums::Table(table) => {
                     let (count, delay) = &mut table[op.cpu as usize];
                     *count += 1;
@@ -493,13 +481,13 @@ impl Plan {
 
         let targets = match sums {
             Sums::One(_) => Targets::One(first_cpu),
-            Sums::Few(linking) => Targets::Few(linking.chains),
+            Sums::Few => Targets::Few(Chains::of(ops)),
             Sums::Table(table) => Self::group(ops, table)?,
         };
         // INVARIANT: `targets` is `One` for a batch on one CPU, `Few` with
-        // the ops chained by CPU (each linked above, a chain per CPU) for at
-        // most `FEW` ops, else grouped by `group`; the rest was counted from
-        // the ops above.
+        // the ops chained by CPU (`Chains::of`) for at most `FEW` ops on
+        // several, else grouped by `group`; the rest was counted from the
+        // ops above.
         Ok(Plan {
             targets,
             first_write,
