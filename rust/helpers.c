@@ -620,7 +620,23 @@ int msrbatch_read_words(void *dst, unsigned long uaddr, unsigned long words)
 		unsafe_get_user(d[i + 6], &src[i + 6], fault);
 		unsafe_get_user(d[i + 7], &src[i + 7], fault);
 	}
-	for (; i < words; i++)
+	/*
+	 * The rest, fewer than eight, in at most three steps, not a loop of
+	 * one word a round: a header or an op is six words, four and two.
+	 */
+	if (words - i >= 4) {
+		unsafe_get_user(d[i], &src[i], fault);
+		unsafe_get_user(d[i + 1], &src[i + 1], fault);
+		unsafe_get_user(d[i + 2], &src[i + 2], fault);
+		unsafe_get_user(d[i + 3], &src[i + 3], fault);
+		i += 4;
+	}
+	if (words - i >= 2) {
+		unsafe_get_user(d[i], &src[i], fault);
+		unsafe_get_user(d[i + 1], &src[i + 1], fault);
+		i += 2;
+	}
+	if (words - i)
 		unsafe_get_user(d[i], &src[i], fault);
 	user_read_access_end();
 	return 0;
