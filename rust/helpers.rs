@@ -129,6 +129,16 @@ pub(crate) fn read_arg<T: FromBytes>(ptr: UserPtr) -> Result<T> {
     Ok(unsafe { v.assume_init() })
 }
 
+/// Reads an ioctl's argument, a `T`, from `ptr` into `slot`, where it stays
+/// (returned by value, a batch's header was copied once more, `rep movs`).
+pub(crate) fn read_arg_in<T: FromBytes>(ptr: UserPtr, slot: &mut MaybeUninit<T>) -> Result<&mut T> {
+    match read_words(ptr, core::slice::from_mut(slot))? {
+        [v] => Ok(v),
+        // `read_words` returns the slice it was given, of one.
+        _ => Err(EFAULT),
+    }
+}
+
 /// Writes the outputs of batch header `b` (`nr_failed`, `err_index`,
 /// `out_flags`, `start_spread`) to the header at `ptr`.
 pub(crate) fn write_batch_out(ptr: UserPtr, b: &crate::uapi::Batch) -> Result {

@@ -78,6 +78,11 @@ fn read_arg<T: FromBytes>(arg: usize) -> Result<T> {
     crate::helpers::read_arg(UserPtr::from_addr(arg))
 }
 
+/// [`read_arg`] into `slot`, where the argument stays.
+fn read_arg_in<T: FromBytes>(arg: usize, slot: &mut MaybeUninit<T>) -> Result<&mut T> {
+    crate::helpers::read_arg_in(UserPtr::from_addr(arg), slot)
+}
+
 impl Answer for Batch {
     type Done = Ran;
 
@@ -145,11 +150,12 @@ impl MsrBatchFile {
     /// `MSRBATCH_IOC_BATCH`: validates, runs and copies back one batch;
     /// returns 0.
     pub(crate) fn batch(&self, arg: usize, access: Access) -> Result<isize> {
-        let mut hdr: Batch = read_arg(arg)?;
-        let made = self.run_batch(&hdr, arg, access);
+        let mut slot = MaybeUninit::uninit();
+        let hdr: &mut Batch = read_arg_in(arg, &mut slot)?;
+        let made = self.run_batch(hdr, arg, access);
         // A batch that ran but whose header could not be copied back: never
         // EFAULT, which says that nothing ran.
-        let ran = answer(arg, &mut hdr, made, |_, _| crate::compat::enotrecoverable())?;
+        let ran = answer(arg, hdr, made, |_, _| crate::compat::enotrecoverable())?;
         if ran.copied {
             Ok(0)
         } else {
