@@ -245,7 +245,11 @@ const _: () = assert!(FEW < END as usize);
 /// `next`, is strictly increasing and ends at [`END`]; every op of the
 /// batch is in exactly one chain, that of its CPU. (The cross-call relies
 /// on it: no two CPUs are given the same op.)
+// Aligned for its moves: made in `Chains::of` and moved into the plan, at
+// align 1 it was copied by a call to `memcpy`, which moved its odd tail a
+// byte at a time.
 #[derive(Clone, Copy)]
+#[repr(align(8))]
 pub(crate) struct Chains {
     first: [u8; FEW],
     next: [u8; FEW],
