@@ -60,13 +60,17 @@ if [ "${UPDATE:-0}" = 1 ]; then
 	measure 2 >"$out/run2.txt" || msrb_die "the second icount boot failed (see $GUEST_DIR/runs/icount-budget-2)"
 	{
 		echo "# Guest instructions (QEMU -icount shift=0), base kernel; written by UPDATE=1 $0"
-		echo "# (each the higher figure of two boots)"
+		echo "# (each the higher figure of two boots; the 4-CPU figures at 512 and 4096 ops, which differ by up to 5 % between boots, 3 % above it)"
 		python3 - "$out/run1.txt" "$out/run2.txt" <<'PY'
-import sys
+import re, sys
 a = [(l.split()[0], float(l.split()[1])) for l in open(sys.argv[1]) if l.strip()]
 b = dict((l.split()[0], float(l.split()[1])) for l in open(sys.argv[2]) if l.strip())
 for k, v in a:
-    print(k, f"{max(v, b.get(k, v)):.1f}")
+    high = max(v, b.get(k, v))
+    # With the check's +2 %, 5 % above the higher of two boots.
+    if re.search(r"cpus4x(512|4096)_", k):
+        high *= 1.03
+    print(k, f"{high:.1f}")
 PY
 	} >"$budgets"
 	cat "$budgets"
