@@ -349,37 +349,22 @@ static void test_max_ops(void)
 	free(ops);
 }
 
-/* Writes s to the tracefs file name; whether it took. */
+/* Writes s to the tracefs file name (file_write()); whether it took. */
 static int trace_write(const char *name, const char *s)
 {
 	char path[128];
-	int f, ok;
 
 	snprintf(path, sizeof(path), "/sys/kernel/tracing/%s", name);
-	f = open(path, O_WRONLY | O_TRUNC);
-	if (f < 0)
-		return 0;
-	ok = write(f, s, strlen(s)) == (ssize_t)strlen(s);
-	close(f);
-	return ok;
+	return file_write(path, s) == 0;
 }
 
-/* Reads the tracefs file name into buf (at most len - 1 bytes); bytes read, or -1. */
+/* Reads the tracefs file name into buf (file_read()); bytes read, or -errno. */
 static ssize_t trace_read(const char *name, char *buf, size_t len)
 {
 	char path[128];
-	ssize_t n, got = 0;
-	int f;
 
 	snprintf(path, sizeof(path), "/sys/kernel/tracing/%s", name);
-	f = open(path, O_RDONLY);
-	if (f < 0)
-		return -1;
-	while (got < (ssize_t)len - 1 && (n = read(f, buf + got, len - 1 - got)) > 0)
-		got += n;
-	close(f);
-	buf[got] = 0;
-	return got;
+	return file_read(path, buf, len);
 }
 
 /*
@@ -510,16 +495,12 @@ static void test_unprivileged_open(void)
 
 static void test_taint(void)
 {
-	FILE *f = fopen("/proc/sys/kernel/tainted", "r");
-	unsigned long t = 0;
+	unsigned long t = tainted();
 
-	if (!f || fscanf(f, "%lu", &t) != 1) {
+	if (t == ~0ul) {
 		ksft_test_result_skip("taint: /proc/sys/kernel/tainted unreadable\n");
-		if (f)
-			fclose(f);
 		return;
 	}
-	fclose(f);
 	ksft_test_result(t & (1ul << 2), "a write batch set TAINT_CPU_OUT_OF_SPEC (tainted=%lu)\n", t);
 }
 

@@ -51,34 +51,6 @@ static int rdmsr(int fd, unsigned int cpu, unsigned int msr, __u64 *v)
 	return r;
 }
 
-static int read_file(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n < 0)
-		return -errno;
-	buf[n] = 0;
-	buf[strcspn(buf, "\n")] = 0;
-	return 0;
-}
-
-static int write_file(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, s, strlen(s));
-	close(fd);
-	return n < 0 ? -errno : 0;
-}
-
 /* ---- /dev/kmsg: what the module logged since kmsg_mark() ---------------- */
 
 static int kmsg_fd = -1;
@@ -171,9 +143,9 @@ static void test_taint_only_when_written(int fd)
 	r = one_op(fd, MSRBATCH_OP_WRMSR, 0, FAULTING_MSR, FAULTING_VALUE, NULL);
 	ksft_test_result(r == -EIO, "a WRMSR that faults gets -EIO (r=%d)\n", r);
 	ksft_test_result(!(tainted() & (1ul << 2)), "a write batch whose only write faulted does not taint\n");
-	write_file(PARAM, "off");
+	file_write(PARAM, "off");
 	r = one_op(fd, MSRBATCH_OP_WRMSR, 0, TSC_AUX, 0, NULL);
-	write_file(PARAM, "default");
+	file_write(PARAM, "default");
 	ksft_test_result(r == -EPERM && !(tainted() & (1ul << 2)), "a refused write batch does not taint\n");
 }
 
@@ -188,12 +160,12 @@ static void test_allow_writes(void)
 
 	if (fd < 0)
 		return;
-	ksft_test_result(read_file(PARAM, val, sizeof(val)) == 0 && !strcmp(val, "default"),
+	ksft_test_result(file_read_line(PARAM, val, sizeof(val)) == 0 && !strcmp(val, "default"),
 			 "allow_writes is 'default' at load (%s)\n", val);
 	test_taint_only_when_written(fd);
 	rdmsr(fd, 1, TSC_AUX, &before);
 
-	ksft_test_result(write_file(PARAM, "off") == 0, "allow_writes can be set to off at run time\n");
+	ksft_test_result(file_write(PARAM, "off") == 0, "allow_writes can be set to off at run time\n");
 	ops[0] = mkop(MSRBATCH_OP_RDMSR, 1, PAT, 0, 0);
 	ops[1] = mkop(MSRBATCH_OP_WRMSR, 1, TSC_AUX, before + 1, 0);
 	r = batch(fd, ops, 2, 0, &h);
@@ -204,18 +176,18 @@ static void test_allow_writes(void)
 	r = batch(fd, ops, 1, 0, NULL);
 	ksft_test_result(r == -EPERM, "allow_writes=off: RMW batch EPERM (r=%d)\n", r);
 	ksft_test_result(rdmsr(fd, 1, PAT, &v) == 0, "allow_writes=off: reads still work\n");
-	r = write_file(PARAM, "sometimes");
-	read_file(PARAM, val, sizeof(val));
+	r = file_write(PARAM, "sometimes");
+	file_read_line(PARAM, val, sizeof(val));
 	ksft_test_result(r == -EINVAL && !strcmp(val, "off"), "an unknown value is EINVAL and changes nothing (%s)\n", val);
 
-	write_file(PARAM, "on");
+	file_write(PARAM, "on");
 	kmsg_mark();
 	r = one_op(fd, MSRBATCH_OP_WRMSR, 1, TSC_AUX, before + 2, NULL);
 	rdmsr(fd, 1, TSC_AUX, &after);
 	ksft_test_result(r == 0 && after == before + 2 && !kmsg_has("msrbatch: write to MSR"),
 			 "allow_writes=on: the write runs, nothing is logged\n");
 
-	write_file(PARAM, "default");
+	file_write(PARAM, "default");
 	kmsg_mark();
 	r = one_op(fd, MSRBATCH_OP_WRMSR, 1, TSC_AUX, before, NULL);
 	rdmsr(fd, 1, TSC_AUX, &after);
@@ -910,8 +882,8 @@ static void test_busy_budget_per_cpu(void)
 		return;
 	per_ms = tsc_per_ms();
 	/* No RT throttling: the spinner leaves CPU 0 only when taken from it. */
-	read_file("/proc/sys/kernel/sched_rt_runtime_us", rt, sizeof(rt));
-	write_file("/proc/sys/kernel/sched_rt_runtime_us", "-1");
+	file_read_line("/proc/sys/kernel/sched_rt_runtime_us", rt, sizeof(rt));
+	file_write("/proc/sys/kernel/sched_rt_runtime_us", "-1");
 	pin(1);
 	spin = fork();
 	if (spin == 0) {
@@ -979,7 +951,7 @@ static void test_busy_budget_per_cpu(void)
 	}
 	log->stop = 1;
 	waitpid(spin, NULL, 0);
-	write_file("/proc/sys/kernel/sched_rt_runtime_us", rt[0] ? rt : "950000");
+	file_write("/proc/sys/kernel/sched_rt_runtime_us", rt[0] ? rt : "950000");
 	unpin(ncpus);
 	ksft_test_result(ran_all && longest >= MSRBATCH_MAX_CPU_BUSY_NS / 2e6,
 			 "a batch to CPU 0 with its credit full runs for most of the busy budget (longest: %.1f ms of ops)\n",

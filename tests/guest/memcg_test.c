@@ -57,17 +57,6 @@ static long long cg_read(const char *file, const char *key)
 	return v;
 }
 
-static int write_file(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY), ok;
-
-	if (fd < 0)
-		return -1;
-	ok = write(fd, s, strlen(s)) == (ssize_t)strlen(s);
-	close(fd);
-	return ok ? 0 : -1;
-}
-
 /* A fresh group of LIMIT bytes; 0 if it could be made. */
 static int group_make(void)
 {
@@ -77,7 +66,7 @@ static int group_make(void)
 	if (mkdir(GROUP, 0755) && errno != EEXIST)
 		return -1;
 	snprintf(max, sizeof(max), "%d", LIMIT);
-	return write_file(GROUP "/memory.max", max);
+	return file_write(GROUP "/memory.max", max);
 }
 
 /* What a child in the group reports. */
@@ -115,7 +104,7 @@ static int in_group(void (*fn)(struct report *), struct report *rep)
 		close(p[0]);
 		report_fd = p[1];
 		setrlimit(RLIMIT_NOFILE, &lim);
-		rep->entered = !write_file(GROUP "/cgroup.procs", "0") &&
+		rep->entered = !file_write(GROUP "/cgroup.procs", "0") &&
 			       !setgroups(0, NULL) && !setgid(1000) && !setuid(1000);
 		send_report(rep);
 		if (rep->entered)
@@ -243,14 +232,14 @@ static void test_allowlist(void)
 	/* 9000 entries: each open renders about 120 KiB of text. */
 	for (i = 0; i < 9000; i++)
 		n += snprintf(text + n, sizeof(text) - n, "0x%x 0\n", 0x40000000 + i);
-	if (write_file("/dev/msrbatch_allowlist", text) || group_make()) {
+	if (file_write("/dev/msrbatch_allowlist", text) || group_make()) {
 		ksft_test_result_fail("cannot load a 9000-entry allowlist or make the group\n");
 		return;
 	}
 	chmod("/dev/msrbatch_allowlist", 0644);
 	st = in_group(allowlist_child, &r);
 	chmod("/dev/msrbatch_allowlist", 0600);
-	write_file("/dev/msrbatch_allowlist", "\n");
+	file_write("/dev/msrbatch_allowlist", "\n");
 	events = cg_read("memory.events", "max");
 	printf("# uid 1000 opened the allowlist node %d times: first error %d (%s), status 0x%x, memory.events max %lld\n",
 	       r.fds, r.first_err, strerror(r.first_err), st, events);
@@ -277,7 +266,7 @@ int main(int argc, char **argv)
 		have_memcg = strstr(ctl, "memory") != NULL;
 	if (fd >= 0)
 		close(fd);
-	if (have_memcg && write_file(CG "/cgroup.subtree_control", "+memory"))
+	if (have_memcg && file_write(CG "/cgroup.subtree_control", "+memory"))
 		ksft_print_msg("cannot enable the memory controller for the groups\n");
 	run_parts(parts, ARRAY_SIZE(parts), argc, argv);
 	tests_done();

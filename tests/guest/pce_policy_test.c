@@ -32,27 +32,18 @@
 
 static int knob_read(void)
 {
-	char buf[8] = "";
-	int fd = open(KNOB, O_RDONLY), n;
+	char buf[8];
+	ssize_t n = file_read(KNOB, buf, sizeof(buf));
 
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	return n > 0 ? atoi(buf) : -EIO;
+	return n > 0 ? atoi(buf) : n < 0 ? (int)n : -EIO;
 }
 
 static int knob_write(int v)
 {
-	char buf[4];
-	int fd = open(KNOB, O_WRONLY), n;
+	char buf[16];
 
-	if (fd < 0)
-		return -errno;
-	n = snprintf(buf, sizeof(buf), "%d\n", v);
-	n = write(fd, buf, n) == n ? 0 : -errno;
-	close(fd);
-	return n;
+	snprintf(buf, sizeof(buf), "%d\n", v);
+	return file_write(KNOB, buf);
 }
 
 /* A context switch of the calling thread: it sleeps, then runs again. */

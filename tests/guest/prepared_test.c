@@ -35,13 +35,10 @@ static struct msrbatch_result *map(int fd, struct msrbatch_prepare *p)
 
 static void write_param(const char *v)
 {
-	int fd = open(PARAM, O_WRONLY);
+	int r = file_write(PARAM, v);
 
-	if (fd >= 0) {
-		if (write(fd, v, strlen(v)) < 0)
-			perror(PARAM);
-		close(fd);
-	}
+	if (r && r != -ENOENT)
+		ksft_print_msg("%s: %s\n", PARAM, strerror(-r));
 }
 
 static void test_basics(void)

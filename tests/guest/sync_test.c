@@ -144,30 +144,21 @@ static volatile int stop_hotplug;
 
 static void *hotplug(void *arg)
 {
-	char path[64];
 	long n = 0;
+	int r;
 
 	(void)arg;
-	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/online", ncpus - 1);
 	while (!stop_hotplug) {
-		int f = open(path, O_WRONLY);
-
-		if (f < 0)
+		r = cpu_set_online(ncpus - 1, n % 2);
+		if (r == -ENOENT || r == -EACCES)
 			break;
-		if (write(f, n % 2 ? "1" : "0", 1) == 1)
+		if (r == 0)
 			n++;
-		close(f);
 		usleep(3000);
 	}
-	{
-		int f = open(path, O_WRONLY);
-
-		if (f >= 0) {
-			if (write(f, "1", 1) != 1)
-				perror(path);
-			close(f);
-		}
-	}
+	r = cpu_set_online(ncpus - 1, 1);
+	if (r)
+		ksft_print_msg("CPU %d back online: %s\n", ncpus - 1, strerror(-r));
 	return (void *)n;
 }
 

@@ -175,31 +175,71 @@ static inline int restore_now(int fd)
 	return r < 0 ? -errno : r;
 }
 
+/*
+ * Writes s to the existing file at path (a knob: never created, so a
+ * missing device node does not become a file in /dev), truncated as a
+ * shell's `>` does (tracefs's files clear on it; sysfs, procfs, cgroupfs
+ * and devices ignore it), in one write(); 0 when all of it was written,
+ * else -errno (-EIO for a short write).
+ */
+static inline int file_write(const char *path, const char *s)
+{
+	size_t len = strlen(s);
+	int fd = open(path, O_WRONLY | O_TRUNC), r;
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, s, len);
+	r = n < 0 ? -errno : (size_t)n == len ? 0 : -EIO;
+	close(fd);
+	return r;
+}
+
+/*
+ * Reads the file at path into buf, at most len - 1 bytes, NUL-terminated;
+ * the bytes read, or -errno.
+ */
+static inline ssize_t file_read(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY);
+	ssize_t n = 0, got = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (got < (ssize_t)len - 1 && (n = read(fd, buf + got, len - 1 - got)) > 0)
+		got += n;
+	if (n < 0)
+		got = -errno;
+	close(fd);
+	buf[got < 0 ? 0 : got] = 0;
+	return got;
+}
+
+/* The first line of the file at path, without its newline, in buf (file_read()); 0 or -errno. */
+static inline int file_read_line(const char *path, char *buf, size_t len)
+{
+	ssize_t n = file_read(path, buf, len);
+
+	buf[strcspn(buf, "\n")] = 0;
+	return n < 0 ? (int)n : 0;
+}
+
 /* The kernel's taint mask, or ~0 if unreadable. */
 static inline unsigned long tainted(void)
 {
-	char buf[32] = "";
-	int fd = open("/proc/sys/kernel/tainted", O_RDONLY);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	char buf[32];
 
-	if (fd >= 0)
-		close(fd);
-	return n <= 0 ? ~0ul : strtoul(buf, NULL, 10);
+	return file_read("/proc/sys/kernel/tainted", buf, sizeof(buf)) <= 0 ? ~0ul : strtoul(buf, NULL, 10);
 }
 
-/* Takes CPU cpu offline (on = 0) or online (on = 1); 0 or -1. */
+/* Takes CPU cpu offline (on = 0) or online (on = 1); 0 or -errno. */
 static inline int cpu_set_online(int cpu, int on)
 {
 	char path[64];
-	int fd, r;
 
 	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/online", cpu);
-	fd = open(path, O_WRONLY);
-	if (fd < 0)
-		return -1;
-	r = write(fd, on ? "1" : "0", 1) == 1 ? 0 : -1;
-	close(fd);
-	return r;
+	return file_write(path, on ? "1" : "0");
 }
 
 /* Pins the calling thread to cpu; 0, or -1 with errno set. */
