@@ -735,19 +735,41 @@ fn fill<T>(buf: &mut [MaybeUninit<T>], mut f: impl FnMut(usize) -> T) -> &mut [T
 }
 
 /// What every CPU of one batch reads: shared, read-only, except for the ops,
-/// which each CPU writes only at its own indices, and its own start stamp.
+/// which each CPU writes only at its own indices, and its own outcome.
 struct Shared<'a> {
     ops: *mut Op,
     nr_ops: usize,
     shares: Shares<'a>,
     mode: Mode,
-    /// Each share's start TSC, by share index, or [`REFUSED`].
-    starts: &'a [AtomicU64],
+    /// Each share's outcome, by share index.
+    outcomes: &'a [Outcome],
     sync: Option<&'a Rendezvous>,
 }
 
-/// A run's start in [`Shared::starts`] when the CPU's credit refused it.
+/// What a share's CPU reports back to the caller of the cross-call.
+struct Outcome {
+    /// The TSC its ops started at; [`REFUSED`] when its CPU's credit refused
+    /// them; [`UNRUN`] until the CPU ran the share.
+    start: AtomicU64,
+    /// Its ops whose status is not 0, once it ran.
+    failed: AtomicU32,
+}
+
+impl Outcome {
+    fn new() -> Self {
+        Outcome {
+            start: AtomicU64::new(UNRUN),
+            failed: AtomicU32::new(0),
+        }
+    }
+}
+
+/// A run's start in [`Outcome::start`] when the CPU's credit refused it.
 const REFUSED: u64 = u64::MAX;
+/// A run's start in [`Outcome::start`] before its CPU ran it (after the
+/// cross-call: never, which the hotplug lock rules out; its ops get
+/// `-ENXIO`). No TSC reaches it (centuries of uptime).
+const UNRUN: u64 = u64::MAX - 1;
 
 /// Where a run puts each op's outputs, its status and values: into the op
 /// itself ([`InPlace`]), or straight into a prepared batch's results
@@ -1339,13 +1361,14 @@ unsafe fn run_this_share<'a>(shared: &Shared<'_>, k: usize, ops: impl Iterator<I
     let mut irqs = unsafe { IrqsOff::new() };
     // SAFETY: By our own requirements. Called off: nothing runs here, nor on
     // any other CPU.
-    let start = match unsafe { run_share(&mut irqs, ops, shared.mode, shared.sync, InPlace) } {
-        Share::Ran(start, _) => start,
-        Share::Refused => REFUSED,
+    let (start, failed) = match unsafe { run_share(&mut irqs, ops, shared.mode, shared.sync, InPlace) } {
+        Share::Ran(start, failed) => (start, failed),
+        Share::Refused => (REFUSED, 0),
         Share::CalledOff => return,
     };
-    if let Some(s) = shared.starts.get(k) {
-        s.store(start, Ordering::Relaxed);
+    if let Some(o) = shared.outcomes.get(k) {
+        o.start.store(start, Ordering::Relaxed);
+        o.failed.store(failed, Ordering::Relaxed);
     }
 }
 
@@ -1610,18 +1633,18 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
     if sync && hints() && (0..nr).any(|k| shares.share(k).is_some_and(|(cpu, _)| hinted(cpu))) {
         return Err(ETIMEDOUT.into());
     }
-    // Each share's start stamp: in place for a few CPUs (only those
+    // Each share's outcome: in place for a few CPUs (only those
     // initialised), else one allocation.
-    let mut few = [const { MaybeUninit::<AtomicU64>::uninit() }; FEW];
+    let mut few = [const { MaybeUninit::<Outcome>::uninit() }; FEW];
     // Not made, so not dropped, for a few (an empty `KVVec`'s drop still
     // calls the allocator).
     let mut many = None;
-    let starts: &[AtomicU64] = match few.get_mut(..nr) {
-        Some(few) => fill(few, |_| AtomicU64::new(0)),
+    let outcomes: &[Outcome] = match few.get_mut(..nr) {
+        Some(few) => fill(few, |_| Outcome::new()),
         None => {
             let many = many.insert(KVVec::with_capacity(nr, GFP_KERNEL_ACCOUNT)?);
             for _ in 0..nr {
-                many.push(AtomicU64::new(0), GFP_KERNEL_ACCOUNT)?;
+                many.push(Outcome::new(), GFP_KERNEL_ACCOUNT)?;
             }
             many
         }
@@ -1652,7 +1675,7 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
     // A confined share for a CPU that said it refuses them: refused here,
     // without a cross-call to that CPU.
     if hints() {
-        for (k, start) in starts.iter().enumerate() {
+        for (k, o) in outcomes.iter().enumerate() {
             let (cpu, _) = shares.share(k).ok_or(EINVAL)?;
             if hinted(cpu) {
                 // Hinted since the look above: a synchronised start is
@@ -1660,22 +1683,18 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
                 if sync {
                     return Err(ETIMEDOUT.into());
                 }
-                start.store(REFUSED, Ordering::Relaxed);
+                o.start.store(REFUSED, Ordering::Relaxed);
                 mask.clear(cpu);
             }
         }
     }
 
-    for op in ops.iter_mut() {
-        op.status = status::ENXIO;
-        op.val = [0, 0];
-    }
     let shared = Shared {
         ops: ops.as_mut_ptr(),
         nr_ops: ops.len(),
         shares,
         mode,
-        starts,
+        outcomes,
         sync: rendezvous.as_ref(),
     };
     // SAFETY: `run_on_this_cpu` gets a `Shared` that lives until this call
@@ -1696,22 +1715,30 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
     if rendezvous.is_some_and(|rv| rv.state.load(Ordering::Acquire) != GO) {
         return Err(ETIMEDOUT.into());
     }
+    // Each share that ran gave each of its ops a status, and counted those
+    // that failed; the others' ops get theirs here (none runs any more).
     let (mut first, mut last) = (u64::MAX, 0u64);
-    for (k, t) in starts.iter().map(|t| t.load(Ordering::Relaxed)).enumerate() {
-        if t == REFUSED {
+    let mut nr_failed = 0u32;
+    for (k, o) in outcomes.iter().enumerate() {
+        let mut unrun = |status| {
+            let mut n = 0u32;
             shares.for_each_op(k, |i| {
                 if let Some(op) = ops.get_mut(i) {
-                    refuse(op, (), InPlace);
+                    (op.status, op.val) = (status, [0, 0]);
+                    n += 1;
                 }
             });
-            continue;
-        }
-        first = first.min(t);
-        last = last.max(t);
-    }
-    let mut nr_failed = 0u32;
-    for op in ops.iter() {
-        nr_failed += u32::from(op.status != 0);
+            n
+        };
+        nr_failed += match o.start.load(Ordering::Relaxed) {
+            REFUSED => unrun(status::ETIME),
+            UNRUN => unrun(status::ENXIO),
+            t => {
+                first = first.min(t);
+                last = last.max(t);
+                o.failed.load(Ordering::Relaxed)
+            }
+        };
     }
     Ok(Executed {
         nr_failed,

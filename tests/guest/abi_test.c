@@ -173,9 +173,17 @@ static void test_faults_and_stop(void)
 		ops[0] = mkop(MSRBATCH_OP_RDPMC, 0, BAD_PMC, 0, 0);
 		ops[1] = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
 		ops[2] = mkop(MSRBATCH_OP_RDTSC, 1, 0, 0, 0);
-		ksft_test_result(batch(fd, ops, 3, MSRBATCH_F_STOP_ON_ERROR, NULL) == 0 &&
-				 ops[1].status == -ECANCELED && ops[2].status == 0,
-				 "stop-on-error stops only the failing CPU's sequence\n");
+		ksft_test_result(batch(fd, ops, 3, MSRBATCH_F_STOP_ON_ERROR, &b) == 0 &&
+				 ops[1].status == -ECANCELED && ops[2].status == 0 && b.nr_failed == 2,
+				 "stop-on-error stops only the failing CPU's sequence; nr_failed counts its two ops (%u)\n",
+				 b.nr_failed);
+		/* Each CPU counts its own failures; the caller adds them up. */
+		ops[0] = mkop(MSRBATCH_OP_RDPMC, 0, BAD_PMC, 0, 0);
+		ops[1] = mkop(MSRBATCH_OP_RDTSC, 1, 0, 0, 0);
+		ops[2] = mkop(MSRBATCH_OP_RDPMC, 1, BAD_PMC, 0, 0);
+		ksft_test_result(batch(fd, ops, 3, 0, &b) == 0 && b.nr_failed == 2 && ops[0].status == -EIO &&
+				 ops[1].status == 0 && ops[2].status == -EIO,
+				 "a fault on each of two CPUs: nr_failed 2 (%u)\n", b.nr_failed);
 	}
 }
 
