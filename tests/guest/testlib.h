@@ -197,14 +197,16 @@ static inline int file_write(const char *path, const char *s)
 }
 
 /*
- * Reads the file at path into buf, at most len - 1 bytes, NUL-terminated;
- * the bytes read, or -errno.
+ * Reads the file at path into buf, at most len - 1 bytes, NUL-terminated
+ * (empty if it cannot be read); the bytes read, or -errno.
  */
 static inline ssize_t file_read(const char *path, char *buf, size_t len)
 {
 	int fd = open(path, O_RDONLY);
 	ssize_t n = 0, got = 0;
 
+	if (len)
+		buf[0] = 0;
 	if (fd < 0)
 		return -errno;
 	while (got < (ssize_t)len - 1 && (n = read(fd, buf + got, len - 1 - got)) > 0)
