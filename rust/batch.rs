@@ -1952,6 +1952,99 @@ mod tests {
         Ok(ops)
     }
 
+    /// Checks what a plan of RDTSCs on `cpus` (as CPU numbers, in array
+    /// order) must be: one CPU, `One`; more than `FEW` ops on several,
+    /// `Many`; else `Few`, whose `Chains` keep their type invariants (the
+    /// cross-call's soundness rests on them).
+    fn check_chains(cpus: &[u32]) -> Result {
+        let ops = rdtscs(cpus)?;
+        let p = Plan::new(&ops, 0, 1024, |_| true).map_err(|r| r.err)?;
+        let distinct = cpus.iter().enumerate().filter(|&(i, c)| !cpus[..i].contains(c)).count();
+        let chains = match &p.targets {
+            Targets::One(c) => {
+                assert!(distinct == 1 && *c == cpus[0]);
+                return Ok(());
+            }
+            Targets::Many { .. } => {
+                assert!(cpus.len() > FEW && distinct >= 2);
+                return Ok(());
+            }
+            Targets::Few(chains) => chains,
+        };
+        assert!(cpus.len() <= FEW && distinct >= 2 && usize::from(chains.nr) == distinct);
+        let firsts = chains.firsts();
+        let mut seen = [0u32; FEW];
+        for (k, &first) in firsts.iter().enumerate() {
+            // Each chain starts at its CPU's first op; the chains' CPUs are
+            // distinct, in the order of their first ops.
+            let f = usize::from(first);
+            let cpu = cpus[f];
+            assert!(!cpus[..f].contains(&cpu));
+            assert!(firsts[..k].iter().all(|&g| cpus[usize::from(g)] != cpu && g < first));
+            // Each op of the chain is its CPU's, after the one before.
+            let mut prev = None;
+            for i in chains.walk(first) {
+                assert!(i < cpus.len() && cpus[i] == cpu && prev < Some(i));
+                seen[i] += 1;
+                prev = Some(i);
+            }
+        }
+        // Every op in exactly one chain; no link past the ops.
+        assert!(seen[..cpus.len()].iter().all(|&n| n == 1));
+        assert!(chains.next[cpus.len()..].iter().all(|&n| n == END));
+        Ok(())
+    }
+
+    #[test]
+    fn chains_hold_for_every_pattern() -> Result {
+        // Shapes (one CPU then others, alternating, each op its own CPU,
+        // runs, a CPU that comes back, high CPU numbers) at every length up
+        // to one past `FEW` (helper-18's review).
+        for n in 2..=FEW as u32 + 1 {
+            for shape in 0..12u32 {
+                let mut cpus = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
+                for i in 0..n {
+                    let c = match shape {
+                        0 => u32::from(i != 0),
+                        1 => u32::from(i + 1 == n),
+                        2 => i % 2,
+                        3 => i,
+                        4 => (n - 1 - i) * 31,
+                        5 if i < n / 2 => 7,
+                        5 => 1023 - i,
+                        6 => i % 3 * 255 + i % 2,
+                        7 => [0, 1, 0, 2, 1, 3, 0][i as usize % 7],
+                        8 if i == 0 || i + 1 == n => 5,
+                        8 => 6,
+                        9 => i / 3,
+                        10 => u32::from(i % 5 == 4) * 1000,
+                        _ => 1023 - (i * i) % 17,
+                    };
+                    cpus.push(c, GFP_KERNEL)?;
+                }
+                check_chains(&cpus)?;
+            }
+        }
+        // And 5000 pseudo-random ones (xorshift): 2 to `FEW + 1` ops on up
+        // to six CPUs.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..5000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let n = 2 + (x % (FEW as u64 + 2)) as usize;
+            let k = 1 + ((x >> 8) % 6) as u32;
+            let mut y = x;
+            let mut cpus = KVVec::with_capacity(n, GFP_KERNEL)?;
+            for _ in 0..n {
+                y = y.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                cpus.push(((y >> 33) as u32 % k) * 97 % 1024, GFP_KERNEL)?;
+            }
+            check_chains(&cpus)?;
+        }
+        Ok(())
+    }
+
     #[test]
     fn grouping_keeps_array_order_per_cpu() -> Result {
         let ops = rdtscs(&[2, 0, 2, 1, 0, 2])?;
