@@ -24,7 +24,7 @@
 //!    a `get()`, every sum `wrapping_*`/`saturating_*`.
 
 use crate::busy::{Credit, IrqsOff};
-use crate::compat::local_interrupt_disable;
+use crate::helpers::local_interrupt_disable;
 use crate::insn;
 use crate::uapi::{self, opcode, Batch, Op};
 use core::ffi::{c_ulong, c_void};

@@ -6,9 +6,6 @@
 //! `rust/Kbuild` passes `--cfg kernel_7_2` for a 7.2 kernel. The rest of the
 //! module takes these items from here and compiles unchanged on both:
 //!
-//! - [`local_interrupt_disable`]: `kernel::interrupt` is new in 7.3; on 7.2 a
-//!   guard of the same shape over `local_irq_save()`/`local_irq_restore()`
-//!   (`helpers.c`).
 //! - [`this_module`]: 7.3 has `ModuleMetadata::THIS_MODULE`, 7.2 the
 //!   `THIS_MODULE` static that `module!` puts at the crate root.
 //! - [`smp_call_function_single`]: its `wait` is a C `int` in 7.2 and a
@@ -26,51 +23,9 @@
 use core::ffi::{c_int, c_void};
 use kernel::{bindings, prelude::*};
 
-#[cfg(not(kernel_7_2))]
-pub(crate) use kernel::interrupt::local_interrupt_disable;
-
 // `heapsort.rs` is compiled once, in `allowlist_text.rs`, which the
 // library shares.
 pub(crate) use crate::allowlist::text::heapsort::sort_by_key;
-
-/// Interrupts stay off on this CPU while this guard lives (7.2's stand-in for
-/// 7.3's `kernel::interrupt::LocalInterruptDisabled`). Unlike 7.3's, which
-/// counts, it restores the flags it saved: nested guards must end in the
-/// reverse order of their making, as Rust's scopes end them (the module
-/// never nests them).
-///
-/// # Invariants
-///
-/// `flags` is what `local_irq_save()` returned on this CPU when the guard was
-/// made, and interrupts have been off since.
-#[cfg(kernel_7_2)]
-pub(crate) struct LocalInterruptDisabled {
-    flags: kernel::ffi::c_ulong,
-    // Restoring interrupts on another CPU than the one that saved them would
-    // be wrong: the guard must not move between threads.
-    _not_send: core::marker::PhantomData<*mut ()>,
-}
-
-/// Turns interrupts off on this CPU until the returned guard is dropped.
-#[cfg(kernel_7_2)]
-pub(crate) fn local_interrupt_disable() -> LocalInterruptDisabled {
-    // INVARIANT: the flags `local_irq_save()` returned, interrupts now off.
-    LocalInterruptDisabled {
-        flags: crate::helpers::irq_save(),
-        _not_send: core::marker::PhantomData,
-    }
-}
-
-#[cfg(kernel_7_2)]
-impl Drop for LocalInterruptDisabled {
-    fn drop(&mut self) {
-        // SAFETY: By the type invariants, `flags` was saved on this CPU,
-        // interrupts off since; the guard ends here, and guards end in the
-        // reverse order of their making, so no other guard is still alive
-        // that this one's restore would cut short.
-        unsafe { crate::helpers::irq_restore(self.flags) };
-    }
-}
 
 /// This module's `struct module`, for references that keep it loaded.
 pub(crate) fn this_module() -> *mut bindings::module {

@@ -485,7 +485,7 @@ bool msrbatch_some_cpu_refuses(void)
 	return msrbatch_hint_in_range(READ_ONCE(msrbatch_refuse_any_until));
 }
 
-/* ---- interrupts off on 7.2 (compat.rs; 7.3 has kernel::interrupt) -------- */
+/* ---- interrupts off (helpers.rs's LocalInterruptDisabled) ---------------- */
 
 unsigned long msrbatch_irq_save(void)
 {

@@ -73,7 +73,7 @@
 //! it to the reaper, which drops it only after an RCU Tasks grace period,
 //! when no task is still returning through the task work's code.
 
-use crate::compat::local_interrupt_disable;
+use crate::helpers::local_interrupt_disable;
 use crate::{helpers, insn};
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
