@@ -214,7 +214,8 @@ impl Grant {
 
     /// Ends the grant; runs in the granted thread, outside its notifier chain.
     fn end_on_current(&self) {
-        let _irq = local_interrupt_disable();
+        // SAFETY: Dropped at the end of the function, the only guard in it.
+        let _irq = unsafe { local_interrupt_disable() };
         // SAFETY: We are the granted thread and not inside its notifier
         // chain, so our entry can be unlinked; interrupts are off, so no
         // switch happens between unlinking and restoring PCE.
@@ -256,7 +257,8 @@ unsafe extern "C" fn sched_in(n: *mut bindings::preempt_notifier, _cpu: c_int) {
     let g = unsafe { Grant::from_notifier(n) };
     // Interrupts off: an IPI of a revoking close sees either PCE not yet set
     // or set, never the moment in between.
-    let _irq = local_interrupt_disable();
+    // SAFETY: Dropped at the end of the function, the only guard in it.
+    let _irq = unsafe { local_interrupt_disable() };
     if !g.is_revoked() {
         g.apply();
     }
@@ -526,7 +528,8 @@ fn register(
     // can free a registered notifier. (It cannot fail: reserved above.)
     grants.push_within_capacity(g.clone()).map_err(|_| ENOMEM)?;
     // No switch between registering and applying.
-    let _irq = local_interrupt_disable();
+    // SAFETY: Dropped at the end of the function, the only guard in it.
+    let _irq = unsafe { local_interrupt_disable() };
     // SAFETY: `notifier` is initialised and pinned inside the `Arc`, which the
     // registry keeps until the notifier is unregistered (by this thread) or
     // the thread is dead and a grace period has passed.
