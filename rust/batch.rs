@@ -1729,7 +1729,7 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
             let mut n = 0u32;
             shares.for_each_op(k, |i| {
                 if let Some(op) = ops.get_mut(i) {
-                    (op.status, op.val) = (status, [0, 0]);
+                    InPlace.put(op, (), status, [0, 0]);
                     n += 1;
                 }
             });
