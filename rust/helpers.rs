@@ -122,10 +122,9 @@ pub(crate) fn read_ops(ptr: UserPtr, dst: &mut [MaybeUninit<Op>]) -> Result<&mut
 
 /// Reads an ioctl's argument, a `T`, from `ptr`.
 pub(crate) fn read_arg<T: FromBytes>(ptr: UserPtr) -> Result<T> {
-    let mut v = [MaybeUninit::<T>::uninit()];
-    read_words(ptr, &mut v)?;
-    let [v] = v;
-    // SAFETY: `read_words` initialised it.
+    let mut v = MaybeUninit::<T>::uninit();
+    read_arg_in(ptr, &mut v)?;
+    // SAFETY: `read_arg_in` succeeded, so it initialised `v`.
     Ok(unsafe { v.assume_init() })
 }
 
