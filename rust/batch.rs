@@ -267,39 +267,49 @@ impl Chains {
             next: [END; FEW],
             nr: 0,
         };
-        // Each chain's last op so far.
-        let mut last = [0u8; FEW];
+        let ops = ops.get(..FEW).unwrap_or(ops);
+        let Some(op0) = ops.first() else {
+            return chains;
+        };
         let Chains { first, next, nr } = &mut chains;
-        let mut prev = None;
-        let mut k = 0;
-        for (i, op) in ops.iter().enumerate().take(FEW) {
-            let i = i as u8;
+        // Each chain's last op so far. Indices into `first` and `last` are
+        // chains and into `next` ops, all below `FEW`: `% FEW` tells the
+        // compiler so, for no bounds check in the loop.
+        let mut last = [0u8; FEW];
+        // Bit `cpu % 64` set for the CPU of each chain: a CPU whose bit is
+        // clear starts a chain without a look through the others.
+        let mut seen = 1u64 << (op0.cpu % 64);
+        // Op 0 starts chain 0.
+        let mut chains_so_far = 1;
+        let (mut k, mut prev) = (0, op0.cpu);
+        for (i, op) in ops.iter().enumerate().skip(1) {
             // Batches name few CPUs, usually one after the other: a look
-            // through the chains only where the CPU changes.
-            if prev != Some(op.cpu) {
-                prev = Some(op.cpu);
-                let firsts = first.get(..usize::from(*nr)).unwrap_or(&[]);
-                match firsts.iter().position(|&f| ops.get(usize::from(f)).is_some_and(|o| o.cpu == op.cpu)) {
-                    Some(known) => k = known,
-                    None => {
-                        // Always there: at most `FEW` ops, so at most `FEW`
-                        // chains (the `get_mut`s only keep a panic out).
-                        k = usize::from(*nr);
-                        if let (Some(f), Some(l)) = (first.get_mut(k), last.get_mut(k)) {
-                            (*f, *l) = (i, i);
-                            *nr += 1;
-                        }
-                        continue;
-                    }
+            // through the chains only where the CPU changes to one seen.
+            if op.cpu != prev {
+                prev = op.cpu;
+                let bit = 1u64 << (op.cpu % 64);
+                let known = if seen & bit != 0 {
+                    let mut firsts = first.iter().take(chains_so_far);
+                    firsts.position(|&f| ops.get(usize::from(f)).is_some_and(|o| o.cpu == op.cpu))
+                } else {
+                    None
+                };
+                if let Some(known) = known {
+                    k = known;
+                } else {
+                    seen |= bit;
+                    k = chains_so_far % FEW;
+                    first[k] = i as u8;
+                    last[k] = i as u8;
+                    chains_so_far += 1;
+                    continue;
                 }
             }
-            if let Some(l) = last.get_mut(k) {
-                if let Some(n) = next.get_mut(usize::from(*l)) {
-                    *n = i;
-                }
-                *l = i;
-            }
+            next[usize::from(last[k % FEW]) % FEW] = i as u8;
+            last[k % FEW] = i as u8;
         }
+        // At most `FEW` ops, so at most `FEW` chains, below `END`.
+        *nr = chains_so_far as u8;
         // INVARIANT: each op was appended to the chain of its CPU, started
         // at its first op, each CPU once; the ops are at most `FEW`.
         chains
@@ -2004,10 +2014,11 @@ mod tests {
     #[test]
     fn chains_hold_for_every_pattern() -> Result {
         // Shapes (one CPU then others, alternating, each op its own CPU,
-        // runs, a CPU that comes back, high CPU numbers) at every length up
-        // to one past `FEW` (helper-18's review).
+        // runs, a CPU that comes back, high CPU numbers, CPUs 64 apart, whom
+        // `Chains::of`'s first look cannot tell apart) at every length up to
+        // one past `FEW` (helper-18's review).
         for n in 2..=FEW as u32 + 1 {
-            for shape in 0..12u32 {
+            for shape in 0..14u32 {
                 let mut cpus = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
                 for i in 0..n {
                     let c = match shape {
@@ -2024,7 +2035,9 @@ mod tests {
                         8 => 6,
                         9 => i / 3,
                         10 => u32::from(i % 5 == 4) * 1000,
-                        _ => 1023 - (i * i) % 17,
+                        11 => 1023 - (i * i) % 17,
+                        12 => i % 3 * 64,
+                        _ => [0, 64, 0, 128, 64, 1, 65][i as usize % 7],
                     };
                     cpus.push(c, GFP_KERNEL)?;
                 }
