@@ -38,6 +38,7 @@ host_checks() {
 	RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p msrbatch -p msrbatch-sys &&
 	scripts/gen-uapi.sh --check &&
 	tests/harness/test-gen-uapi.sh &&
+	tests/harness/test-provision.sh &&
 	tests/harness/test-check-kdir.sh &&
 	tests/harness/test-check-modinfo.sh &&
 	KSRC="$KSRC" tests/harness/test-c-api.sh &&

@@ -13,8 +13,9 @@
 #    the system's apt sources are never touched.
 #
 # On success it writes $MSRB_CACHE/toolchain.env, which the other scripts source.
+# Sourced (tests/harness/test-provision.sh), it only defines its functions.
 set -euo pipefail
-. "$(dirname "$0")/common.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 PKGS=(rustc-web rust-web-src "clang$MSRB_LLVM_SUFFIX" "lld$MSRB_LLVM_SUFFIX"
       "llvm$MSRB_LLVM_SUFFIX" "libclang$MSRB_LLVM_SUFFIX-dev" qemu-system-x86
@@ -66,8 +67,10 @@ fetch_linux_source() {
 	msrb_log "fetching $MSRB_LINUX_SERIES from $MSRB_LINUX_SUITE (private apt config in $apt)"
 	msrb_private_apt "$apt" apt-get update -qq ||
 		msrb_die "apt update of $MSRB_LINUX_SUITE failed (see above)"
+	# `|| true`: apt-cache fails for a package it does not know, and under
+	# pipefail that ended the script with no word; the check below says why.
 	ver=$(msrb_private_apt "$apt" apt-cache show "$MSRB_LINUX_SERIES" 2>/dev/null |
-		sed -n 's/^Version: //p' | head -n1)
+		sed -n 's/^Version: //p' | head -n1) || true
 	[ -n "$ver" ] || msrb_die "$MSRB_LINUX_SERIES is no longer in Debian $MSRB_LINUX_SUITE: the pinned kernel series is gone; pick a new series in tests/harness/common.sh"
 	(cd "$apt" && msrb_private_apt "$apt" apt-get download -qq "$MSRB_LINUX_SERIES=$ver")
 	deb=$(ls "$apt"/"$MSRB_LINUX_SERIES"_*.deb | head -n1)
@@ -77,7 +80,6 @@ fetch_linux_source() {
 	rm -f "$deb"
 }
 
-install_packages
 # A newer QEMU for the stock-kernel stages (tests/harness/stock.sh) from the
 # host release's backports, unpacked into the cache, not installed: Debian
 # 12's QEMU 7.2 TCG oopses Debian's kernels when they patch a static key
@@ -93,7 +95,7 @@ fetch_stock_qemu() {
 	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(debian_mirror) $suite main" >"$apt/sources.list"
 	# Only the stock-kernel stages need it: a failure here is theirs alone.
 	msrb_private_apt "$apt" apt-get update -qq || { msrb_log "apt update of $suite failed: the stock-kernel stages will fail"; return 0; }
-	ver=$(msrb_private_apt "$apt" apt-cache show qemu-system-x86 2>/dev/null | sed -n 's/^Version: //p' | sort -V | tail -n1)
+	ver=$(msrb_private_apt "$apt" apt-cache show qemu-system-x86 2>/dev/null | sed -n 's/^Version: //p' | sort -V | tail -n1) || true
 	[ -n "$ver" ] || { msrb_log "qemu-system-x86 is not in Debian $suite: the stock-kernel stages will fail"; return 0; }
 	dest="$MSRB_CACHE/qemu/qemu-system-x86-${ver//:/_}"
 	rm -rf "$dest" "$dest.tmp" "$apt/dl"
@@ -106,15 +108,17 @@ fetch_stock_qemu() {
 	echo "$dest" >"$MSRB_CACHE/qemu/current"
 }
 
-install_crate bindgen-cli "$MSRB_BINDGEN_VERSION" bindgen
-install_crate cbindgen "$MSRB_CBINDGEN_VERSION" cbindgen
-fetch_linux_source
-fetch_stock_qemu
+main() {
+	install_packages
+	install_crate bindgen-cli "$MSRB_BINDGEN_VERSION" bindgen
+	install_crate cbindgen "$MSRB_CBINDGEN_VERSION" cbindgen
+	fetch_linux_source
+	fetch_stock_qemu
 
-KSRC=$(cat "$MSRB_CACHE/src/current")
-RUSTC=/usr/bin/rustc
-[ -x "$RUSTC" ] || msrb_die "$RUSTC missing: rustc-web did not install"
-cat >"$MSRB_CACHE/toolchain.env" <<ENV
+	KSRC=$(cat "$MSRB_CACHE/src/current")
+	RUSTC=/usr/bin/rustc
+	[ -x "$RUSTC" ] || msrb_die "$RUSTC missing: rustc-web did not install"
+	cat >"$MSRB_CACHE/toolchain.env" <<ENV
 KSRC=$KSRC
 KSRC_VERSION=$(cat "$KSRC/.msrbatch-debian-version")
 RUSTC=$RUSTC
@@ -125,4 +129,9 @@ LLVM=$MSRB_LLVM_SUFFIX
 CLANG_VERSION="$(clang$MSRB_LLVM_SUFFIX --version | head -n1)"
 STOCK_QEMU=$(cat "$MSRB_CACHE/qemu/current" 2>/dev/null)/usr/bin/qemu-system-x86_64
 ENV
-msrb_log "toolchain: $(tr '\n' ' ' <"$MSRB_CACHE/toolchain.env")"
+	msrb_log "toolchain: $(tr '\n' ' ' <"$MSRB_CACHE/toolchain.env")"
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+	main "$@"
+fi
