@@ -321,6 +321,16 @@ impl Chains {
         self.first.get(..usize::from(self.nr)).unwrap_or(&[])
     }
 
+    /// The first op of share `k`, if there is one. (As `firsts().get(k)`,
+    /// without making the slice: one comparison, not eight instructions, in
+    /// each CPU's cross-call.)
+    #[inline(always)]
+    fn first_of(&self, k: usize) -> Option<u8> {
+        // `k % FEW` is `k`, below `nr`, at most `FEW`: it only tells the
+        // compiler so, for no second bounds check.
+        (k < usize::from(self.nr)).then(|| self.first[k % FEW])
+    }
+
     /// The indices of the ops of the chain that starts at op `first`, in
     /// array order.
     fn walk(&self, first: u8) -> Walk<'_> {
@@ -656,12 +666,13 @@ impl Rendezvous {
 }
 
 /// How each CPU of a batch on several CPUs finds its ops: its share `k`
-/// (the `k`th of [`Shares::len`]) by its CPU number ([`Shares::find`]).
+/// (the `k`th of [`Shares::len`]), whose [`Outcome`] names its CPU
+/// ([`Shared::find`]).
 #[derive(Clone, Copy)]
 enum Shares<'a> {
-    /// A [`Targets::Few`]'s: share `k` is on CPU `cpus[k]`, its ops the
-    /// chain from the `k`th first op of `chains`.
-    Few { cpus: &'a [u32], chains: &'a Chains },
+    /// A [`Targets::Few`]'s: share `k`'s ops are the chain from the `k`th
+    /// first op of the chains, on that op's CPU.
+    Few(&'a Chains),
     /// A [`Targets::Many`]'s: share `k` is `runs[k]`, its ops the indices
     /// `order[start..start + len]`.
     Grouped { order: &'a [u32], runs: &'a [CpuRun] },
@@ -672,16 +683,19 @@ impl Shares<'_> {
     #[inline(always)]
     fn len(&self) -> usize {
         match self {
-            Shares::Few { cpus, .. } => cpus.len(),
+            Shares::Few(chains) => chains.firsts().len(),
             Shares::Grouped { runs, .. } => runs.len(),
         }
     }
 
-    /// Share `k`'s CPU and the index of its first op.
+    /// Share `k`'s CPU and the index of its first op, of the batch `ops`.
     #[inline(always)]
-    fn share(&self, k: usize) -> Option<(u32, u32)> {
+    fn share(&self, ops: &[Op], k: usize) -> Option<(u32, u32)> {
         match self {
-            Shares::Few { cpus, chains } => Some((*cpus.get(k)?, u32::from(*chains.firsts().get(k)?))),
+            Shares::Few(chains) => {
+                let first = chains.first_of(k)?;
+                Some((ops.get(usize::from(first))?.cpu, u32::from(first)))
+            }
             Shares::Grouped { order, runs } => {
                 let run = runs.get(k)?;
                 Some((run.cpu, *order.get(run.start as usize)?))
@@ -689,32 +703,34 @@ impl Shares<'_> {
         }
     }
 
-    /// Where the shares' CPU numbers are, for C: the first, and the bytes
-    /// from each to the next (share `k`'s is the `k`th).
-    fn cpu_numbers(&self) -> (*const u32, usize) {
-        match self {
-            Shares::Few { cpus, .. } => (cpus.as_ptr(), size_of::<u32>()),
-            Shares::Grouped { runs, .. } => (
-                runs.as_ptr().cast::<u8>().wrapping_add(core::mem::offset_of!(CpuRun, cpu)).cast(),
-                size_of::<CpuRun>(),
-            ),
-        }
+    /// Share `k`'s CPU, of the batch `ops` (`u32::MAX`, no CPU number, if
+    /// there is no share `k`).
+    #[inline(always)]
+    fn cpu(&self, ops: &[Op], k: usize) -> u32 {
+        let cpu = match self {
+            Shares::Few(chains) => chains.first_of(k).and_then(|f| ops.get(usize::from(f))).map(|op| op.cpu),
+            Shares::Grouped { runs, .. } => runs.get(k).map(|r| r.cpu),
+        };
+        cpu.unwrap_or(u32::MAX)
     }
 
-    /// The share of CPU `cpu`, if it has one.
+    /// Each share's CPU, of the batch `ops`, into an outcome of `buf`, as
+    /// many as both have: the outcomes made, in share order. (One loop per
+    /// kind of shares, not a choice of kind at each share.)
     #[inline(always)]
-    fn find(&self, cpu: u32) -> Option<usize> {
+    fn outcomes<'b>(&self, ops: &[Op], buf: &'b mut [MaybeUninit<Outcome>]) -> &'b [Outcome] {
+        let of_op = |first: &u8| ops.get(usize::from(*first)).map_or(u32::MAX, |op| op.cpu);
         match self {
-            Shares::Few { cpus, .. } => cpus.iter().position(|&c| c == cpu),
-            Shares::Grouped { runs, .. } => runs.binary_search_by_key(&cpu, |r| r.cpu).ok(),
+            Shares::Few(chains) => fill(buf, chains.firsts().iter().map(of_op)),
+            Shares::Grouped { runs, .. } => fill(buf, runs.iter().map(|r| r.cpu)),
         }
     }
 
     /// Calls `f` with the index of each op of share `k`, in array order.
     fn for_each_op(&self, k: usize, mut f: impl FnMut(usize)) {
         match self {
-            Shares::Few { chains, .. } => {
-                if let Some(&first) = chains.firsts().get(k) {
+            Shares::Few(chains) => {
+                if let Some(first) = chains.first_of(k) {
                     chains.walk(first).for_each(f);
                 }
             }
@@ -733,15 +749,19 @@ fn run_of<'a>(order: &'a [u32], run: &CpuRun) -> Option<&'a [u32]> {
     order.get(start..start.checked_add(run.len as usize)?)
 }
 
-/// The first `buf.len()` items of `f`, made in `buf` (whose items were
-/// uninitialised): `f(k)` is item `k`.
-fn fill<T>(buf: &mut [MaybeUninit<T>], mut f: impl FnMut(usize) -> T) -> &mut [T] {
-    for (k, item) in buf.iter_mut().enumerate() {
-        item.write(f(k));
+/// Outcomes for the CPUs of `cpus`, made in `buf` (whose items were
+/// uninitialised), as many as both have.
+#[inline(always)]
+fn fill(buf: &mut [MaybeUninit<Outcome>], cpus: impl Iterator<Item = u32>) -> &[Outcome] {
+    let mut n = 0;
+    for (item, cpu) in buf.iter_mut().zip(cpus) {
+        item.write(Outcome::new(cpu));
+        n += 1;
     }
-    // SAFETY: Every item was initialised just above, and `MaybeUninit<T>`
-    // has the layout of `T`.
-    unsafe { &mut *(core::ptr::from_mut(buf) as *mut [T]) }
+    let made = buf.get(..n).unwrap_or(&[]);
+    // SAFETY: The first `n` items were initialised just above, and
+    // `MaybeUninit<Outcome>` has the layout of `Outcome`.
+    unsafe { &*(core::ptr::from_ref(made) as *const [Outcome]) }
 }
 
 /// What every CPU of one batch reads: shared, read-only, except for the ops,
@@ -751,12 +771,29 @@ struct Shared<'a> {
     nr_ops: usize,
     shares: Shares<'a>,
     mode: Mode,
-    /// Each share's outcome, by share index.
+    /// Each share's CPU and outcome, by share index: one per share, in
+    /// CPU order for [`Shares::Grouped`] (as its `runs`).
     outcomes: &'a [Outcome],
     sync: Option<&'a Rendezvous>,
 }
 
-/// What a share's CPU reports back to the caller of the cross-call.
+impl Shared<'_> {
+    /// The share of CPU `cpu`, if it has one: its index and outcome. (The
+    /// CPU numbers are looked up beside the outcomes, which the share then
+    /// writes: for a few CPUs, a look along one array, and no second look
+    /// for the outcome.)
+    #[inline(always)]
+    fn find(&self, cpu: u32) -> Option<(usize, &Outcome)> {
+        let k = match self.shares {
+            Shares::Few(_) => self.outcomes.iter().position(|o| o.cpu == cpu)?,
+            Shares::Grouped { .. } => self.outcomes.binary_search_by_key(&cpu, |o| o.cpu).ok()?,
+        };
+        Some((k, self.outcomes.get(k)?))
+    }
+}
+
+/// A share's CPU, and what that CPU reports back to the caller of the
+/// cross-call.
 struct Outcome {
     /// The TSC its ops started at, once it ran.
     start: AtomicU64,
@@ -764,13 +801,19 @@ struct Outcome {
     /// CPU's credit refused it) or [`UNRUN`]. (Markers here, not in `start`,
     /// which takes any TSC value: root may write the TSC.)
     failed: AtomicU32,
+    /// The CPU that runs the share (the cross-call finds its share by it;
+    /// C reads it to make the cross-call's mask).
+    cpu: u32,
 }
 
 impl Outcome {
-    fn new() -> Self {
+    /// A share on `cpu`, not run yet.
+    #[inline(always)]
+    fn new(cpu: u32) -> Self {
         Outcome {
             start: AtomicU64::new(0),
             failed: AtomicU32::new(UNRUN),
+            cpu,
         }
     }
 }
@@ -1243,7 +1286,7 @@ enum Share {
 unsafe fn run_share<'a, O: Outputs>(
     irqs: &mut IrqsOff,
     ops: impl Iterator<Item = (&'a mut Op, O::Slot)>,
-    mode: Mode,
+    mode: &Mode,
     sync: Option<&Rendezvous>,
     out: O,
 ) -> Share {
@@ -1278,7 +1321,9 @@ unsafe fn run_share<'a, O: Outputs>(
         }
     }
     // SAFETY: By our own requirements.
-    let nr_failed = unsafe { run_sequence(ops, Mode { busy_tsc: budget, start, ..mode }, out) };
+    // (`mode` by reference: its fields are read where used, not each loaded
+    // and kept on the stack across the calls above.)
+    let nr_failed = unsafe { run_sequence(ops, Mode { busy_tsc: budget, start, ..*mode }, out) };
     credit.charge(start, insn::rdtsc().unwrap_or(start), most);
     Share::Ran(start, nr_failed)
 }
@@ -1319,7 +1364,7 @@ unsafe extern "C" fn run_one_cpu<O: Outputs>(info: *mut c_void) {
     // is its one token.
     let mut irqs = unsafe { IrqsOff::new() };
     // SAFETY: By the function's requirements, the writes are allowed.
-    match unsafe { run_share(&mut irqs, job.out.pair(ops), job.mode, None, job.out) } {
+    match unsafe { run_share(&mut irqs, job.out.pair(ops), &job.mode, None, job.out) } {
         Share::Ran(_, nr_failed) => job.nr_failed = nr_failed,
         Share::Refused => job.refused = true,
         Share::CalledOff => {}
@@ -1331,13 +1376,14 @@ unsafe extern "C" fn run_one_cpu<O: Outputs>(info: *mut c_void) {
 /// # Safety
 ///
 /// `info` points to a [`Shared`] that outlives the call, whose shares name
-/// valid, distinct op indices below `nr_ops`, each in one CPU's share only,
-/// and whose writes are allowed (see [`insn::wrmsr`]).
+/// valid, distinct op indices below `nr_ops`, each in one share only, whose
+/// outcomes name each share's CPU, no CPU twice, and whose writes are
+/// allowed (see [`insn::wrmsr`]).
 unsafe extern "C" fn run_on_this_cpu(info: *mut c_void) {
     // SAFETY: By the function's safety requirements.
     let shared = unsafe { &*info.cast::<Shared<'_>>() };
     let cpu = CpuId::current().as_u32();
-    let Some(k) = shared.shares.find(cpu) else {
+    let Some((k, outcome)) = shared.find(cpu) else {
         return;
     };
     let op_at = |i: usize| {
@@ -1347,42 +1393,40 @@ unsafe extern "C" fn run_on_this_cpu(info: *mut c_void) {
         (i < shared.nr_ops).then(|| unsafe { &mut *shared.ops.add(i) })
     };
     match shared.shares {
-        Shares::Few { chains, .. } => {
-            let first = chains.firsts().get(k).copied().unwrap_or(END);
+        Shares::Few(chains) => {
+            let first = chains.first_of(k).unwrap_or(END);
             // SAFETY: By our own requirements.
-            unsafe { run_this_share(shared, k, in_place(chains.walk(first).filter_map(op_at))) }
+            unsafe { run_this_share(shared, outcome, in_place(chains.walk(first).filter_map(op_at))) }
         }
         Shares::Grouped { order, runs } => {
             let mine = runs.get(k).and_then(|r| run_of(order, r)).unwrap_or(&[]);
             // SAFETY: By our own requirements.
-            unsafe { run_this_share(shared, k, in_place(mine.iter().filter_map(|&i| op_at(i as usize)))) }
+            unsafe { run_this_share(shared, outcome, in_place(mine.iter().filter_map(|&i| op_at(i as usize)))) }
         }
     }
 }
 
-/// Runs `ops`, share `k` of `shared`, on this CPU (in the cross-call), and
-/// notes when it started.
+/// Runs `ops`, a share of `shared`, on this CPU (in the cross-call), and
+/// notes in its `outcome` when it started.
 ///
 /// # Safety
 ///
 /// As [`run_sequence`] for `ops`; called from a cross-call, which runs with
 /// interrupts off.
 #[inline(always)]
-unsafe fn run_this_share<'a>(shared: &Shared<'_>, k: usize, ops: impl Iterator<Item = (&'a mut Op, ())>) {
+unsafe fn run_this_share<'a>(shared: &Shared<'_>, outcome: &Outcome, ops: impl Iterator<Item = (&'a mut Op, ())>) {
     // SAFETY: A cross-call runs with interrupts off until it returns; this is
     // its one token.
     let mut irqs = unsafe { IrqsOff::new() };
     // SAFETY: By our own requirements. Called off: nothing runs here, nor on
     // any other CPU.
-    let (start, failed) = match unsafe { run_share(&mut irqs, ops, shared.mode, shared.sync, InPlace) } {
+    let (start, failed) = match unsafe { run_share(&mut irqs, ops, &shared.mode, shared.sync, InPlace) } {
         Share::Ran(start, failed) => (start, failed),
         Share::Refused => (0, REFUSED),
         Share::CalledOff => return,
     };
-    if let Some(o) = shared.outcomes.get(k) {
-        o.start.store(start, Ordering::Relaxed);
-        o.failed.store(failed, Ordering::Relaxed);
-    }
+    outcome.start.store(start, Ordering::Relaxed);
+    outcome.failed.store(failed, Ordering::Relaxed);
 }
 
 /// Holds the CPU hotplug read lock: no CPU goes on- or offline meanwhile.
@@ -1419,24 +1463,27 @@ const MASK_WORDS: usize = 8;
 /// `CONFIG_CPUMASK_OFFSTACK`, as Debian's are: `MAXSMP`, 8192 CPUs.) Used only
 /// through raw pointers, by the kernel's cpumask functions, which touch no
 /// more of a mask than `cpumask_size()` bytes, what `alloc_cpumask_var()`
-/// allocates.
+/// allocates. Made empty by `msrbatch_cpumask_of()` ([`BatchMask::set`]),
+/// which clears only those bytes: in place, the words start uninitialised,
+/// not zeroed and then moved (16 instructions a batch).
 ///
 /// # Invariants
 ///
 /// `InPlace`'s words hold at least `cpumask_size()` bytes (which depends
 /// only on `nr_cpu_ids`, fixed at boot).
 enum BatchMask {
-    InPlace([c_ulong; MASK_WORDS]),
+    InPlace(MaybeUninit<[c_ulong; MASK_WORDS]>),
     Allocated(CpumaskVar),
 }
 
 impl BatchMask {
-    /// An empty mask.
-    fn new_zero() -> Result<Self> {
+    /// A mask to be set ([`BatchMask::set`]).
+    #[inline(always)]
+    fn new() -> Result<Self> {
         // SAFETY: No preconditions.
         if unsafe { crate::sys::msrbatch_cpumask_bytes() } <= size_of::<[c_ulong; MASK_WORDS]>() {
             // INVARIANT: Checked just above.
-            Ok(BatchMask::InPlace([0; MASK_WORDS]))
+            Ok(BatchMask::InPlace(MaybeUninit::uninit()))
         } else {
             Ok(BatchMask::Allocated(CpumaskVar::new_zero(GFP_KERNEL_ACCOUNT)?))
         }
@@ -1444,6 +1491,7 @@ impl BatchMask {
 
     /// The mask, for the kernel's cpumask functions (valid while `self` is
     /// neither moved nor dropped).
+    #[inline(always)]
     fn as_raw(&mut self) -> *mut bindings::cpumask {
         match self {
             // By the type invariants, as many bytes as a cpumask function
@@ -1453,18 +1501,31 @@ impl BatchMask {
         }
     }
 
-    /// Takes `cpu` out of the mask (nothing, if it is no CPU number).
-    fn clear(&mut self, cpu: u32) {
-        // SAFETY: `as_raw` is a valid cpumask, ours to change; the helper
-        // checks `cpu` against `nr_cpu_ids`.
-        unsafe { crate::sys::msrbatch_cpumask_clear(self.as_raw().cast(), cpu) }
+    /// Makes the mask the CPUs of `outcomes`, and says whether they are all
+    /// online (the caller holds the hotplug lock): `ENODEV` if one is no CPU
+    /// number, `ENXIO` if one is offline.
+    #[inline(always)]
+    fn set(&mut self, outcomes: &[Outcome]) -> Result {
+        let cpus = outcomes.as_ptr().cast::<u8>().wrapping_add(core::mem::offset_of!(Outcome, cpu));
+        // SAFETY: `as_raw` is `cpumask_size()` bytes (the type invariants),
+        // ours to write; `cpus` is where the `outcomes.len()` CPU numbers
+        // of `outcomes` are, `size_of::<Outcome>()` bytes apart, which live
+        // and do not change for the call.
+        let r = unsafe {
+            crate::sys::msrbatch_cpumask_of(self.as_raw().cast(), cpus.cast(), outcomes.len(), size_of::<Outcome>())
+        };
+        // (Not `to_result`, which is not inlined.)
+        match r {
+            0 => Ok(()),
+            r => Err(Error::from_errno(r)),
+        }
     }
 
-    /// Whether every CPU of the mask is online.
-    fn all_online(&mut self) -> bool {
-        // SAFETY: `as_raw` is a valid cpumask; `msrbatch_cpus_online` only
-        // reads it.
-        unsafe { crate::sys::msrbatch_cpus_online(self.as_raw().cast()) }
+    /// Takes `cpu` out of the mask (nothing, if it is no CPU number).
+    fn clear(&mut self, cpu: u32) {
+        // SAFETY: `as_raw` is a valid cpumask (made by `set`), ours to
+        // change; the helper checks `cpu` against `nr_cpu_ids`.
+        unsafe { crate::sys::msrbatch_cpumask_clear(self.as_raw().cast(), cpu) }
     }
 }
 
@@ -1513,21 +1574,10 @@ pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan) -> Result<Executed, Re
     match &plan.targets {
         // SAFETY: By our own requirements.
         Targets::One(cpu) => unsafe { execute_one(ops, *cpu, mode, InPlace) },
-        Targets::Few(chains) => {
-            // Each share's CPU, apart from the ops (which the CPUs write).
-            let mut buf = [const { MaybeUninit::<u32>::uninit() }; FEW];
-            let firsts = chains.firsts();
-            let buf = buf.get_mut(..firsts.len()).unwrap_or(&mut []);
-            let cpus = fill(buf, |k| {
-                let first = firsts.get(k).map_or(0, |&f| usize::from(f));
-                ops.get(first).map_or(u32::MAX, |op| op.cpu)
-            });
-            let shares = Shares::Few { cpus, chains };
-            // SAFETY: By our own requirements; by the plan's invariants each
-            // op is in the chain of its CPU's share only, and `cpus` has each
-            // share's CPU, each once.
-            unsafe { execute_many(ops, shares, mode, sync) }
-        }
+        // SAFETY: By our own requirements; by the plan's invariants each op
+        // is in the chain of its CPU's share only, and the first ops of the
+        // chains are of distinct CPUs.
+        Targets::Few(chains) => unsafe { execute_many(ops, Shares::Few(chains), mode, sync) },
         // SAFETY: By our own requirements; `order` and `runs` are a plan's.
         Targets::Many { order, runs } => unsafe { execute_many(ops, Shares::Grouped { order, runs }, mode, sync) },
     }
@@ -1586,7 +1636,7 @@ unsafe fn execute_one<O: Outputs>(ops: &mut [Op], cpu: u32, mode: Mode, out: O) 
             let mut irqs = unsafe { IrqsOff::new() };
             // SAFETY: We run on `cpu` with interrupts off; the writes are
             // allowed by our own requirements.
-            Some(unsafe { run_share(&mut irqs, out.pair(ops), mode, None, out) })
+            Some(unsafe { run_share(&mut irqs, out.pair(ops), &mode, None, out) })
         } else {
             None
         }
@@ -1645,61 +1695,58 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
     // Only when some CPU may have said so: one look, not one per CPU.
     let hints = || mode.confined && crate::busy::some_cpu_refuses_confined();
     let hinted = crate::busy::refuses_confined;
-    if sync && hints() && (0..nr).any(|k| shares.share(k).is_some_and(|(cpu, _)| hinted(cpu))) {
+    if sync && hints() && (0..nr).any(|k| hinted(shares.cpu(ops, k))) {
         return Err(ETIMEDOUT.into());
     }
-    // Each share's outcome: in place for a few CPUs (only those
+    // Each share's CPU and outcome: in place for a few CPUs (only those
     // initialised), else one allocation.
     let mut few = [const { MaybeUninit::<Outcome>::uninit() }; FEW];
     // Not made, so not dropped, for a few (an empty `KVVec`'s drop still
     // calls the allocator).
     let mut many = None;
     let outcomes: &[Outcome] = match few.get_mut(..nr) {
-        Some(few) => fill(few, |_| Outcome::new()),
+        // All `nr` of them.
+        Some(few) => shares.outcomes(ops, few),
         None => {
             let many = many.insert(KVVec::with_capacity(nr, GFP_KERNEL_ACCOUNT)?);
-            for _ in 0..nr {
-                many.push(Outcome::new(), GFP_KERNEL_ACCOUNT)?;
+            for k in 0..nr {
+                many.push(Outcome::new(shares.cpu(ops, k)), GFP_KERNEL_ACCOUNT)?;
             }
             many
         }
     };
-    let mut mask = BatchMask::new_zero()?;
-    let (cpus, stride) = shares.cpu_numbers();
-    // SAFETY: `mask` is a valid cpumask, ours to change; `cpus` is where
-    // `nr` CPU numbers are, `stride` bytes apart (`Shares::cpu_numbers`),
-    // which live and do not change for the call.
-    if !unsafe { crate::sys::msrbatch_cpumask_set_all(mask.as_raw().cast(), cpus, nr, stride) } {
-        return Err(ENODEV.into());
-    }
+    let mut mask = BatchMask::new()?;
     let rendezvous = sync.then(|| Rendezvous::new(nr as u32));
 
     let _hotplug = CpusReadGuard::new();
-    if !mask.all_online() {
-        // The first op of the lowest-numbered CPU that is offline (as
-        // for a grouped batch, whose shares are in CPU order).
-        let offline = (0..nr)
-            .filter_map(|k| shares.share(k))
-            .filter(|&(cpu, _)| !cpu_online_now(cpu))
-            .min_by_key(|&(cpu, _)| cpu);
-        return Err(Rejected {
-            err: ENXIO,
-            index: offline.map_or(uapi::NO_INDEX, |(_, first)| first),
-        });
+    match mask.set(outcomes) {
+        Ok(()) => {}
+        Err(e) if e == ENXIO => {
+            // The first op of the lowest-numbered CPU that is offline (as
+            // for a grouped batch, whose shares are in CPU order).
+            let offline = (0..nr)
+                .filter_map(|k| shares.share(ops, k))
+                .filter(|&(cpu, _)| !cpu_online_now(cpu))
+                .min_by_key(|&(cpu, _)| cpu);
+            return Err(Rejected {
+                err: ENXIO,
+                index: offline.map_or(uapi::NO_INDEX, |(_, first)| first),
+            });
+        }
+        Err(e) => return Err(e.into()),
     }
     // A confined share for a CPU that said it refuses them: refused here,
     // without a cross-call to that CPU.
     if hints() {
-        for (k, o) in outcomes.iter().enumerate() {
-            let (cpu, _) = shares.share(k).ok_or(EINVAL)?;
-            if hinted(cpu) {
+        for o in outcomes {
+            if hinted(o.cpu) {
                 // Hinted since the look above: a synchronised start is
                 // called off now, not after the others waited for it.
                 if sync {
                     return Err(ETIMEDOUT.into());
                 }
                 o.failed.store(REFUSED, Ordering::Relaxed);
-                mask.clear(cpu);
+                mask.clear(o.cpu);
             }
         }
     }
@@ -1714,8 +1761,9 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
     };
     // SAFETY: `run_on_this_cpu` gets a `Shared` that lives until this call
     // returns (`wait` is true). By our own requirements every index is in
-    // one CPU's share only, so the CPUs write disjoint ops (each checks its
-    // indices against `nr_ops`). The writes are allowed by our own
+    // one share only, and `outcomes` has each share's CPU (`Shares::cpu`),
+    // no CPU twice, so the CPUs write disjoint ops (each checks its indices
+    // against `nr_ops`). The writes are allowed by our own
     // requirements. We are in process context with interrupts on, as the
     // function requires.
     unsafe {
@@ -2064,6 +2112,23 @@ mod tests {
         Ok(())
     }
 
+    /// The share a cross-call on `cpu` finds ([`Shared::find`]), of
+    /// `shares`, whose CPUs are `cpus`.
+    fn find(shares: Shares<'_>, cpus: &[u32], cpu: u32) -> Option<usize> {
+        let outcomes = [0, 1, 2].map(|k| Outcome::new(cpus.get(k).copied().unwrap_or(u32::MAX)));
+        let shared = Shared {
+            ops: core::ptr::null_mut(),
+            nr_ops: 0,
+            shares,
+            mode: Mode { stop_on_error: false, stamps: false, busy_tsc: 0, confined: false, start: 0, uniform: None },
+            outcomes: outcomes.get(..cpus.len()).unwrap_or(&outcomes),
+            sync: None,
+        };
+        let (k, o) = shared.find(cpu)?;
+        assert!(core::ptr::eq(o, &shared.outcomes[k]) && o.cpu == cpu);
+        Some(k)
+    }
+
     #[test]
     fn grouping_keeps_array_order_per_cpu() -> Result {
         let ops = rdtscs(&[2, 0, 2, 1, 0, 2])?;
@@ -2074,12 +2139,12 @@ mod tests {
             panic!("three CPUs in six ops not planned as a few");
         };
         assert_eq!(chains.firsts(), &[0, 1, 3]);
-        let shares = Shares::Few {
-            cpus: &[2, 0, 1],
-            chains,
-        };
-        assert_eq!((shares.len(), shares.find(0), shares.find(1), shares.find(3)), (3, Some(1), Some(2), None));
-        assert_eq!((shares.share(0), shares.share(1), shares.share(2)), (Some((2, 0)), Some((0, 1)), Some((1, 3))));
+        let shares = Shares::Few(chains);
+        let cpus = [0, 1, 2, 3].map(|k| shares.cpu(&ops, k));
+        assert_eq!((shares.len(), cpus), (3, [2, 0, 1, u32::MAX]));
+        assert_eq!((find(shares, &cpus[..3], 0), find(shares, &cpus[..3], 1), find(shares, &cpus[..3], 3)), (Some(1), Some(2), None));
+        let firsts = [0, 1, 2, 3].map(|k| shares.share(&ops, k));
+        assert_eq!(firsts, [Some((2, 0)), Some((0, 1)), Some((1, 3)), None]);
         for (k, want) in [&[0usize, 2, 5][..], &[1, 4], &[3]].into_iter().enumerate() {
             let mut got = KVVec::new();
             let mut pushed = Ok(());
@@ -2145,7 +2210,9 @@ mod tests {
             ]
         );
         let shares = Shares::Grouped { order, runs };
-        assert_eq!((shares.find(1), shares.share(1)), (Some(1), Some((1, 3))));
+        assert_eq!((shares.cpu(&big, 1), shares.share(&big, 1)), (1, Some((1, 3))));
+        let found = [0, 1, 2, 3].map(|cpu| find(shares, &[0, 1, 2], cpu));
+        assert_eq!(found, [Some(0), Some(1), Some(2), None]);
         // All on one CPU: no grouping.
         let same = [ops[0], ops[2], ops[5]];
         let p = Plan::new(&same, 0, 4, |_| true).map_err(|r| r.err)?;
@@ -2211,7 +2278,7 @@ mod tests {
                 let mut irqs = unsafe { IrqsOff::new() };
                 let t0 = insn::rdtsc().unwrap_or(0);
                 // SAFETY: No ops.
-                let share = unsafe { run_share(&mut irqs, InPlace.pair(&mut []), mode, Some(&rv), InPlace) };
+                let share = unsafe { run_share(&mut irqs, InPlace.pair(&mut []), &mode, Some(&rv), InPlace) };
                 let now = insn::rdtsc().unwrap_or(0);
                 let left = Credit::this_cpu(&mut irqs).refill(now, b, true);
                 (matches!(share, Share::CalledOff), now.wrapping_sub(t0), left)

@@ -255,23 +255,29 @@ bool msrbatch_cpu_possible(u32 cpu)
 }
 
 /*
- * Sets in mask the nr CPU numbers at cpus, each stride bytes after the last
- * (a batch's CPUs: an array of them, or a field of an array of structures),
- * in one call where one per CPU cost a call and a conversion each. Whether
- * all are CPU numbers (below nr_cpu_ids); if not, mask is left part set.
+ * Makes mask (cpumask_size() bytes, any contents) the nr CPU numbers at
+ * cpus, each stride bytes after the last (a batch's CPUs: a field of an
+ * array of structures), in one call where one per CPU cost a call and a
+ * conversion each; the mask is cleared here, where only cpumask_size()
+ * bytes are, not in Rust, which cleared all of a mask for 512 CPUs and
+ * moved it. 0, or -ENODEV if one is no CPU number (below nr_cpu_ids; mask
+ * left part set), or -ENXIO if one is offline (the caller holds the hotplug
+ * lock): a batch checks its CPUs in one call, not one to set and one to
+ * look.
  */
-bool msrbatch_cpumask_set_all(struct cpumask *mask, const u32 *cpus, size_t nr, size_t stride)
+int msrbatch_cpumask_of(struct cpumask *mask, const u32 *cpus, size_t nr, size_t stride)
 {
 	const char *at = (const char *)cpus;
 
+	cpumask_clear(mask);
 	for (; nr; nr--, at += stride) {
 		u32 cpu = *(const u32 *)at;
 
 		if (cpu >= nr_cpu_ids)
-			return false;
+			return -ENODEV;
 		__cpumask_set_cpu(cpu, mask);
 	}
-	return true;
+	return cpumask_subset(mask, cpu_online_mask) ? 0 : -ENXIO;
 }
 
 /*
@@ -289,12 +295,6 @@ void msrbatch_cpumask_clear(struct cpumask *mask, u32 cpu)
 {
 	if (cpu < nr_cpu_ids)
 		__cpumask_clear_cpu(cpu, mask);
-}
-
-/* Whether every CPU of mask is online (the caller holds the hotplug lock). */
-bool msrbatch_cpus_online(const struct cpumask *mask)
-{
-	return cpumask_subset(mask, cpu_online_mask);
 }
 
 void msrbatch_preempt_notifier_init(struct preempt_notifier *n, struct preempt_ops *ops)
