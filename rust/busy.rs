@@ -138,13 +138,18 @@ impl Credit {
     /// from `now` it may start ops for (0: none).
     #[inline(always)]
     pub(crate) fn refill(&mut self, now: u64, budget: u64, confined: bool) -> u64 {
-        let most = budget.saturating_mul(8);
-        let mut deficit = self.0.full_at.saturating_sub(now);
-        if deficit > most {
-            deficit = most;
-            self.0.full_at = now.saturating_add(most);
-        }
+        let deficit = self.0.full_at.saturating_sub(now);
         let left = budget.saturating_sub(deficit / 4);
+        // The cap of `8B` on the deficit: a deficit under `4B` leaves a
+        // credit, so only a credit that left nothing may be past the cap (and
+        // capped, it still leaves nothing). So a share that may run does
+        // not compute the cap.
+        if left == 0 {
+            let most = budget.saturating_mul(8);
+            if deficit > most {
+                self.0.full_at = now.saturating_add(most);
+            }
+        }
         if confined {
             left.saturating_sub(reserve(budget))
         } else {
@@ -165,8 +170,11 @@ impl Credit {
     /// ticks of it ([`most_charged`]).
     #[inline(always)]
     pub(crate) fn charge(&mut self, start: u64, now: u64, most: u64) {
-        let ran = now.saturating_sub(start).min(most);
-        self.0.full_at = self.0.full_at.max(start).saturating_add(ran.saturating_mul(5));
+        // Five times at most `u64::MAX / 5`: `u64::MAX` is a multiple of 5,
+        // so this is `ran.saturating_mul(5)` exactly, without the
+        // multiplication's overflow check (KUnit checks the edge).
+        let ran = now.saturating_sub(start).min(most).min(u64::MAX / 5);
+        self.0.full_at = self.0.full_at.max(start).saturating_add(ran.wrapping_mul(5));
     }
 }
 
@@ -283,6 +291,16 @@ mod tests {
         assert_eq!(c.refill(1, B, false), 0);
         assert_eq!(c.refill(1 + 4 * B, B, false), 0);
         assert_eq!(c.refill(1 + 8 * B, B, false), B);
+        // A share of more than `u64::MAX / 5` ticks saturates the charge,
+        // and one of exactly that reaches the same end.
+        for ran in [u64::MAX / 5, u64::MAX / 5 + 1, u64::MAX - 1] {
+            let mut c = Credit(sys::msrbatch_credit { full_at: 0 });
+            c.charge(1, ran + 1, u64::MAX);
+            assert_eq!(c.0.full_at, u64::MAX);
+        }
+        let mut c = Credit(sys::msrbatch_credit { full_at: 0 });
+        c.charge(1, u64::MAX / 5, u64::MAX);
+        assert_eq!(c.0.full_at, u64::MAX / 5 * 5 - 4);
         Ok(())
     }
 
