@@ -657,7 +657,7 @@ impl Rendezvous {
                 ABORT => return false,
                 _ => {}
             }
-            if insn::rdtsc().unwrap_or(t0).wrapping_sub(t0) >= limit {
+            if insn::clock().wrapping_sub(t0) >= limit {
                 let _ = self.state.compare_exchange(WAITING, ABORT, Ordering::AcqRel, Ordering::Acquire);
             }
             core::hint::spin_loop();
@@ -1161,7 +1161,7 @@ unsafe fn run_loop<'a, O: Outputs>(
     for (op, slot) in ops.by_ref() {
         until_check -= 1;
         if until_check == 0 || (delays && op.op == opcode::DELAY) {
-            if insn::rdtsc().unwrap_or(start).wrapping_sub(start) >= busy_tsc {
+            if insn::clock().wrapping_sub(start) >= busy_tsc {
                 skip = status::ETIME;
                 out.put(op, slot, skip, [0, 0]);
                 nr_failed = nr_failed.wrapping_add(1);
@@ -1291,7 +1291,7 @@ unsafe fn run_share<'a, O: Outputs>(
     out: O,
 ) -> Share {
     let credit = Credit::this_cpu(irqs);
-    let mut start = insn::rdtsc().unwrap_or(0);
+    let mut start = insn::clock();
     let budget = credit.refill(start, mode.busy_tsc, mode.confined);
     if budget == 0 {
         if let Some(rv) = sync {
@@ -1312,19 +1312,19 @@ unsafe fn run_share<'a, O: Outputs>(
         let limit = if mode.confined { budget } else { u64::MAX };
         if !rv.wait(start, limit) {
             if mode.confined {
-                credit.charge(start, insn::rdtsc().unwrap_or(start), most);
+                credit.charge(start, insn::clock(), most);
             }
             return Share::CalledOff;
         }
         if !mode.confined {
-            start = insn::rdtsc().unwrap_or(start);
+            start = insn::clock();
         }
     }
     // SAFETY: By our own requirements.
     // (`mode` by reference: its fields are read where used, not each loaded
     // and kept on the stack across the calls above.)
     let nr_failed = unsafe { run_sequence(ops, Mode { busy_tsc: budget, start, ..*mode }, out) };
-    credit.charge(start, insn::rdtsc().unwrap_or(start), most);
+    credit.charge(start, insn::clock(), most);
     Share::Ran(start, nr_failed)
 }
 

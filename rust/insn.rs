@@ -117,6 +117,19 @@ pub(crate) fn rdtsc() -> InsnResult<u64> {
     unsafe { safe_read_edx_eax!("rdtsc", options(nostack, nomem)) }
 }
 
+/// Reads the time-stamp counter for the module's own clock (a share's busy
+/// budget and credit), not for an op: without [`rdtsc`]'s exception table
+/// entry, whose error path costs three instructions a read. RDTSC cannot
+/// fault in ring 0 (`CR4.TSD` stops only ring 3), and the kernel reads its
+/// own clock so (`rdtsc()`); an op keeps the entry, as every op has one.
+#[inline(always)]
+pub(crate) fn clock() -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: RDTSC only reads EDX:EAX, and does not fault in ring 0.
+    unsafe { core::arch::asm!("rdtsc", out("eax") lo, out("edx") hi, options(nostack, nomem, preserves_flags)) };
+    u64::from(lo) | (u64::from(hi) << 32)
+}
+
 /// Reads the time-stamp counter and IA32_TSC_AUX.
 pub(crate) fn rdtscp() -> InsnResult<(u64, u32)> {
     let (lo, hi, aux): (u32, u32, u32);
