@@ -194,6 +194,12 @@ fn check_poll(op: &Op) -> Result {
     Ok(())
 }
 
+/// `op`'s code and flags, in one word: `Plan::new` compares them at once.
+#[inline(always)]
+fn code_and_flags(op: &Op) -> u32 {
+    u32::from(op.op) | u32::from(op.flags) << 16
+}
+
 /// Whether `op` can carry a timestamp (`MSRBATCH_F_TIMESTAMPS`, in the batch
 /// flags `flags`): it goes into `val[1]`, so not for the ops that return a
 /// second value (a masked WRMSR run as an RMWMSR reports none).
@@ -450,30 +456,50 @@ impl Plan {
         let mut nr_writes = 0u32;
 
         // The CPU of the previous op, known to exist (batches name few CPUs,
-        // usually one after the other: look each up once per run).
-        let mut known_cpu = None;
-        for (i, op) in ops.iter().enumerate() {
-            check_op(op).map_err(|e| Rejected::at(e, i))?;
-            // Nothing of this is computed per op without timestamps.
-            if stamps && !stamps_fit(op, flags) {
-                return Err(Rejected::at(EINVAL, i));
+        // usually one after the other: look each up once per run); before
+        // the first op, no CPU number (which are `u32`s).
+        let mut known_cpu = u64::MAX;
+        // The common op, a read of an MSR or a PMC with the code of the
+        // first op, no flags and no `arg`, passes every check of an op and
+        // changes nothing that is counted but, on a new CPU, the CPU's: one
+        // test skips the rest. `plain` is its code and flags as
+        // `code_and_flags` reads them (no op has them if the first op is of
+        // another kind).
+        let plain = ops.first().map_or(u32::MAX, |op| match op.op {
+            opcode::RDMSR | opcode::RDPMC => u32::from(op.op),
+            _ => u32::MAX,
+        });
+        // (A range, not `enumerate`, whose count is checked for overflow.)
+        for (op, i) in ops.iter().zip(0..ops.len()) {
+            let is_plain = code_and_flags(op) == plain && op.arg == [0, 0];
+            if is_plain && u64::from(op.cpu) == known_cpu {
+                continue;
             }
-            let changed = known_cpu != Some(op.cpu);
-            if changed {
+            if !is_plain {
+                check_op(op).map_err(|e| Rejected::at(e, i))?;
+                // Nothing of this is computed per op without timestamps.
+                if stamps && !stamps_fit(op, flags) {
+                    return Err(Rejected::at(EINVAL, i));
+                }
+            }
+            if u64::from(op.cpu) != known_cpu {
                 if op.cpu >= nr_cpus || !possible(op.cpu) {
                     return Err(Rejected::at(ENODEV, i));
                 }
-                known_cpu = Some(op.cpu);
+                known_cpu = u64::from(op.cpu);
                 if let Sums::One(one_delay) = sums {
                     if op.cpu != first_cpu {
                         sums = if ops.len() <= FEW {
                             Sums::Few
                         } else {
                             let mut table = KVVec::from_elem((0u32, 0u64), nr_cpus as usize, GFP_KERNEL_ACCOUNT)?;
-                            table[first_cpu as usize] = (i as u32, one_delay);
+                            table[first_cpu as usize].1 = one_delay;
                             Sums::Table(table)
                         };
                     }
+                }
+                if is_plain {
+                    continue;
                 }
             }
             let d = wait_ns(op);
@@ -486,9 +512,10 @@ impl Plan {
                 // `FEW` of them: no overflow.
                 Sums::Few if d != 0 => ops.iter().take(i + 1).filter(|o| o.cpu == op.cpu).map(wait_ns).sum(),
                 Sums::Few => 0,
+                // (The ops of each CPU are counted by `group`: the plain
+                // ops skip this.)
                 Sums::Table(table) => {
-                    let (count, delay) = &mut table[op.cpu as usize];
-                    *count += 1;
+                    let delay = &mut table[op.cpu as usize].1;
                     *delay += d;
                     *delay
                 }
@@ -545,9 +572,15 @@ impl Plan {
         })
     }
 
-    /// Groups `ops` by CPU (a stable counting sort); `table` has each CPU's
-    /// number of ops.
+    /// Groups `ops` by CPU (a stable counting sort); `table` has a zero
+    /// count for every CPU number (and each CPU's delay sum, unused here).
     fn group(ops: &[Op], mut table: KVVec<(u32, u64)>) -> Result<Targets, Rejected> {
+        // Every CPU number was checked below `nr_cpus`, the table's length.
+        for op in ops {
+            if let Some((count, _)) = table.get_mut(op.cpu as usize) {
+                *count += 1;
+            }
+        }
         let nr_runs = table.iter().filter(|(n, _)| *n != 0).count();
         let mut runs = KVVec::from_elem(CpuRun::default(), nr_runs, GFP_KERNEL_ACCOUNT)?;
         // Prefix sums: `table[cpu].0` becomes the next free slot of that CPU.
@@ -2360,6 +2393,62 @@ mod tests {
             polls.push(p(0), GFP_KERNEL)?;
         }
         one_too_many(polls, p(0))?;
+        Ok(())
+    }
+
+    #[test]
+    fn plain_reads_are_checked_as_any_op() -> Result {
+        // Runs of reads on CPUs 0, 1 and 2 (of 5; 3 does not exist), in a
+        // few ops and in many, each a plain op (`Plan::new` skips the checks
+        // for those on the CPU of the op before them): op `k` made invalid
+        // in one way is named, with the errno of the full checks.
+        for code in [opcode::RDMSR, opcode::RDPMC] {
+            for n in [2usize, FEW, FEW + 1, 3 * FEW] {
+                let base = |i: usize| op(code, (i * 3 / n) as u32, 0x10, [0, 0]);
+                let mut ops = KVVec::new();
+                for i in 0..n {
+                    ops.push(base(i), GFP_KERNEL)?;
+                }
+                let p = Plan::new(&ops, uapi::F_TIMESTAMPS, 5, |cpu| cpu != 3).map_err(|r| r.err)?;
+                assert_eq!((p.uniform, p.first_write), (Some(code), None));
+                if let Targets::Many { runs, .. } = &p.targets {
+                    // Each CPU's plain ops are counted too.
+                    for run in runs.iter() {
+                        let count = ops.iter().filter(|o| o.cpu == run.cpu).count();
+                        assert_eq!(run.len as usize, count);
+                    }
+                    assert_eq!(runs.len(), 3);
+                }
+                let other = if code == opcode::RDMSR { opcode::RDPMC } else { opcode::RDMSR };
+                for k in [1, n / 2, n - 1] {
+                    let b = base(k);
+                    let cases = [
+                        (Op { flags: 1, ..b }, 0, EINVAL),
+                        (Op { arg: [1, 0], ..b }, 0, EINVAL),
+                        (Op { arg: [0, 1], ..b }, 0, EINVAL),
+                        (Op { cpu: 3, ..b }, 0, ENODEV),
+                        (Op { cpu: 5, ..b }, 0, ENODEV),
+                        (Op { op: 0, ..b }, 0, crate::compat::eopnotsupp()),
+                        (Op { op: opcode::MAX + 1, ..b }, 0, crate::compat::eopnotsupp()),
+                        (Op { op: opcode::RDTSCP, reg: 0, ..b }, uapi::F_TIMESTAMPS, EINVAL),
+                        (Op { op: opcode::RDTSC, ..b }, 0, EINVAL),
+                        (Op { op: opcode::DELAY, reg: 0, arg: [uapi::MAX_DELAY_NS + 1, 0], ..b }, 0, ERANGE),
+                    ];
+                    for (bad, flags, err) in cases {
+                        let saved = ops[k];
+                        ops[k] = bad;
+                        let r = Plan::new(&ops, flags, 5, |cpu| cpu != 3).err();
+                        ops[k] = saved;
+                        assert_eq!(r, Some(Rejected { err, index: k as u32 }));
+                    }
+                    // Another read among them: valid, and not uniform.
+                    ops[k].op = other;
+                    let p = Plan::new(&ops, 0, 5, |cpu| cpu != 3).map_err(|r| r.err)?;
+                    ops[k].op = code;
+                    assert_eq!(p.uniform, None);
+                }
+            }
+        }
         Ok(())
     }
 
