@@ -288,7 +288,10 @@ impl Chains {
         // Op 0 starts chain 0.
         let mut chains_so_far = 1;
         let (mut k, mut prev) = (0, op0.cpu);
-        for (i, op) in ops.iter().enumerate().skip(1) {
+        // (A range, not `enumerate`, whose count is checked for overflow,
+        // nor `skip`, which tests at each step whether it skipped.)
+        let rest = ops.get(1..).unwrap_or(&[]);
+        for (i, op) in (1..ops.len()).zip(rest) {
             // Batches name few CPUs, usually one after the other: a look
             // through the chains only where the CPU changes to one seen.
             if op.cpu != prev {
@@ -388,7 +391,8 @@ enum Sums {
     /// A batch of at most [`FEW`] ops, on several CPUs: each op that waits
     /// sums the waits of the earlier ones of its CPU (a few ops: no table).
     Few,
-    /// A bigger one: per CPU number, its op count and its delay sum.
+    /// A bigger one: per CPU number, room for its op count (which
+    /// [`Plan::group`] counts) and its delay sum.
     Table(KVVec<(u32, u64)>),
 }
 
@@ -448,6 +452,13 @@ impl Plan {
         if let [op] = ops {
             return Self::one(op, flags, nr_cpus, possible);
         }
+        Self::many(ops, flags, nr_cpus, possible)
+    }
+
+    /// [`Plan::new`] for a batch of any number of ops but one (for which
+    /// [`plan`] does not call it).
+    #[inline(always)]
+    fn many(ops: &[Op], flags: u32, nr_cpus: u32, possible: impl Fn(u32) -> bool) -> Result<Plan, Rejected> {
         let stamps = flags & uapi::F_TIMESTAMPS != 0;
         let first_cpu = ops.first().map_or(0, |op| op.cpu);
         let mut uniform = SameCode::of(ops);
@@ -552,9 +563,15 @@ impl Plan {
     /// same order, without the bookkeeping of several ops and CPUs.
     #[inline(always)]
     fn one(op: &Op, flags: u32, nr_cpus: u32, possible: impl Fn(u32) -> bool) -> Result<Plan, Rejected> {
-        check_op(op).map_err(|e| Rejected::at(e, 0))?;
-        if flags & uapi::F_TIMESTAMPS != 0 && !stamps_fit(op, flags) {
-            return Err(Rejected::at(EINVAL, 0));
+        // A plain read passes the checks of an op (as in `Plan::new`).
+        const RDMSR: u32 = opcode::RDMSR as u32;
+        const RDPMC: u32 = opcode::RDPMC as u32;
+        let plain = matches!(code_and_flags(op), RDMSR | RDPMC) && op.arg == [0, 0];
+        if !plain {
+            check_op(op).map_err(|e| Rejected::at(e, 0))?;
+            if flags & uapi::F_TIMESTAMPS != 0 && !stamps_fit(op, flags) {
+                return Err(Rejected::at(EINVAL, 0));
+            }
         }
         if op.cpu >= nr_cpus || !possible(op.cpu) {
             return Err(Rejected::at(ENODEV, 0));
@@ -1573,9 +1590,22 @@ fn cpu_online(cpu: CpuId) -> bool {
     mask.test(cpu)
 }
 
-/// Validates and groups `ops` for this machine.
+/// Validates and groups `ops` for this machine. One op is planned where
+/// this is called (inlined, the plan is made in the caller's frame, and not
+/// in that of the loop over many ops, which saves and restores every
+/// register).
+#[inline(always)]
 pub(crate) fn plan(ops: &[Op], flags: u32) -> Result<Plan, Rejected> {
-    Plan::new(ops, flags, nr_cpu_ids(), cpu_possible)
+    match ops {
+        [op] => Plan::one(op, flags, nr_cpu_ids(), cpu_possible),
+        _ => plan_many(ops, flags),
+    }
+}
+
+/// [`plan`] for any number of ops, out of line.
+#[inline(never)]
+fn plan_many(ops: &[Op], flags: u32) -> Result<Plan, Rejected> {
+    Plan::many(ops, flags, nr_cpu_ids(), cpu_possible)
 }
 
 /// What a batch's execution reports.
@@ -2465,6 +2495,13 @@ mod tests {
         }
         for o in [
             Op { flags: 1, ..rdmsr },
+            // (A plain read, which `Plan::one` does not check as an op, but
+            // for its flags and `arg` in one test.)
+            Op { flags: 1 << 15, ..rdmsr },
+            Op { op: opcode::RDPMC, flags: 1, ..rdmsr },
+            op(opcode::RDMSR, 1, 0x10, [0, 1]),
+            op(opcode::RDPMC, 1, 0x10, [1, 0]),
+            op(opcode::RDPMC, 2, 0, [0, 0]),
             op(opcode::CPUID, 1, 7, [u64::from(u32::MAX), 0]),
             op(opcode::CPUID, 1, 7, [1 << 32, 0]),
             op(opcode::DELAY, 1, 0, [uapi::MAX_DELAY_NS, 0]),
