@@ -259,7 +259,9 @@ const _: () = assert!(FEW < END as usize);
 pub(crate) struct Chains {
     first: [u8; FEW],
     next: [u8; FEW],
-    nr: u8,
+    // A word, not a byte: `firsts` takes it as a length as it is, in each
+    // CPU of the cross-call (3 instructions a CPU less).
+    nr: usize,
 }
 
 impl Chains {
@@ -318,7 +320,7 @@ impl Chains {
             last[k % FEW] = i as u8;
         }
         // At most `FEW` ops, so at most `FEW` chains, below `END`.
-        *nr = chains_so_far as u8;
+        *nr = chains_so_far;
         // INVARIANT: each op was appended to the chain of its CPU, started
         // at its first op, each CPU once; the ops are at most `FEW`.
         chains
@@ -327,7 +329,7 @@ impl Chains {
     /// The first op of each share, in the order of the shares.
     fn firsts(&self) -> &[u8] {
         // `get` never fails (`nr` is at most `FEW`), and never panics.
-        self.first.get(..usize::from(self.nr)).unwrap_or(&[])
+        self.first.get(..self.nr).unwrap_or(&[])
     }
 
     /// The first op of share `k`, if there is one. (As `firsts().get(k)`,
@@ -1497,11 +1499,27 @@ impl Drop for CpusReadGuard {
     }
 }
 
-/// Whether `cpu` (below `nr_cpu_ids`) exists.
+/// Whether `cpu` (below `nr_cpu_ids`) exists: its bit in the kernel's
+/// `__cpu_possible_mask`, read here (a call to a C helper, and the
+/// registers saved around it, cost more than the read; the kernel crate's
+/// `CpuId` and `Cpumask` make five calls, none inlined into a module).
+#[inline(always)]
 pub(crate) fn cpu_possible(cpu: u32) -> bool {
-    // SAFETY: No preconditions (one call, where the kernel crate's
-    // `CpuId` and `Cpumask` make five, none inlined into a module).
-    unsafe { crate::sys::msrbatch_cpu_possible(cpu) }
+    let mask = &raw const bindings::__cpu_possible_mask;
+    // SAFETY: `mask` is the kernel's possible mask, valid for its lifetime:
+    // only the address of its words is taken here, nothing is read.
+    let bits = unsafe { &raw const (*mask).bits };
+    let i = cpu as usize / c_ulong::BITS as usize;
+    // The mask has `NR_CPUS` bits: a CPU number beyond it does not exist.
+    if i >= size_of::<bindings::cpumask>() / size_of::<c_ulong>() {
+        return false;
+    }
+    // SAFETY: Word `i` is inside the mask (checked just above). The mask is
+    // made at boot and not changed after (the possible CPUs are fixed), but
+    // it is the kernel's, so it is read as the kernel reads it, with one
+    // load that the compiler does not assume anything of.
+    let word = unsafe { bits.cast::<c_ulong>().add(i).read_volatile() };
+    word >> (cpu % c_ulong::BITS) & 1 != 0
 }
 
 /// Words of a [`BatchMask`] kept in place: 512 CPU numbers.
@@ -2098,7 +2116,7 @@ mod tests {
             }
             Targets::Few(chains) => chains,
         };
-        assert!(cpus.len() <= FEW && distinct >= 2 && usize::from(chains.nr) == distinct);
+        assert!(cpus.len() <= FEW && distinct >= 2 && chains.nr == distinct);
         let firsts = chains.firsts();
         let mut seen = [0u32; FEW];
         for (k, &first) in firsts.iter().enumerate() {
@@ -2478,6 +2496,25 @@ mod tests {
                     assert_eq!(p.uniform, None);
                 }
             }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn possible_cpus_as_the_kernel_says() -> Result {
+        // `cpu_possible` reads the kernel's mask itself: the same answer as
+        // the kernel crate's for every CPU number, none beyond the mask.
+        // SAFETY: `__cpu_possible_mask` is a valid cpumask for the kernel's
+        // lifetime.
+        let mask = unsafe { Cpumask::from_raw(&raw const bindings::__cpu_possible_mask) };
+        for cpu in 0..nr_cpu_ids() {
+            let id = CpuId::from_u32(cpu).ok_or(EINVAL)?;
+            assert_eq!(cpu_possible(cpu), mask.test(id));
+        }
+        assert!(cpu_possible(0));
+        let beyond = (size_of::<bindings::cpumask>() * 8) as u32;
+        for cpu in [beyond, beyond + 1, u32::MAX - 63, u32::MAX] {
+            assert!(!cpu_possible(cpu));
         }
         Ok(())
     }

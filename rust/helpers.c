@@ -243,16 +243,12 @@ bool msrbatch_xen_pv(void)
 /* ---- small wrappers for inline kernel helpers --------------------------- */
 
 /*
- * The next three Rust could reach through the kernel crate (CpuId, Cpumask),
+ * The next ones Rust could reach through the kernel crate (CpuId, Cpumask),
  * at five calls and four calls where these make one: they are on the path of
- * every batch (Documentation/benchmarks.md).
+ * every batch (Documentation/benchmarks.md). (Whether a CPU is possible Rust
+ * reads in __cpu_possible_mask itself, cheaper than any call: batch.rs's
+ * cpu_possible.)
  */
-
-/* Whether cpu exists (is possible). */
-bool msrbatch_cpu_possible(u32 cpu)
-{
-	return cpu < nr_cpu_ids && cpu_possible(cpu);
-}
 
 /*
  * Makes mask (cpumask_size() bytes, any contents) the nr CPU numbers at

@@ -27,7 +27,6 @@ void msrbatch_rdpmc_policy_exit(void);
 int msrbatch_rdpmc_policy(void);
 bool msrbatch_xen_pv(void);
 void msrbatch_preempt_notifier_init(struct preempt_notifier *n, struct preempt_ops *ops);
-bool msrbatch_cpu_possible(u32 cpu);
 int msrbatch_cpumask_of(struct cpumask *mask, const u32 *cpus, size_t nr, size_t stride);
 size_t msrbatch_cpumask_bytes(void);
 void msrbatch_cpumask_clear(struct cpumask *mask, u32 cpu);
