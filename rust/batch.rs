@@ -483,7 +483,7 @@ impl Plan {
             _ => u32::MAX,
         });
         // (A range, not `enumerate`, whose count is checked for overflow.)
-        for (op, i) in ops.iter().zip(0..ops.len()) {
+        for (i, op) in (0..ops.len()).zip(ops) {
             let is_plain = code_and_flags(op) == plain && op.arg == [0, 0];
             if is_plain && u64::from(op.cpu) == known_cpu {
                 continue;
