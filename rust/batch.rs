@@ -339,7 +339,7 @@ impl Chains {
     fn first_of(&self, k: usize) -> Option<u8> {
         // `k % FEW` is `k`, below `nr`, at most `FEW`: it only tells the
         // compiler so, for no second bounds check.
-        (k < usize::from(self.nr)).then(|| self.first[k % FEW])
+        (k < self.nr).then(|| self.first[k % FEW])
     }
 
     /// The indices of the ops of the chain that starts at op `first`, in
