@@ -1434,7 +1434,7 @@ unsafe extern "C" fn run_one_cpu<O: Outputs>(info: *mut c_void) {
 unsafe extern "C" fn run_on_this_cpu(info: *mut c_void) {
     // SAFETY: By the function's safety requirements.
     let shared = unsafe { &*info.cast::<Shared<'_>>() };
-    let cpu = CpuId::current().as_u32();
+    let cpu = insn::this_cpu_id();
     let Some((k, outcome)) = shared.find(cpu) else {
         return;
     };
@@ -1711,7 +1711,7 @@ unsafe fn execute_one<O: Outputs>(ops: &mut [Op], cpu: u32, mode: Mode, out: O) 
         let _irq = unsafe { local_interrupt_disable() };
         // (An `if`, not `bool::then`, whose closure is not inlined; nor a
         // scoped section taking a closure, which cost 49 a batch.)
-        if CpuId::current().as_u32() == cpu {
+        if insn::this_cpu_id() == cpu {
             // SAFETY: Interrupts are off until `_irq` is dropped, after this
             // token; it is the only one of this section.
             let mut irqs = unsafe { IrqsOff::new() };

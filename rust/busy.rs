@@ -96,6 +96,12 @@ impl IrqsOff {
 #[repr(transparent)]
 pub(crate) struct Credit(sys::msrbatch_credit);
 
+extern "C" {
+    /// Each CPU's credit, `DEFINE_PER_CPU` in `helpers.c` (bindgen does not
+    /// see per-CPU variables): found by [`Credit::this_cpu`].
+    static msrbatch_credits: sys::msrbatch_credit;
+}
+
 /// What of a budget `B` only privileged shares may start ops for: `3B/4`,
 /// the reserve of `3B/5` of credit (see [`Credit`]).
 #[inline(always)]
@@ -122,15 +128,18 @@ const _: () = assert!(uapi::MAX_DELAY_NS * 16 <= uapi::MAX_CPU_BUSY_NS);
 impl Credit {
     /// The running CPU's credit, for as long as `irqs`, the token of the
     /// interrupts-off section the caller runs in, is borrowed.
+    #[inline(always)]
     pub(crate) fn this_cpu(irqs: &mut IrqsOff) -> &mut Credit {
         let _ = irqs;
-        // SAFETY: `msrbatch_this_cpu_credit()` returns this CPU's object,
-        // valid for the module's lifetime; `Credit` is its transparent
-        // wrapper. By `IrqsOff`'s invariants interrupts stay off while the
-        // reference lives, so nothing else runs on this CPU meanwhile but the
-        // holder of the one token, which is borrowed mutably as long as the
-        // reference; no other CPU ever uses this CPU's credit.
-        unsafe { &mut *sys::msrbatch_this_cpu_credit().cast::<Credit>() }
+        // SAFETY: `msrbatch_credits` is a per-CPU variable.
+        let this = unsafe { crate::insn::this_cpu_ptr(&raw const msrbatch_credits) };
+        // SAFETY: `this` is this CPU's copy, valid for the module's lifetime;
+        // `Credit` is its transparent wrapper. By `IrqsOff`'s invariants
+        // interrupts stay off while the reference lives, so nothing else runs
+        // on this CPU meanwhile but the holder of the one token, which is
+        // borrowed mutably as long as the reference; no other CPU ever uses
+        // this CPU's credit.
+        unsafe { &mut *this.cast::<Credit>() }
     }
 
     /// A share starts at `now` with busy budget `budget`, for a descriptor
@@ -257,6 +266,27 @@ pub(crate) unsafe fn execute_until_run(ops: &mut [Op]) -> Result<u32, batch::Rej
 #[kunit_tests(msrbatch_busy)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn this_cpu_is_the_kernels() -> Result {
+        // SAFETY: The only guard of the test, dropped at its end.
+        let _irq = unsafe { crate::helpers::local_interrupt_disable() };
+        // SAFETY: Interrupts are off until `_irq` is dropped, after this
+        // token; no other token is made meanwhile.
+        let mut irqs = unsafe { IrqsOff::new() };
+        // The CPU number, as the kernel crate reads it.
+        let cpu = kernel::cpu::CpuId::current().as_u32();
+        assert_eq!(crate::insn::this_cpu_id(), cpu);
+        // The credit, where the kernel's per-CPU offset of this CPU puts it.
+        let offsets: *const [usize] = &raw const kernel::bindings::__per_cpu_offset;
+        assert!((cpu as usize) < offsets.len());
+        // SAFETY: `__per_cpu_offset`, set up at boot, has an offset for
+        // every CPU number below its length (checked just above).
+        let off = unsafe { offsets.cast::<usize>().add(cpu as usize).read() };
+        let expected = (&raw const msrbatch_credits).wrapping_byte_add(off);
+        assert_eq!(core::ptr::from_mut(Credit::this_cpu(&mut irqs)).cast::<sys::msrbatch_credit>().cast_const(), expected);
+        Ok(())
+    }
 
     #[test]
     fn credit_bounds_a_cpu_not_a_batch() -> Result {

@@ -397,18 +397,13 @@ void msrbatch_reaper_sync(void)
 
 /* ---- the busy credit's storage: one per CPU (busy.rs has the rule) ------ */
 
-static DEFINE_PER_CPU(struct msrbatch_credit, msrbatch_credit);
-
 /*
- * This CPU's credit. Only busy.rs's Credit::this_cpu() uses it, for a
- * batch's cross-call on its own CPU, with interrupts off: nothing else
- * touches it until they are on again.
+ * Not static: busy.rs's Credit::this_cpu() finds this CPU's copy itself
+ * (insn::this_cpu_ptr, as this_cpu_ptr() does), for a batch's cross-call on
+ * its own CPU, with interrupts off: nothing else touches it until they are
+ * on again. (A call to a helper here cost a call and a return a share.)
  */
-struct msrbatch_credit *msrbatch_this_cpu_credit(void)
-{
-	lockdep_assert_irqs_disabled();
-	return this_cpu_ptr(&msrbatch_credit);
-}
+DEFINE_PER_CPU(struct msrbatch_credit, msrbatch_credits);
 
 /*
  * Each CPU's refusal hint: jiffies until which this CPU refuses shares of

@@ -63,14 +63,14 @@ int msrbatch_write_batch_out(unsigned long uaddr, const struct msrbatch_batch *b
 void msrbatch_irq_restore(unsigned long flags);
 
 /*
- * A CPU's busy credit: the per-CPU storage only (helpers.c). Its one field
- * is busy.rs's Credit, which has the rule and is the only user.
+ * A CPU's busy credit: the per-CPU storage only (helpers.c's
+ * msrbatch_credits). Its one field is busy.rs's Credit, which has the rule
+ * and is the only user.
  */
 struct msrbatch_credit {
 	u64 full_at;
 };
 
-struct msrbatch_credit *msrbatch_this_cpu_credit(void);
 void msrbatch_this_cpu_refuses(u64 tsc);
 bool msrbatch_cpu_refuses(unsigned int cpu);
 bool msrbatch_some_cpu_refuses(void);

@@ -130,6 +130,43 @@ pub(crate) fn clock() -> u64 {
     u64::from(lo) | (u64::from(hi) << 32)
 }
 
+/// The number of the CPU this runs on, read as the kernel's
+/// `raw_smp_processor_id()` reads it: one load of `cpu_number` through the
+/// per-CPU segment (GS), not a call to the kernel crate's C helper
+/// (`CpuId::current`), which the hot paths made once per share. As stable as
+/// the kernel's: the caller keeps the CPU (interrupts off) if it must.
+#[inline(always)]
+pub(crate) fn this_cpu_id() -> u32 {
+    let cpu: u32;
+    // SAFETY: A load of this CPU's `cpu_number`, which the kernel sets up
+    // before any module runs; GS is the per-CPU base in the kernel, and the
+    // variable is addressed as the kernel's own `this_cpu_read()` does.
+    unsafe {
+        asm!("mov {0:e}, gs:[rip + {1}]", out(reg) cpu, sym kernel::bindings::cpu_number,
+             options(nostack, readonly, preserves_flags))
+    };
+    cpu
+}
+
+/// This CPU's copy of the per-CPU variable `var`, as the kernel's
+/// `this_cpu_ptr()` makes it: `var` plus this CPU's `this_cpu_off`, one
+/// load through the per-CPU segment.
+///
+/// # Safety
+///
+/// `var` is a per-CPU variable's address (`DEFINE_PER_CPU`).
+#[inline(always)]
+pub(crate) unsafe fn this_cpu_ptr<T>(var: *const T) -> *mut T {
+    let off: usize;
+    // SAFETY: A load of this CPU's `this_cpu_off`, as `this_cpu_ptr()`
+    // makes it.
+    unsafe {
+        asm!("mov {0}, gs:[rip + {1}]", out(reg) off, sym kernel::bindings::this_cpu_off,
+             options(nostack, readonly, preserves_flags))
+    };
+    var.cast_mut().wrapping_byte_add(off)
+}
+
 /// Reads the time-stamp counter and IA32_TSC_AUX.
 pub(crate) fn rdtscp() -> InsnResult<(u64, u32)> {
     let (lo, hi, aux): (u32, u32, u32);
