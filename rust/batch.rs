@@ -1548,8 +1548,11 @@ impl BatchMask {
     /// A mask to be set ([`BatchMask::set`]).
     #[inline(always)]
     fn new() -> Result<Self> {
+        const IN_PLACE: usize = size_of::<[c_ulong; MASK_WORDS]>();
+        // `cpumask_size()` is at most a `struct cpumask`: on a kernel whose
+        // masks fit (`NR_CPUS` at most 512), no call to ask it.
         // SAFETY: No preconditions.
-        if unsafe { crate::sys::msrbatch_cpumask_bytes() } <= size_of::<[c_ulong; MASK_WORDS]>() {
+        if size_of::<bindings::cpumask>() <= IN_PLACE || unsafe { crate::sys::msrbatch_cpumask_bytes() } <= IN_PLACE {
             // INVARIANT: Checked just above.
             Ok(BatchMask::InPlace(MaybeUninit::uninit()))
         } else {
