@@ -600,8 +600,15 @@ int msrbatch_read_words(void *dst, unsigned long uaddr, unsigned long words)
 
 	if (words > ULONG_MAX / sizeof(u64) || !user_read_access_begin(src, words * sizeof(u64)))
 		return -EFAULT;
-	/* Eight words a round: a load and a store each, little else. */
-	for (i = 0; i + 8 <= words; i += 8) {
+	/*
+	 * An op and a batch header are six words each: two ops a round, a
+	 * load and a store a word; then one op (or a header); then, for
+	 * other arguments, the rest in at most three steps. The rounds count
+	 * an index (pointers moved in them were moved a word at a time); the
+	 * steps move the pointers (indices took a register and an `or` for
+	 * some words).
+	 */
+	for (i = 0; i + 12 <= words; i += 12) {
 		unsafe_get_user(d[i], &src[i], fault);
 		unsafe_get_user(d[i + 1], &src[i + 1], fault);
 		unsafe_get_user(d[i + 2], &src[i + 2], fault);
@@ -610,25 +617,45 @@ int msrbatch_read_words(void *dst, unsigned long uaddr, unsigned long words)
 		unsafe_get_user(d[i + 5], &src[i + 5], fault);
 		unsafe_get_user(d[i + 6], &src[i + 6], fault);
 		unsafe_get_user(d[i + 7], &src[i + 7], fault);
+		unsafe_get_user(d[i + 8], &src[i + 8], fault);
+		unsafe_get_user(d[i + 9], &src[i + 9], fault);
+		unsafe_get_user(d[i + 10], &src[i + 10], fault);
+		unsafe_get_user(d[i + 11], &src[i + 11], fault);
 	}
-	/*
-	 * The rest, fewer than eight, in at most three steps, not a loop of
-	 * one word a round: a header or an op is six words, four and two.
-	 */
-	if (words - i >= 4) {
-		unsafe_get_user(d[i], &src[i], fault);
-		unsafe_get_user(d[i + 1], &src[i + 1], fault);
-		unsafe_get_user(d[i + 2], &src[i + 2], fault);
-		unsafe_get_user(d[i + 3], &src[i + 3], fault);
-		i += 4;
+	src += i;
+	d += i;
+	words -= i;
+	if (words >= 6) {
+		unsafe_get_user(d[0], &src[0], fault);
+		unsafe_get_user(d[1], &src[1], fault);
+		unsafe_get_user(d[2], &src[2], fault);
+		unsafe_get_user(d[3], &src[3], fault);
+		unsafe_get_user(d[4], &src[4], fault);
+		unsafe_get_user(d[5], &src[5], fault);
+		words -= 6;
+		src += 6;
+		d += 6;
 	}
-	if (words - i >= 2) {
-		unsafe_get_user(d[i], &src[i], fault);
-		unsafe_get_user(d[i + 1], &src[i + 1], fault);
-		i += 2;
+	if (words) {
+		if (words >= 4) {
+			unsafe_get_user(d[0], &src[0], fault);
+			unsafe_get_user(d[1], &src[1], fault);
+			unsafe_get_user(d[2], &src[2], fault);
+			unsafe_get_user(d[3], &src[3], fault);
+			words -= 4;
+			src += 4;
+			d += 4;
+		}
+		if (words >= 2) {
+			unsafe_get_user(d[0], &src[0], fault);
+			unsafe_get_user(d[1], &src[1], fault);
+			words -= 2;
+			src += 2;
+			d += 2;
+		}
+		if (words)
+			unsafe_get_user(d[0], &src[0], fault);
 	}
-	if (words - i)
-		unsafe_get_user(d[i], &src[i], fault);
 	user_read_access_end();
 	return 0;
 fault:
