@@ -235,18 +235,33 @@ impl Snapshot {
         // of a listed MSR, decided in a loop that calls nothing: this runs
         // for every op of a confined plain batch.
         let entries = self.entries();
-        let other = |op: &Op| op.op != opcode::RDMSR || lookup(entries, op.reg).is_none();
-        match ops.iter().position(other) {
-            None => Ok(()),
-            Some(from) => self.check_from(entries, ops, from),
+        // The MSR of the last read found listed (before the first, none: MSR
+        // numbers are `u32`s). Batches read the same MSRs on each CPU, or
+        // again and again on one: a read of it again needs no search.
+        let mut listed = u64::MAX;
+        // (A loop, not a closure that `all` would call: it was not inlined.)
+        for op in ops {
+            if op.op != opcode::RDMSR {
+                return self.check_from(entries, ops);
+            }
+            let msr = u64::from(op.reg);
+            if msr != listed {
+                if lookup(entries, op.reg).is_none() {
+                    return self.check_from(entries, ops);
+                }
+                listed = msr;
+            }
         }
+        // Every op a read of a listed MSR. (A refused batch is checked again
+        // from its first op: this loop does not count them.)
+        Ok(())
     }
 
-    /// [`Snapshot::check`] from `ops[from]` on, one [`Snapshot::verdict`]
-    /// per op.
+    /// [`Snapshot::check`] of a batch that has an op other than a read of
+    /// a listed MSR: one [`Snapshot::verdict`] per op, from the first.
     #[inline(never)]
-    fn check_from(&self, entries: &[Entry], ops: &[Op], from: usize) -> Result<(), Rejected> {
-        for (i, op) in ops.iter().enumerate().skip(from) {
+    fn check_from(&self, entries: &[Entry], ops: &[Op]) -> Result<(), Rejected> {
+        for (i, op) in ops.iter().enumerate() {
             self.verdict(entries, op).map_err(|err| Rejected {
                 err,
                 index: i as u32,
@@ -478,6 +493,13 @@ mod tests {
         assert!(r.check(&reads[..2]).is_ok());
         assert!(r.check(&reads[1..]) == Err(Rejected { err: EACCES, index: 1 }));
         assert!(r.check(&reads) == Err(Rejected { err: EACCES, index: 2 }));
+        // A read of the MSR found listed just before needs no search, but
+        // another MSR does, listed or not, also after a write or a read of
+        // an MSR that is listed too.
+        let aux = op(opcode::RDMSR, 0xc000_0103, [0, 0]);
+        assert!(r.check(&[ok[0], ok[0], aux, aux, ok[0]]).is_ok());
+        assert!(r.check(&[ok[0], ok[1], reads[2]]) == Err(Rejected { err: EACCES, index: 2 }));
+        assert!(r.check(&[ok[0], aux, ok[0], reads[2], ok[0]]) == Err(Rejected { err: EACCES, index: 3 }));
         let none = Snapshot(None);
         assert!(none.check(&ok[3..]).is_ok());
         assert!(none.check(&ok[..1]) == Err(Rejected { err: EACCES, index: 0 }));
