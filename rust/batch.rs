@@ -106,7 +106,9 @@ const _: () = assert!(uapi::F_ALL & F_MASKED_WRITES == 0);
 pub(crate) const F_CONFINED: u32 = 1 << 30;
 const _: () = assert!(uapi::F_ALL & F_CONFINED == 0);
 
-/// Checks the batch header.
+/// Checks the batch header. (Inlined: out of line, its result was made and
+/// tested again by the caller.)
+#[inline(always)]
 pub(crate) fn check_header(b: &Batch) -> Result<(), Rejected> {
     if b.version != uapi::ABI_VERSION {
         return Err(crate::compat::eprotonosupport().into());

@@ -27,8 +27,18 @@ pub(crate) struct Access {
 
 impl Access {
     /// How `file` was opened.
+    #[inline(always)]
     pub(crate) fn of(file: &File) -> Self {
-        let mode = file.flags() & bindings::O_ACCMODE;
+        // The C struct's address without `File::flags`, whose
+        // `Opaque::get` is not inlined: a call on every ioctl. `File` and
+        // `Opaque` are `repr(transparent)`, so the `File` is at the address
+        // of its `struct file`.
+        let raw = core::ptr::from_ref(file).cast::<bindings::file>();
+        // SAFETY: `raw` is the address of the file's `struct file` (as just
+        // said), valid while the reference is. `f_flags` is read as
+        // `File::flags` reads it (a volatile read, for `READ_ONCE`).
+        let flags = unsafe { core::ptr::addr_of!((*raw).f_flags).read_volatile() };
+        let mode = flags & bindings::O_ACCMODE;
         Access {
             read: mode == bindings::O_RDONLY || mode == bindings::O_RDWR,
             write: mode == bindings::O_WRONLY || mode == bindings::O_RDWR,
