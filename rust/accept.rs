@@ -118,13 +118,17 @@ impl Incoming {
         check(ops, plan, caller, purpose)?;
         // INVARIANT: `plan` was made from `ops`, which passed `caller`'s
         // checks.
-        then(Accepted {
+        let ran = then(Accepted {
             ops,
             plan,
             ptr: self.ptr,
             flags,
             rules: caller.rules,
-        })
+        });
+        if let Ok(plan) = planned {
+            plan.free();
+        }
+        ran
     }
 
     /// Copies the ops, for [`Purpose::Keep`], into memory of their own and

@@ -442,6 +442,20 @@ impl Plan {
         self.nr_writes
     }
 
+    /// Drops the plan, in line: only a grouped plan holds memory. (Its
+    /// drop glue was a call, and a test of the variant, on every batch.)
+    #[inline(always)]
+    pub(crate) fn free(self) {
+        match self.targets {
+            Targets::Many { order, runs } => {
+                drop(order);
+                drop(runs);
+            }
+            // Nothing to free (the rest are plain values).
+            targets @ (Targets::One(_) | Targets::Few(_)) => core::mem::forget(targets),
+        }
+    }
+
     /// Validates `ops` (in array order: the first invalid op is the one
     /// named) and, for more than [`FEW`] ops on several CPUs, groups them by
     /// CPU. `nr_cpus` is `nr_cpu_ids` and `possible` tells whether a CPU
