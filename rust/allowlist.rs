@@ -450,6 +450,48 @@ mod tests {
         Ok(())
     }
 
+    /// (helper-24's review.) `Snapshot::check` against one verdict per op, in order, on
+    /// random batches of reads of listed and unlisted MSRs and writes.
+    #[test]
+    fn check_matches_its_verdicts_op_by_op() -> Result {
+        let r = rules(LIST)?;
+        let entries = r.entries();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let pool = [
+            op(opcode::RDMSR, 0x10, [0, 0]),
+            op(opcode::RDMSR, 0x10, [0, 0]),
+            op(opcode::RDMSR, 0xc000_0103, [0, 0]),
+            op(opcode::RDMSR, 0x199, [0, 0]),
+            op(opcode::RDMSR, 0x11, [0, 0]),
+            op(opcode::WRMSR, 0x10, [0, 0]),
+            op(opcode::WRMSR, 0xc000_0103, [5, 0]),
+            op(opcode::RDPMC, 0x10, [0, 0]),
+            op(opcode::RDTSC, 0, [0, 0]),
+        ];
+        let mut ops = KVVec::new();
+        for _ in 0..5000 {
+            ops.clear();
+            let n = 1 + rnd(12);
+            let bad = 1 + rnd(30);
+            for _ in 0..n {
+                let k = if rnd(bad) == 0 { rnd(pool.len() as u64) } else { rnd(4) };
+                ops.push(pool[k as usize], GFP_KERNEL)?;
+            }
+            let want = ops
+                .iter()
+                .enumerate()
+                .find_map(|(i, o)| r.verdict(entries, o).err().map(|err| Rejected { err, index: i as u32 }));
+            assert!(r.check(&ops).err() == want);
+        }
+        Ok(())
+    }
+
     #[test]
     fn check_names_the_first_op_outside_the_rules() -> Result {
         let r = rules(LIST)?;

@@ -405,8 +405,9 @@ enum Sums {
 ///
 /// # Invariants
 ///
-/// Only [`Plan::new`] makes one (through [`Plan::one`] for one op), from
-/// the ops it describes (of which a run changes only `status` and `val`):
+/// Only [`Plan::one`] (one op) and [`Plan::many`] (more) make one, which
+/// [`Plan::new`] and [`plan`] call, from the ops it describes (of which a
+/// run changes only `status` and `val`):
 ///
 /// - `targets` is `One(cpu)` when every op is on `cpu`. Otherwise, for at
 ///   most [`FEW`] ops, `Few`, whose [`Chains`] chain each op, in array
@@ -495,13 +496,15 @@ impl Plan {
         // test skips the rest. `plain` is its code and flags as
         // `code_and_flags` reads them (no op has them if the first op is of
         // another kind).
-        let plain = ops.first().map_or(u32::MAX, |op| match op.op {
-            opcode::RDMSR | opcode::RDPMC => u32::from(op.op),
-            _ => u32::MAX,
+        // (A `u64`: every `u32` is the code and flags of some op, even
+        // `u32::MAX`, an op of code 0xffff with flags 0xffff.)
+        let plain = ops.first().map_or(u64::MAX, |op| match op.op {
+            opcode::RDMSR | opcode::RDPMC => u64::from(op.op),
+            _ => u64::MAX,
         });
         // (A range, not `enumerate`, whose count is checked for overflow.)
         for (i, op) in (0..ops.len()).zip(ops) {
-            let is_plain = code_and_flags(op) == plain && op.arg == [0, 0];
+            let is_plain = u64::from(code_and_flags(op)) == plain && op.arg == [0, 0];
             if is_plain && u64::from(op.cpu) == known_cpu {
                 continue;
             }
@@ -2464,6 +2467,153 @@ mod tests {
             polls.push(p(0), GFP_KERNEL)?;
         }
         one_too_many(polls, p(0))?;
+        Ok(())
+    }
+
+    /// (helper-24's review.) The sentinel `u32::MAX` of `Plan::many`'s `plain` (first op
+    /// neither RDMSR nor RDPMC) is `code_and_flags` of an op with code
+    /// 0xffff and flags 0xffff: such an op is taken as a plain read.
+    #[test]
+    fn no_op_is_plain_unless_it_reads() -> Result {
+        let bad = Op { op: 0xffff, flags: 0xffff, ..op(opcode::RDTSC, 0, 0x1234, [0, 0]) };
+        let r = Plan::new(&[op(opcode::RDTSC, 0, 0, [0, 0]), bad], 0, 5, |_| true).err();
+        assert_eq!(r, Some(Rejected { err: crate::compat::eopnotsupp(), index: 1 }));
+        let r = Plan::new(&[bad, bad], 0, 5, |_| true).err();
+        assert_eq!(r, Some(Rejected { err: crate::compat::eopnotsupp(), index: 0 }));
+        Ok(())
+    }
+
+    /// (helper-24's review.) `Plan::new` against a reference of the checks it must make,
+    /// op by op in array order, on random batches.
+    #[test]
+    fn plan_matches_a_reference_of_its_checks() -> Result {
+        let possible = |cpu: u32| cpu != 3;
+        let reference = |ops: &[Op], flags: u32| -> Result<(Option<u16>, Option<u32>, u32), Rejected> {
+            let mut sums = [0u64; 8];
+            let (mut first_write, mut nr_writes) = (None, 0u32);
+            for (i, o) in ops.iter().enumerate() {
+                check_op(o).map_err(|e| Rejected::at(e, i))?;
+                if flags & uapi::F_TIMESTAMPS != 0 && !stamps_fit(o, flags) {
+                    return Err(Rejected::at(EINVAL, i));
+                }
+                if o.cpu >= 5 || !possible(o.cpu) {
+                    return Err(Rejected::at(ENODEV, i));
+                }
+                sums[o.cpu as usize] += wait_ns(o);
+                if sums[o.cpu as usize] > uapi::MAX_CPU_DELAY_NS {
+                    return Err(Rejected::at(ERANGE, i));
+                }
+                if is_write(o) {
+                    first_write = first_write.or(Some(i as u32));
+                    nr_writes += 1;
+                }
+            }
+            let uniform = ops.iter().all(|o| o.op == ops[0].op).then_some(ops[0].op);
+            Ok((uniform, first_write, nr_writes))
+        };
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut ops = KVVec::with_capacity(80, GFP_KERNEL)?;
+        for _ in 0..4000 {
+            ops.clear();
+            let n = 2 + rnd(70) as usize;
+            let bad_rate = [0u64, 0, 4, 32, 200][rnd(5) as usize];
+            let ncpus = 1 + rnd(3) as u32;
+            let base = if rnd(4) == 0 { opcode::RDPMC } else { opcode::RDMSR };
+            let flags = if rnd(2) == 0 { uapi::F_TIMESTAMPS } else { 0 };
+            let mut cpu = 0u32;
+            for _ in 0..n {
+                if rnd(4) == 0 {
+                    cpu = rnd(u64::from(ncpus)) as u32;
+                }
+                let mut o = op(base, cpu, 0x10, [0, 0]);
+                if bad_rate != 0 && rnd(bad_rate) == 0 {
+                    o = match rnd(14) {
+                        0 => Op { flags: 1, ..o },
+                        1 => Op { arg: [0, 1], ..o },
+                        2 => Op { cpu: 3, ..o },
+                        3 => Op { cpu: 5, ..o },
+                        4 => op(opcode::RDTSCP, cpu, 0, [0, 0]),
+                        5 => op(opcode::RMWMSR, cpu, 0x10, [1, 1]),
+                        6 => Op { op: 0xffff, flags: 0xffff, ..o },
+                        7 => Op { op: 0, ..o },
+                        8 => op(opcode::RDTSC, cpu, 1, [0, 0]),
+                        9 => Op { arg: [1, 0], ..o },
+                        _ => op(opcode::DELAY, cpu, 0, [uapi::MAX_DELAY_NS, 0]),
+                    };
+                } else if rnd(6) == 0 {
+                    o = match rnd(6) {
+                        0 => op(opcode::RDTSC, cpu, 0, [0, 0]),
+                        1 => op(opcode::WRMSR, cpu, 0x10, [5, 0]),
+                        2 => op(opcode::DELAY, cpu, 0, [uapi::MAX_DELAY_NS, 0]),
+                        3 => op(if base == opcode::RDMSR { opcode::RDPMC } else { opcode::RDMSR }, cpu, 0, [0, 0]),
+                        4 => op(opcode::CPUID, cpu, 7, [0, 0]),
+                        _ => op(opcode::RDCR4, cpu, 0, [0, 0]),
+                    };
+                }
+                if rnd(50) == 0 {
+                    o.op = opcode::RDTSC;
+                    o.reg = 0;
+                    o.arg = [0, 0];
+                    o.flags = 0;
+                }
+                ops.push(o, GFP_KERNEL)?;
+            }
+            if rnd(5) == 0 {
+                // A first op of another kind.
+                ops[0] = op(opcode::RDTSC, ops[0].cpu, 0, [0, 0]);
+            }
+            let want = reference(&ops, flags);
+            let got = Plan::new(&ops, flags, 5, possible);
+            match (&want, &got) {
+                (Err(w), Err(g)) => {
+                    if w != g {
+                        pr_err!("plan and reference differ: want {:?} got {:?} flags {}\n", w, g, flags);
+                        for (i, o) in ops.iter().enumerate() {
+                            pr_err!("  op {}: op {} flags {} cpu {} reg {} arg {:?}\n", i, o.op, o.flags, o.cpu, o.reg, o.arg);
+                        }
+                    }
+                    assert_eq!(w, g)
+                }
+                (Ok((uniform, first_write, nr_writes)), Ok(p)) => {
+                    assert_eq!((p.uniform, p.first_write, p.nr_writes), (*uniform, *first_write, *nr_writes));
+                    let one = ops.iter().all(|o| o.cpu == ops[0].cpu);
+                    match &p.targets {
+                        Targets::One(c) => assert!(one && *c == ops[0].cpu),
+                        Targets::Few(chains) => {
+                            assert!(!one && ops.len() <= FEW);
+                            let mut seen = [false; FEW];
+                            for &f in chains.firsts() {
+                                let mut last = None;
+                                for i in chains.walk(f) {
+                                    assert!(!seen[i] && ops[i].cpu == ops[usize::from(f)].cpu);
+                                    assert!(last.map_or(true, |l| l < i));
+                                    seen[i] = true;
+                                    last = Some(i);
+                                }
+                            }
+                            assert!(seen[..ops.len()].iter().all(|&s| s));
+                        }
+                        Targets::Many { order, runs } => {
+                            assert!(!one && ops.len() > FEW);
+                            let mut total = 0;
+                            for run in runs.iter() {
+                                let count = ops.iter().filter(|o| o.cpu == run.cpu).count();
+                                assert_eq!(run.len as usize, count);
+                                total += count;
+                            }
+                            assert_eq!((total, order.len()), (ops.len(), ops.len()));
+                        }
+                    }
+                }
+                _ => panic!("plan and reference disagree: {:?} vs {:?}", want.as_ref().err(), got.as_ref().err()),
+            }
+        }
         Ok(())
     }
 

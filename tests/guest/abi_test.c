@@ -213,6 +213,10 @@ static void test_op_validation(void)
 	expect_rejected(&op, EOPNOTSUPP, "op code 0");
 	op = mkop(MSRBATCH_OP_MAX + 1, 0, 0, 0, 0);
 	expect_rejected(&op, EOPNOTSUPP, "unknown op code");
+	/* Its code and flags were once the "no plain op" value of the kernel's validation. */
+	op = mkop(0xffff, 0, 0x1234, 0, 0);
+	op.flags = 0xffff;
+	expect_rejected(&op, EOPNOTSUPP, "op code 0xffff, flags 0xffff");
 	op = mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0);
 	op.flags = 1;
 	expect_rejected(&op, EINVAL, "non-zero op flags");

@@ -13,7 +13,10 @@
 #    the system's apt sources are never touched.
 #
 # On success it writes $MSRB_CACHE/toolchain.env, which the other scripts source.
-# Sourced (tests/harness/test-provision.sh), it only defines its functions.
+# Sourced (tests/harness/test-provision.sh), it runs none of its steps: it
+# sets its variables and shell options (errexit, nounset, pipefail),
+# defines its functions (msrb_die exits the shell that sourced it) and makes
+# the cache's directory.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
