@@ -456,13 +456,8 @@ mod tests {
     fn check_matches_its_verdicts_op_by_op() -> Result {
         let r = rules(LIST)?;
         let entries = r.entries();
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut rnd = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut seed = crate::helpers::XorShift(0x2545_f491_4f6c_dd1d);
+        let mut rnd = move |n: u64| seed.below(n);
         let pool = [
             op(opcode::RDMSR, 0x10, [0, 0]),
             op(opcode::RDMSR, 0x10, [0, 0]),

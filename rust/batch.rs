@@ -2511,13 +2511,8 @@ mod tests {
             let uniform = ops.iter().all(|o| o.op == ops[0].op).then_some(ops[0].op);
             Ok((uniform, first_write, nr_writes))
         };
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rnd = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut seed = crate::helpers::XorShift(0x9e37_79b9_7f4a_7c15);
+        let mut rnd = move |n: u64| seed.below(n);
         let mut ops = KVVec::with_capacity(80, GFP_KERNEL)?;
         for _ in 0..4000 {
             ops.clear();

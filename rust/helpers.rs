@@ -285,6 +285,23 @@ impl Drop for ThreadGroup {
     }
 }
 
+/// A xorshift64 generator of the KUnit tests' random batches (the same
+/// from run to run, for a seed other than 0).
+#[cfg(CONFIG_KUNIT = "y")]
+pub(crate) struct XorShift(pub(crate) u64);
+
+#[cfg(CONFIG_KUNIT = "y")]
+impl XorShift {
+    /// The next number, taken below `n` (not 0).
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        let x = &mut self.0;
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *x % n
+    }
+}
+
 #[kunit_tests(msrbatch_helpers)]
 mod tests {
     use super::*;
