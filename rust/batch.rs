@@ -2587,7 +2587,7 @@ mod tests {
                                 let mut last = None;
                                 for i in chains.walk(f) {
                                     assert!(!seen[i] && ops[i].cpu == ops[usize::from(f)].cpu);
-                                    assert!(last.map_or(true, |l| l < i));
+                                    assert!(last.is_none_or(|l| l < i));
                                     seen[i] = true;
                                     last = Some(i);
                                 }
