@@ -779,11 +779,7 @@ impl Shares<'_> {
     /// there is no share `k`).
     #[inline(always)]
     fn cpu(&self, ops: &[Op], k: usize) -> u32 {
-        let cpu = match self {
-            Shares::Few(chains) => chains.first_of(k).and_then(|f| ops.get(usize::from(f))).map(|op| op.cpu),
-            Shares::Grouped { runs, .. } => runs.get(k).map(|r| r.cpu),
-        };
-        cpu.unwrap_or(u32::MAX)
+        self.share(ops, k).map_or(u32::MAX, |(cpu, _)| cpu)
     }
 
     /// Each share's CPU, of the batch `ops`, into an outcome of `buf`, as
