@@ -18,7 +18,11 @@
  * confined_batch_cpus4x1, confined_prepared_cpus4x1 and
  * confined_batch_cpus4x8 (those shapes on a descriptor opened without
  * CAP_SYS_RAWIO, confined by an allowlist that lists IA32_PAT, loaded for
- * the run and put back after it, as icount_bench's), enotty (an ioctl the
+ * the run and put back after it, as icount_bench's), floor_batch_local_1,
+ * floor_prepared_local_1, floor_batch_remote_1, floor_prepared_remote_1,
+ * floor_batch_cpus4x1 and floor_prepared_cpus4x1 (those shapes through
+ * /dev/msrbatch_floor, the floor driver of tests/guest/floor, which the
+ * harness loads), enotty (an ioctl the
  * driver refuses), getppid (a raw system call), empty (the loop alone). Each
  * shape runs 100 times before its window (translation, caches, the
  * prepared batch's first run), 31 times one by one between two RDTSCs
@@ -61,10 +65,13 @@ static void fill(int ncpus, int first_cpu, int per)
 
 enum kind { PLAIN, PREPARED, ENOTTY_IOCTL, GETPPID, EMPTY };
 
+/* A shape's descriptor: the floor driver's (tests/guest/floor), not msrbatch's. */
+#define FLOOR 2
+
 static const struct {
 	const char *name;
 	enum kind kind;
-	int ncpus, first, per, confined;
+	int ncpus, first, per, confined;	/* confined: 2 for the floor driver */
 } shapes[] = {
 	{ "batch_local_1", PLAIN, 1, 0, 1, 0 },
 	{ "prepared_local_1", PREPARED, 1, 0, 1, 0 },
@@ -80,6 +87,12 @@ static const struct {
 	{ "confined_batch_cpus4x1", PLAIN, NCPU, 0, 1, 1 },
 	{ "confined_prepared_cpus4x1", PREPARED, NCPU, 0, 1, 1 },
 	{ "confined_batch_cpus4x8", PLAIN, NCPU, 0, 8, 1 },
+	{ "floor_batch_local_1", PLAIN, 1, 0, 1, FLOOR },
+	{ "floor_prepared_local_1", PREPARED, 1, 0, 1, FLOOR },
+	{ "floor_batch_remote_1", PLAIN, 1, 1, 1, FLOOR },
+	{ "floor_prepared_remote_1", PREPARED, 1, 1, 1, FLOOR },
+	{ "floor_batch_cpus4x1", PLAIN, NCPU, 0, 1, FLOOR },
+	{ "floor_prepared_cpus4x1", PREPARED, NCPU, 0, 1, FLOOR },
 	{ "enotty", ENOTTY_IOCTL, 0, 0, 0, 0 },
 	{ "getppid", GETPPID, 0, 0, 0, 0 },
 	{ "empty", EMPTY, 0, 0, 0, 0 },
@@ -197,7 +210,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (int b = a; b < argc && conf < 0; b++) {
-		if (shapes[shape_of(argv[b])].confined) {
+		if (shapes[shape_of(argv[b])].confined == 1) {
 			/* As icount_bench's: an allowlist that lists IA32_PAT. */
 			conf = open_confined("0x00000277 0x0000000000000000\n", &loaded);
 			if (conf < 0) {
@@ -215,10 +228,16 @@ int main(int argc, char **argv)
 	}
 	for (; a < argc; a++) {
 		int s = shape_of(argv[a]), h = -1, many = shapes[s].per == MANY;
-		int fd = shapes[s].confined ? conf : priv;
+		int fd = shapes[s].confined == FLOOR ? open("/dev/msrbatch_floor", O_RDWR | O_CLOEXEC)
+			 : shapes[s].confined ? conf : priv;
 		long bad, calls;
 		unsigned long long best;
 
+		if (fd < 0) {
+			fprintf(stderr, "icount_profile: /dev/msrbatch_floor: %s\n", strerror(errno));
+			rc = 1;
+			break;
+		}
 		fill(shapes[s].ncpus, shapes[s].first, shapes[s].per);
 		if (shapes[s].kind == PREPARED) {
 			h = prepare(fd, ops, hdr.nr_ops, NULL);
@@ -253,6 +272,8 @@ int main(int argc, char **argv)
 			rc = 1;
 		if (h >= 0)
 			ioctl(fd, MSRBATCH_IOC_UNPREPARE, (unsigned long)h);
+		if (shapes[s].confined == FLOOR)
+			close(fd);	/* and its prepared batch with it */
 	}
 out:
 	if (conf >= 0)

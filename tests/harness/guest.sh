@@ -41,7 +41,8 @@ guest_module() {
 	local mod="$GUEST_DIR/module" stamp
 	stamp=$(guest_module_key) || return
 	if guest_stamp_ok "$GUEST_DIR/module.stamp" "$stamp" \
-		"$GUEST_DIR/msrbatch.ko" "$GUEST_DIR/msrbatch-unsigned.ko" "$GUEST_DIR/msrbatch_test_pmu.ko"; then
+		"$GUEST_DIR/msrbatch.ko" "$GUEST_DIR/msrbatch-unsigned.ko" "$GUEST_DIR/msrbatch_test_pmu.ko" \
+		"$GUEST_DIR/msrbatch_floor.ko"; then
 		echo "msrbatch: module: up to date" >&2
 		return 0
 	fi
@@ -72,6 +73,14 @@ guest_module() {
 	make -s -C "$KBUILD" M="$mod/test-pmu" LLVM="$LLVM" W=1 modules >&2 || return
 	"$KBUILD/scripts/sign-file" "$hash" "$key" "$cert" "$mod/test-pmu/msrbatch_test_pmu.ko" \
 		"$GUEST_DIR/msrbatch_test_pmu.ko" || return
+	# The floor of the small batches' paths (msrbatch's ABI, the least a
+	# driver does for it), loaded by icount_bench's runs only; at the
+	# tree's relative place, for its include of the uapi header.
+	mkdir -p "$mod/tests/guest/floor"
+	cp "$MSRB_TOP"/tests/guest/floor/Kbuild "$MSRB_TOP"/tests/guest/floor/*.[ch] "$mod/tests/guest/floor/"
+	make -s -C "$KBUILD" M="$mod/tests/guest/floor" LLVM="$LLVM" W=1 modules >&2 || return
+	"$KBUILD/scripts/sign-file" "$hash" "$key" "$cert" "$mod/tests/guest/floor/msrbatch_floor.ko" \
+		"$GUEST_DIR/msrbatch_floor.ko" || return
 	echo "$stamp" >"$GUEST_DIR/module.stamp"
 }
 
@@ -85,7 +94,7 @@ guest_module_key() {
 		cd "$MSRB_TOP" &&
 			sha256sum rust/Kbuild rust/*.rs rust/*.[ch] include/uapi/linux/msrbatch*.h \
 				userspace/msrbatch-sys/src/uapi.rs userspace/msrbatch-sys/src/frozen_abi.rs Cargo.toml tests/guest/test-pmu/Kbuild \
-				tests/guest/test-pmu/*.c tests/harness/guest.sh "$KBUILD/include/config/kernel.release" \
+				tests/guest/test-pmu/*.c tests/guest/floor/Kbuild tests/guest/floor/*.[ch] tests/harness/guest.sh "$KBUILD/include/config/kernel.release" \
 				"$KBUILD/certs/signing_key.x509" &&
 			echo "$KBUILD $LLVM $RUSTC $BINDGEN"
 	) | sha256sum | cut -d' ' -f1
@@ -150,8 +159,8 @@ guest_userspace() {
 	for c in "$MSRB_TOP"/tests/guest/*.c; do
 		[ -e "$c" ] || continue
 		local bin="$GUEST_OUT/cbin/$(basename "$c" .c)"
-		guest_stale "$bin" "$c" "$uapi" "$MSRB_TOP/include/uapi/linux/msrbatch_msr_safe.h" "$MSRB_TOP"/tests/guest/*.h "$ksft/kselftest.h" ||
-			guest_stale "$bin-32" "$c" "$uapi" "$MSRB_TOP/include/uapi/linux/msrbatch_msr_safe.h" "$MSRB_TOP"/tests/guest/*.h "$ksft/kselftest.h" || continue
+		guest_stale "$bin" "$c" "$uapi" "$MSRB_TOP/include/uapi/linux/msrbatch_msr_safe.h" "$MSRB_TOP"/tests/guest/*.h "$MSRB_TOP"/tests/guest/floor/*.h "$ksft/kselftest.h" ||
+			guest_stale "$bin-32" "$c" "$uapi" "$MSRB_TOP/include/uapi/linux/msrbatch_msr_safe.h" "$MSRB_TOP"/tests/guest/*.h "$MSRB_TOP"/tests/guest/floor/*.h "$ksft/kselftest.h" || continue
 		gcc -static -O2 -Wall -Wextra -Werror -I"$MSRB_TOP/include/uapi" -I"$ksft" -o "$bin" "$c" || return
 		gcc -m32 -static -O2 -Wall -Wextra -Werror -I"$MSRB_TOP/include/uapi" -I"$ksft" -o "$bin-32" "$c" || return
 	done
@@ -176,7 +185,8 @@ guest_rootfs() {
 	cp /bin/busybox "$root/bin/"
 	ln -s busybox "$root/bin/sh"
 	cp "$MSRB_TOP/tests/harness/init" "$root/init"
-	cp "$GUEST_DIR/msrbatch.ko" "$GUEST_DIR/msrbatch-unsigned.ko" "$GUEST_DIR/msrbatch_test_pmu.ko" "$root/lib/modules/"
+	cp "$GUEST_DIR/msrbatch.ko" "$GUEST_DIR/msrbatch-unsigned.ko" "$GUEST_DIR/msrbatch_test_pmu.ko" \
+		"$GUEST_DIR/msrbatch_floor.ko" "$root/lib/modules/"
 	# Our binaries stripped: the initramfs is unpacked by the guest kernel,
 	# which is slow under TCG (and slower still with KASAN).
 	for f in "$rel"/* "$rel"/examples/* "$GUEST_OUT"/cbin/*; do

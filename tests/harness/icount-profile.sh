@@ -133,6 +133,8 @@ else
 	# The module's code sections and the kernel's _stext (KASLR's offset, if
 	# any; the boot asks for nokaslr), for the symbols.
 	setup='for s in /sys/module/msrbatch/sections/.text* /sys/module/msrbatch/sections/.noinstr*; do [ -e "$s" ] && echo "SECTION ${s##*/} $(cat "$s")"; done; grep " _stext$" /proc/kallsyms | sed "s/^/KALLSYMS /"'
+	# The floor driver's (tests/guest/floor), for the floor_ shapes.
+	setup="$setup; insmod /lib/modules/msrbatch_floor.ko && for s in /sys/module/msrbatch_floor/sections/.text*; do echo \"FSECTION \${s##*/} \$(cat \"\$s\")\"; done"
 	rc=0
 	GUEST_QEMU_EXTRA="-plugin $so,out=$out/windows.txt" guest_boot icount-profile "$setup; $cmd" 1800 nokaslr || rc=$?
 	[ $rc -eq 0 ] || msrb_die "the guest run failed (exit $rc; see $GUEST_DIR/runs/icount-profile)"
@@ -142,7 +144,8 @@ fi
 user_bin="$GUEST_OUT/cbin/icount_profile"
 python3 "$MSRB_TOP/tests/harness/icount-profile/report.py" "$out/windows.txt" "$out/output.log" \
 	"$KBUILD/vmlinux" "$GUEST_DIR/msrbatch-unsigned.ko" "$user_bin" \
-	"$MSRB_TOP/tests/harness/icount-budget.txt" "$top" "$insns" "$annotate" >"$out/profile.txt" ||
+	"$MSRB_TOP/tests/harness/icount-budget.txt" "$top" "$insns" "$annotate" \
+	"$GUEST_DIR/module/tests/guest/floor/msrbatch_floor.ko" >"$out/profile.txt" ||
 	msrb_die "report.py failed on $out/windows.txt"
 cat "$out/profile.txt"
 [ -z "$copy" ] || cp "$out/profile.txt" "$copy"

@@ -2,12 +2,13 @@
 # SPDX-License-Identifier: GPL-2.0
 """The tables of tests/harness/icount-profile.sh.
 
-report.py WINDOWS OUTPUT_LOG VMLINUX MODULE_KO USER_BIN BUDGETS [TOP] [INSNS] [ANNOTATE]
+report.py WINDOWS OUTPUT_LOG VMLINUX MODULE_KO USER_BIN BUDGETS [TOP] [INSNS] [ANNOTATE] [FLOOR_KO]
 
 WINDOWS: the plugin's file (per window: instruction address, executions).
 OUTPUT_LOG: the guest's output: `icount_profile: window K: SHAPE: ...`
 lines, the module's section addresses (`SECTION NAME ADDR`) and the
-kernel's _stext from /proc/kallsyms (`KALLSYMS ADDR _stext`).
+kernel's _stext from /proc/kallsyms (`KALLSYMS ADDR _stext`), and those
+of the floor driver (tests/guest/floor, `FSECTION NAME ADDR`) when loaded.
 Each window's instructions go to the function that contains each one
 (kernel: VMLINUX's symbols, moved by KASLR's offset if any; module: the
 .ko's symbols at the guest's section addresses; user space: USER_BIN's),
@@ -15,6 +16,7 @@ per call (the window's count over its N calls), sorted.
 TOP: rows per table (default 25); INSNS: that many hottest instructions
 too (default 0); ANNOTATE: a regular expression: the disassembly of each
 function it matches that ran, each instruction with its executions per call.
+FLOOR_KO: the floor driver's .ko, whose functions are named `[floor] ...`.
 """
 import bisect
 import re
@@ -117,8 +119,9 @@ def main():
     top = int(sys.argv[7]) if len(sys.argv) > 7 else 25
     ninsns = int(sys.argv[8]) if len(sys.argv) > 8 else 0
     annotate = re.compile(sys.argv[9]) if len(sys.argv) > 9 and sys.argv[9] else None
+    floor_ko = sys.argv[10] if len(sys.argv) > 10 and sys.argv[10] else None
 
-    shapes, sections, stext = {}, {}, None
+    shapes, sections, fsections, stext = {}, {}, {}, None
     for line in open(log_path, errors="replace"):
         line = line.strip()
         m = re.match(r"icount_profile: window (\d+): (\S+): (\d+) calls, (\d+) failed, rdtsc min (\d+)", line)
@@ -127,6 +130,9 @@ def main():
         m = re.match(r"SECTION (\S+) 0x([0-9a-f]+)$", line)
         if m:
             sections[m.group(1)] = int(m.group(2), 16)
+        m = re.match(r"FSECTION (\S+) 0x([0-9a-f]+)$", line)
+        if m:
+            fsections[m.group(1)] = int(m.group(2), 16)
         m = re.match(r"KALLSYMS ([0-9a-f]+) \S+ _stext$", line)
         if m:
             stext = int(m.group(1), 16)
@@ -141,6 +147,8 @@ def main():
     msyms = Symbols(elf_functions(module, sections)) if sections else None
     usyms = Symbols(elf_functions(user_bin))
     mod_lo = min(sections.get(s, 1 << 64) for s in sections if s.startswith(".text")) if sections else 0
+    fsyms = Symbols(elf_functions(floor_ko, fsections)) if floor_ko and fsections else None
+    floor_lo = min(fsections.get(s, 1 << 64) for s in fsections if s.startswith(".text")) if fsections else 0
 
     budgets = {}
     for line in open(budgets_path):
@@ -163,10 +171,14 @@ def main():
         if addr < 1 << 47:
             n, off = usyms.find(addr)
             return "[user] " + (n or "?"), off
-        if msyms and addr >= mod_lo:
-            n, off = msyms.find(addr)
-            if n and off < 1 << 20:
-                return "[msrbatch] " + shorten(n), off
+        # The module loaded last (the higher address) first: the other's
+        # last function would seem to run on into it.
+        for lo, syms, name in sorted(((mod_lo, msyms, "[msrbatch] "), (floor_lo, fsyms, "[floor] ")),
+                                     key=lambda m: -m[0]):
+            if syms and addr >= lo:
+                n, off = syms.find(addr)
+                if n and off < 1 << 20:
+                    return name + shorten(n), off
         n, off = ksyms.find(addr)
         return (n or "?"), off
 
@@ -190,7 +202,7 @@ def main():
               f"{user / n:.1f} (libc's wrapper; the loop's own {loop / n:.1f} left out)")
         # The kernel's share split three ways: a floor of a path is at least
         # the kernel's own instructions on it (issue #26's floor rule).
-        own = sum(c for fn, c in per_fn.items() if fn.startswith("[msrbatch]"))
+        own = sum(c for fn, c in per_fn.items() if fn.startswith("[msrbatch]") or fn.startswith("[floor]"))
         crate = sum(c for fn, c in per_fn.items() if fn.startswith("rust_helper_") or ("kernel::" in fn and not fn.startswith("[")))
         rest = total - user - own - crate
         print(f"  of the kernel's: the module {own / n:.1f}, the kernel crate and its C helpers for Rust {crate / n:.1f}, "
@@ -224,10 +236,11 @@ def main():
                     continue
                 done.add(fn)
                 addr = next(a for a in counts[w] if where(a)[0] == fn)
-                if fn.startswith("[msrbatch]"):
-                    lo, hi = msyms.bounds(addr)
+                if fn.startswith("[msrbatch]") or fn.startswith("[floor]"):
+                    syms, ko = (msyms, module) if fn.startswith("[msrbatch]") else (fsyms, floor_ko)
+                    lo, hi = syms.bounds(addr)
                     sec, off = SECTION_OF[lo]
-                    text = {lo + a - off: t for a, t in disassemble(module, off, off + hi - lo, sec).items()}
+                    text = {lo + a - off: t for a, t in disassemble(ko, off, off + hi - lo, sec).items()}
                 else:
                     lo, hi = ksyms.bounds(addr)
                     text = {a + koff: t for a, t in disassemble(vmlinux, lo - koff, hi - koff).items()}
