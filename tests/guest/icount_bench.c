@@ -128,12 +128,22 @@ static int floor_agrees(int fd, int priv)
 	h.ops = (__u64)(uintptr_t)mine;
 	for (unsigned int i = 0; i < n; i++)
 		ops[i].val[0] = ops[i].val[1] = ~0ULL;
-	if (ioctl(fd, MSRBATCH_IOC_BATCH, &hdr) || hdr.nr_failed || ioctl(priv, MSRBATCH_IOC_BATCH, &h) ||
-	    h.nr_failed)
+	if (ioctl(fd, MSRBATCH_IOC_BATCH, &hdr) || hdr.nr_failed) {
+		printf("# floor driver: batch of %u ops: %s, %u failed\n", n, strerror(errno), hdr.nr_failed);
 		return 0;
-	for (unsigned int i = 0; i < n; i++)
-		if (ops[i].status || ops[i].val[0] != mine[i].val[0] || ops[i].val[1] != mine[i].val[1])
+	}
+	if (ioctl(priv, MSRBATCH_IOC_BATCH, &h) || h.nr_failed) {
+		printf("# msrbatch: batch of %u ops: %s, %u failed\n", n, strerror(errno), h.nr_failed);
+		return 0;
+	}
+	for (unsigned int i = 0; i < n; i++) {
+		if (ops[i].status || ops[i].val[0] != mine[i].val[0] || ops[i].val[1] != mine[i].val[1]) {
+			printf("# floor driver: op %u: status %d, values %#llx %#llx; msrbatch's %#llx %#llx\n", i,
+			       ops[i].status, (unsigned long long)ops[i].val[0], (unsigned long long)ops[i].val[1],
+			       (unsigned long long)mine[i].val[0], (unsigned long long)mine[i].val[1]);
 			return 0;
+		}
+	}
 	return 1;
 }
 
@@ -145,13 +155,10 @@ static double floor_plain(int priv, int reps)
 
 	if (fd < 0)
 		return -1;
-	if (!floor_agrees(fd, priv)) {
-		printf("# floor driver: batch of %u ops: %s, %u failed, or not msrbatch's results\n",
-		       hdr.nr_ops, strerror(errno), hdr.nr_failed);
+	if (!floor_agrees(fd, priv))
 		failed = 1;
-	} else {
+	else
 		t = MEASURE(reps, ioctl(fd, MSRBATCH_IOC_BATCH, &hdr));
-	}
 	close(fd);
 	return t;
 }
