@@ -271,13 +271,13 @@ static long floor_ioctl_prepare(struct floor_file *ff, struct msrbatch_prepare _
 
 	if (copy_from_user(&req, ureq, sizeof(req)))
 		return -EFAULT;
-	if (ff->prepared)
+	if (READ_ONCE(ff->prepared))
 		return -ENOSPC;
 	if (req.version != MSRBATCH_ABI_VERSION || req.flags || req.reserved || !req.nr_ops ||
 	    req.nr_ops > FLOOR_MAX_OPS)
 		return -EINVAL;
-	b = kmalloc(sizeof(*b), GFP_KERNEL_ACCOUNT);
-	results = kcalloc(req.nr_ops, sizeof(*results), GFP_KERNEL_ACCOUNT);
+	b = kmalloc_obj(*b, GFP_KERNEL_ACCOUNT);
+	results = kzalloc_objs(*results, req.nr_ops, GFP_KERNEL_ACCOUNT);
 	if (!b || !results) {
 		err = -ENOMEM;
 		goto fail;
@@ -295,7 +295,10 @@ static long floor_ioctl_prepare(struct floor_file *ff, struct msrbatch_prepare _
 		goto fail;
 	}
 	/* Release: the batch's making before the pointer that shows it. */
-	smp_store_release(&ff->prepared, b);
+	if (cmpxchg_release(&ff->prepared, NULL, b)) {
+		err = -ENOSPC;	/* another prepare was quicker */
+		goto fail;
+	}
 	return 0;
 fail:
 	kfree(b);
@@ -307,6 +310,7 @@ fail:
 
 static long floor_ioctl_run(struct floor_file *ff, unsigned long handle)
 {
+	/* Acquire: pairs with the release that showed the batch made. */
 	struct floor_batch *b = smp_load_acquire(&ff->prepared);
 	u32 failed;
 
@@ -342,7 +346,7 @@ static int floor_open(struct inode *inode, struct file *file)
 
 	if (!capable(CAP_SYS_RAWIO))
 		return -EPERM;
-	ff = kzalloc(sizeof(*ff), GFP_KERNEL_ACCOUNT);
+	ff = kzalloc_obj(*ff, GFP_KERNEL_ACCOUNT);
 	if (!ff)
 		return -ENOMEM;
 	file->private_data = ff;
