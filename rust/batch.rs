@@ -367,22 +367,27 @@ impl Plan {
             opcode::RDMSR | opcode::RDPMC => u64::from(op.op),
             _ => u64::MAX,
         });
-        // (A range, not `enumerate`, whose count is checked for overflow.)
-        for (i, op) in (0..ops.len()).zip(ops) {
+        // An op's index, worked out from its address where it is needed
+        // (not counted beside the ops, which took a register and cost the
+        // loop a load an op; nor `enumerate`, whose count is checked for
+        // overflow).
+        let base = ops.as_ptr() as usize;
+        let index = |op: &Op| (core::ptr::from_ref(op) as usize).wrapping_sub(base) / size_of::<Op>();
+        for op in ops {
             let is_plain = u64::from(code_and_flags(op)) == plain && op.arg == [0, 0];
             if is_plain && u64::from(op.cpu) == known_cpu {
                 continue;
             }
             if !is_plain {
-                check_op(op).map_err(|e| Rejected::at(e, i))?;
+                check_op(op).map_err(|e| Rejected::at(e, index(op)))?;
                 // Nothing of this is computed per op without timestamps.
                 if stamps && !stamps_fit(op, flags) {
-                    return Err(Rejected::at(EINVAL, i));
+                    return Err(Rejected::at(EINVAL, index(op)));
                 }
             }
             if u64::from(op.cpu) != known_cpu {
                 if op.cpu >= nr_cpus || !possible(op.cpu) {
-                    return Err(Rejected::at(ENODEV, i));
+                    return Err(Rejected::at(ENODEV, index(op)));
                 }
                 known_cpu = u64::from(op.cpu);
                 if let Sums::One(one_delay) = sums {
@@ -408,7 +413,7 @@ impl Plan {
                 }
                 // Each wait was bounded by `check_op`, and there are at most
                 // `FEW` of them: no overflow.
-                Sums::Few if d != 0 => ops.iter().take(i + 1).filter(|o| o.cpu == op.cpu).map(wait_ns).sum(),
+                Sums::Few if d != 0 => ops.iter().take(index(op) + 1).filter(|o| o.cpu == op.cpu).map(wait_ns).sum(),
                 Sums::Few => 0,
                 // (The ops of each CPU are counted by `group`: the plain
                 // ops skip this.)
@@ -419,10 +424,10 @@ impl Plan {
                 }
             };
             if sum > uapi::MAX_CPU_DELAY_NS {
-                return Err(Rejected::at(ERANGE, i));
+                return Err(Rejected::at(ERANGE, index(op)));
             }
             if is_write(op) {
-                first_write = first_write.or(Some(i as u32));
+                first_write = first_write.or(Some(index(op) as u32));
                 nr_writes += 1;
             }
             uniform.see(op);
