@@ -7,9 +7,9 @@
 //! 1. [`check_header`] and [`Plan::new`] validate everything that can be
 //!    validated without running anything. A batch whose ops are all on one
 //!    CPU (the common case) needs nothing more; one of at most [`FEW`] ops
-//!    that spans CPUs is chained by CPU through the array (each CPU walks
-//!    its chain), and a bigger one is grouped by CPU (a stable counting
-//!    sort). Either way each CPU keeps the array order.
+//!    that spans CPUs needs nothing more either (each CPU runs its ops
+//!    where they are in the array), and a bigger one is grouped by CPU (a
+//!    stable counting sort). Either way each CPU keeps the array order.
 //! 2. [`execute`] runs a one-CPU batch directly with interrupts off when
 //!    that is the calling CPU, else with one `smp_call_function_single()`
 //!    (which fails with `-ENXIO`, running nothing, if that CPU is offline);
@@ -233,152 +233,19 @@ pub(crate) struct CpuRun {
 }
 
 /// A batch of up to this many ops on several CPUs is planned and run without
-/// an allocation and without grouping: each CPU walks its chain of ops
-/// through the array ([`Targets::Few`]).
+/// an allocation and without grouping: each CPU runs its ops where they are
+/// in the array ([`Targets::Few`]).
 pub(crate) const FEW: usize = 32;
-
-/// In [`Chains::next`]: no later op of the same CPU.
-const END: u8 = u8::MAX;
-const _: () = assert!(FEW < END as usize);
-
-/// The ops of a batch of at most [`FEW`] ops on several CPUs, chained by CPU
-/// through the array: for each of its CPUs (its shares, in the order of
-/// their first ops) the index of its first op, and for each op the index of
-/// the next op of its CPU ([`END`] after the last).
-///
-/// # Invariants
-///
-/// Made only by [`Chains::of`], from the ops it describes: `nr <= FEW`; the
-/// `nr` first ops are of distinct CPUs; each chain, from its first op along
-/// `next`, is strictly increasing and ends at [`END`]; every op of the
-/// batch is in exactly one chain, that of its CPU. (The cross-call relies
-/// on it: no two CPUs are given the same op.)
-// Aligned for its moves: made in `Chains::of` and moved into the plan, at
-// align 1 it was copied by a call to `memcpy`, which moved its odd tail a
-// byte at a time.
-#[derive(Clone, Copy)]
-#[repr(align(8))]
-pub(crate) struct Chains {
-    first: [u8; FEW],
-    next: [u8; FEW],
-    // A word, not a byte: `firsts` takes it as a length as it is, in each
-    // CPU of the cross-call (3 instructions a CPU less).
-    nr: usize,
-}
-
-impl Chains {
-    /// The chains of `ops`: at most [`FEW`] ops, on at least two CPUs.
-    /// (Made after validation, in one pass of their own: built along it,
-    /// they were moved at each step, and cost more.)
-    #[inline(always)]
-    fn of(ops: &[Op]) -> Chains {
-        let mut chains = Chains {
-            first: [0; FEW],
-            next: [END; FEW],
-            nr: 0,
-        };
-        let ops = ops.get(..FEW).unwrap_or(ops);
-        let Some(op0) = ops.first() else {
-            return chains;
-        };
-        let Chains { first, next, nr } = &mut chains;
-        // Each chain's last op so far. Indices into `first` and `last` are
-        // chains and into `next` ops, all below `FEW`: `% FEW` tells the
-        // compiler so, for no bounds check in the loop.
-        let mut last = [0u8; FEW];
-        // Bit `cpu % 64` set for the CPU of each chain: a CPU whose bit is
-        // clear starts a chain without a look through the others.
-        let mut seen = 1u64 << (op0.cpu % 64);
-        // Op 0 starts chain 0.
-        let mut chains_so_far = 1;
-        let (mut k, mut prev) = (0, op0.cpu);
-        // (A range, not `enumerate`, whose count is checked for overflow,
-        // nor `skip`, which tests at each step whether it skipped.)
-        let rest = ops.get(1..).unwrap_or(&[]);
-        for (i, op) in (1..ops.len()).zip(rest) {
-            // Batches name few CPUs, usually one after the other: a look
-            // through the chains only where the CPU changes to one seen.
-            if op.cpu != prev {
-                prev = op.cpu;
-                let bit = 1u64 << (op.cpu % 64);
-                let known = if seen & bit != 0 {
-                    let mut firsts = first.iter().take(chains_so_far);
-                    firsts.position(|&f| ops.get(usize::from(f)).is_some_and(|o| o.cpu == op.cpu))
-                } else {
-                    None
-                };
-                if let Some(known) = known {
-                    k = known;
-                } else {
-                    seen |= bit;
-                    k = chains_so_far % FEW;
-                    first[k] = i as u8;
-                    last[k] = i as u8;
-                    chains_so_far += 1;
-                    continue;
-                }
-            }
-            next[usize::from(last[k % FEW]) % FEW] = i as u8;
-            last[k % FEW] = i as u8;
-        }
-        // At most `FEW` ops, so at most `FEW` chains, below `END`.
-        *nr = chains_so_far;
-        // INVARIANT: each op was appended to the chain of its CPU, started
-        // at its first op, each CPU once; the ops are at most `FEW`.
-        chains
-    }
-
-    /// The first op of each share, in the order of the shares.
-    fn firsts(&self) -> &[u8] {
-        // `get` never fails (`nr` is at most `FEW`), and never panics.
-        self.first.get(..self.nr).unwrap_or(&[])
-    }
-
-    /// The first op of share `k`, if there is one. (As `firsts().get(k)`,
-    /// without making the slice: one comparison, not eight instructions, in
-    /// each CPU's cross-call.)
-    #[inline(always)]
-    fn first_of(&self, k: usize) -> Option<u8> {
-        // `k % FEW` is `k`, below `nr`, at most `FEW`: it only tells the
-        // compiler so, for no second bounds check.
-        (k < self.nr).then(|| self.first[k % FEW])
-    }
-
-    /// The indices of the ops of the chain that starts at op `first`, in
-    /// array order.
-    fn walk(&self, first: u8) -> Walk<'_> {
-        Walk {
-            next: &self.next,
-            at: first,
-        }
-    }
-}
-
-/// The op indices of one of a [`Chains`]' chains ([`Chains::walk`]).
-struct Walk<'a> {
-    next: &'a [u8; FEW],
-    at: u8,
-}
-
-impl Iterator for Walk<'_> {
-    type Item = usize;
-
-    #[inline(always)]
-    fn next(&mut self) -> Option<usize> {
-        let i = usize::from(self.at);
-        self.at = *self.next.get(i)?;
-        Some(i)
-    }
-}
 
 /// Where a validated batch runs.
 pub(crate) enum Targets {
     /// Every op on this one CPU: array order is execution order, and no
     /// grouping is needed (the common case, and the fast path).
     One(u32),
-    /// At most [`FEW`] ops on several CPUs, not grouped: each CPU runs the
-    /// ops of its chain through the array ([`Chains`]).
-    Few(Chains),
+    /// At most [`FEW`] ops on several CPUs, not grouped: each CPU runs its
+    /// ops where they are in the array ([`few_outcomes`] finds each CPU's
+    /// span of the array when the batch runs).
+    Few,
     /// More ops on several CPUs, grouped.
     Many {
         /// Op indices, grouped by CPU (ascending), array order within a CPU.
@@ -410,9 +277,7 @@ enum Sums {
 /// run changes only `status` and `val`):
 ///
 /// - `targets` is `One(cpu)` when every op is on `cpu`. Otherwise, for at
-///   most [`FEW`] ops, `Few`, whose [`Chains`] chain each op, in array
-///   order, to the next of its CPU, from the first op of each of their CPUs
-///   (at least two), each CPU's op in its chain only; for more,
+///   most [`FEW`] ops on at least two CPUs, `Few`; for more,
 ///   `Many`, whose `order` holds every index below the number of ops exactly
 ///   once, grouped by CPU into `runs` (sorted by CPU; each the slice
 ///   `order[start..start + len]`, the slices tiling `order`).
@@ -453,7 +318,7 @@ impl Plan {
                 drop(runs);
             }
             // Nothing to free (the rest are plain values).
-            targets @ (Targets::One(_) | Targets::Few(_)) => core::mem::forget(targets),
+            targets @ (Targets::One(_) | Targets::Few) => core::mem::forget(targets),
         }
     }
 
@@ -502,22 +367,27 @@ impl Plan {
             opcode::RDMSR | opcode::RDPMC => u64::from(op.op),
             _ => u64::MAX,
         });
-        // (A range, not `enumerate`, whose count is checked for overflow.)
-        for (i, op) in (0..ops.len()).zip(ops) {
+        // An op's index, worked out from its address where it is needed
+        // (not counted beside the ops, which took a register and cost the
+        // loop a load an op; nor `enumerate`, whose count is checked for
+        // overflow).
+        let base = ops.as_ptr() as usize;
+        let index = |op: &Op| (core::ptr::from_ref(op) as usize).wrapping_sub(base) / size_of::<Op>();
+        for op in ops {
             let is_plain = u64::from(code_and_flags(op)) == plain && op.arg == [0, 0];
             if is_plain && u64::from(op.cpu) == known_cpu {
                 continue;
             }
             if !is_plain {
-                check_op(op).map_err(|e| Rejected::at(e, i))?;
+                check_op(op).map_err(|e| Rejected::at(e, index(op)))?;
                 // Nothing of this is computed per op without timestamps.
                 if stamps && !stamps_fit(op, flags) {
-                    return Err(Rejected::at(EINVAL, i));
+                    return Err(Rejected::at(EINVAL, index(op)));
                 }
             }
             if u64::from(op.cpu) != known_cpu {
                 if op.cpu >= nr_cpus || !possible(op.cpu) {
-                    return Err(Rejected::at(ENODEV, i));
+                    return Err(Rejected::at(ENODEV, index(op)));
                 }
                 known_cpu = u64::from(op.cpu);
                 if let Sums::One(one_delay) = sums {
@@ -543,7 +413,7 @@ impl Plan {
                 }
                 // Each wait was bounded by `check_op`, and there are at most
                 // `FEW` of them: no overflow.
-                Sums::Few if d != 0 => ops.iter().take(i + 1).filter(|o| o.cpu == op.cpu).map(wait_ns).sum(),
+                Sums::Few if d != 0 => ops.iter().take(index(op) + 1).filter(|o| o.cpu == op.cpu).map(wait_ns).sum(),
                 Sums::Few => 0,
                 // (The ops of each CPU are counted by `group`: the plain
                 // ops skip this.)
@@ -554,10 +424,10 @@ impl Plan {
                 }
             };
             if sum > uapi::MAX_CPU_DELAY_NS {
-                return Err(Rejected::at(ERANGE, i));
+                return Err(Rejected::at(ERANGE, index(op)));
             }
             if is_write(op) {
-                first_write = first_write.or(Some(i as u32));
+                first_write = first_write.or(Some(index(op) as u32));
                 nr_writes += 1;
             }
             uniform.see(op);
@@ -565,13 +435,12 @@ impl Plan {
 
         let targets = match sums {
             Sums::One(_) => Targets::One(first_cpu),
-            Sums::Few => Targets::Few(Chains::of(ops)),
+            Sums::Few => Targets::Few,
             Sums::Table(table) => Self::group(ops, table)?,
         };
-        // INVARIANT: `targets` is `One` for a batch on one CPU, `Few` with
-        // the ops chained by CPU (`Chains::of`) for at most `FEW` ops on
-        // several, else grouped by `group`; the rest was counted from the
-        // ops above.
+        // INVARIANT: `targets` is `One` for a batch on one CPU, `Few` for
+        // at most `FEW` ops on several, else grouped by `group`; the rest
+        // was counted from the ops above.
         Ok(Plan {
             targets,
             first_write,
@@ -737,74 +606,44 @@ impl Rendezvous {
     }
 }
 
-/// How each CPU of a batch on several CPUs finds its ops: its share `k`
-/// (the `k`th of [`Shares::len`]), whose [`Outcome`] names its CPU
-/// ([`Shared::find`]).
+/// How each CPU of a batch on several CPUs finds its ops: its share `k`,
+/// whose [`Outcome`] names its CPU ([`Shared::find`]).
 #[derive(Clone, Copy)]
 enum Shares<'a> {
-    /// A [`Targets::Few`]'s: share `k`'s ops are the chain from the `k`th
-    /// first op of the chains, on that op's CPU.
-    Few(&'a Chains),
+    /// A [`Targets::Few`]'s: share `k`'s ops are those of its outcome's CPU
+    /// among the ops of its span, `first..end` ([`few_outcomes`]).
+    Few,
     /// A [`Targets::Many`]'s: share `k` is `runs[k]`, its ops the indices
     /// `order[start..start + len]`.
     Grouped { order: &'a [u32], runs: &'a [CpuRun] },
 }
 
 impl Shares<'_> {
-    /// The number of shares (target CPUs).
+    /// The index of the first op of share `k`, whose outcome is `o`, of
+    /// the batch `ops`.
     #[inline(always)]
-    fn len(&self) -> usize {
+    fn first_op(&self, ops: &[Op], k: usize, o: &Outcome) -> Option<u32> {
         match self {
-            Shares::Few(chains) => chains.firsts().len(),
-            Shares::Grouped { runs, .. } => runs.len(),
+            Shares::Few => Some(o.span(ops).start as u32),
+            Shares::Grouped { order, runs } => order.get(runs.get(k)?.start as usize).copied(),
         }
     }
 
-    /// Share `k`'s CPU and the index of its first op, of the batch `ops`.
-    #[inline(always)]
-    fn share(&self, ops: &[Op], k: usize) -> Option<(u32, u32)> {
+    /// Calls `f` with each op of share `k`, whose outcome is `o`, of the
+    /// batch `ops`, in array order.
+    fn for_each_op(&self, ops: &mut [Op], k: usize, o: &Outcome, mut f: impl FnMut(&mut Op)) {
         match self {
-            Shares::Few(chains) => {
-                let first = chains.first_of(k)?;
-                Some((ops.get(usize::from(first))?.cpu, u32::from(first)))
-            }
-            Shares::Grouped { order, runs } => {
-                let run = runs.get(k)?;
-                Some((run.cpu, *order.get(run.start as usize)?))
-            }
-        }
-    }
-
-    /// Share `k`'s CPU, of the batch `ops` (`u32::MAX`, no CPU number, if
-    /// there is no share `k`).
-    #[inline(always)]
-    fn cpu(&self, ops: &[Op], k: usize) -> u32 {
-        self.share(ops, k).map_or(u32::MAX, |(cpu, _)| cpu)
-    }
-
-    /// Each share's CPU, of the batch `ops`, into an outcome of `buf`, as
-    /// many as both have: the outcomes made, in share order. (One loop per
-    /// kind of shares, not a choice of kind at each share.)
-    #[inline(always)]
-    fn outcomes<'b>(&self, ops: &[Op], buf: &'b mut [MaybeUninit<Outcome>]) -> &'b [Outcome] {
-        let of_op = |first: &u8| ops.get(usize::from(*first)).map_or(u32::MAX, |op| op.cpu);
-        match self {
-            Shares::Few(chains) => fill(buf, chains.firsts().iter().map(of_op)),
-            Shares::Grouped { runs, .. } => fill(buf, runs.iter().map(|r| r.cpu)),
-        }
-    }
-
-    /// Calls `f` with the index of each op of share `k`, in array order.
-    fn for_each_op(&self, k: usize, mut f: impl FnMut(usize)) {
-        match self {
-            Shares::Few(chains) => {
-                if let Some(first) = chains.first_of(k) {
-                    chains.walk(first).for_each(f);
-                }
+            Shares::Few => {
+                let span = ops.get_mut(o.span(ops)).unwrap_or(&mut []);
+                span.iter_mut().filter(|op| op.cpu == o.cpu).for_each(f);
             }
             Shares::Grouped { order, runs } => {
                 if let Some(mine) = runs.get(k).and_then(|r| run_of(order, r)) {
-                    mine.iter().for_each(|&i| f(i as usize));
+                    for &i in mine {
+                        if let Some(op) = ops.get_mut(i as usize) {
+                            f(op);
+                        }
+                    }
                 }
             }
         }
@@ -817,19 +656,130 @@ fn run_of<'a>(order: &'a [u32], run: &CpuRun) -> Option<&'a [u32]> {
     order.get(start..start.checked_add(run.len as usize)?)
 }
 
+/// The first `n` outcomes of `buf`.
+///
+/// # Safety
+///
+/// They are initialised; `n` is at most `buf.len()`.
+#[inline(always)]
+unsafe fn made(buf: &[MaybeUninit<Outcome>], n: usize) -> &[Outcome] {
+    // SAFETY: By our own requirements the first `n` items are initialised,
+    // and `MaybeUninit<Outcome>` has the layout of `Outcome`.
+    unsafe { core::slice::from_raw_parts(buf.as_ptr().cast::<Outcome>(), n) }
+}
+
 /// Outcomes for the CPUs of `cpus`, made in `buf` (whose items were
 /// uninitialised), as many as both have.
 #[inline(always)]
 fn fill(buf: &mut [MaybeUninit<Outcome>], cpus: impl Iterator<Item = u32>) -> &[Outcome] {
     let mut n = 0;
     for (item, cpu) in buf.iter_mut().zip(cpus) {
-        item.write(Outcome::new(cpu));
+        item.write(Outcome::new(cpu, core::ptr::null_mut()));
         n += 1;
     }
-    let made = buf.get(..n).unwrap_or(&[]);
-    // SAFETY: The first `n` items were initialised just above, and
-    // `MaybeUninit<Outcome>` has the layout of `Outcome`.
-    unsafe { &*(core::ptr::from_ref(made) as *const [Outcome]) }
+    // SAFETY: The first `n` items were initialised just above.
+    unsafe { made(buf, n) }
+}
+
+/// The shares of a [`Targets::Few`] batch, the `nr` ops at `ops` (at most
+/// [`FEW`] of them are looked at), made in `buf`: one outcome per CPU, in
+/// the order of the CPUs' first ops, each with the span of the array from
+/// its CPU's first op to past its last. One pass over the ops, when the
+/// batch runs: a plan that kept each CPU's ops (a chain through the array)
+/// was built in a pass of its own and moved with the plan, and each CPU
+/// walked its chain.
+///
+/// # Safety
+///
+/// `ops` is valid for reads of `nr` ops, and their `cpu`s do not change
+/// while the outcomes are used.
+#[inline(always)]
+unsafe fn few_outcomes(ops: *mut Op, nr: usize, buf: &mut [MaybeUninit<Outcome>; FEW]) -> &[Outcome] {
+    let end = ops.wrapping_add(nr.min(FEW));
+    // Outcomes made so far (at most one per op, so at most `FEW`: `% FEW`
+    // below tells the compiler so, for no bounds check), and the one of the
+    // op before.
+    let (mut n, mut k) = (0usize, 0usize);
+    // Bit `cpu % 64` set for the CPU of each outcome: a CPU whose bit is
+    // clear is new without a look through the others.
+    let mut seen = 0u64;
+    let mut at = ops;
+    // Each turn, a run of ops of one CPU.
+    while at != end {
+        // SAFETY: `at` is one of the ops (by our own requirements).
+        let cpu = unsafe { (*at).cpu };
+        // The span of the share of the run before reaches this op; a look
+        // through the outcomes finds this CPU's, if it was seen (batches
+        // name few CPUs, usually one after the other).
+        if n != 0 {
+            // SAFETY: Outcome `k` is made (`k < n`).
+            unsafe { buf[k % FEW].assume_init_mut() }.end = at;
+        }
+        let bit = 1u64 << (cpu % 64);
+        let known = if seen & bit != 0 {
+            // SAFETY: The first `n` are made.
+            unsafe { made(buf, n) }.iter().position(|o| o.cpu == cpu)
+        } else {
+            None
+        };
+        if let Some(j) = known {
+            k = j;
+        } else {
+            seen |= bit;
+            k = n % FEW;
+            buf[k].write(Outcome::new(cpu, at));
+            n = n.wrapping_add(1);
+        }
+        // The rest of the run: one comparison an op.
+        at = at.wrapping_add(1);
+        // SAFETY: `at` is one of the ops (checked against `end` first).
+        while at != end && unsafe { (*at).cpu } == cpu {
+            at = at.wrapping_add(1);
+        }
+    }
+    if n != 0 {
+        // SAFETY: Outcome `k` is made (`k < n`).
+        unsafe { buf[k % FEW].assume_init_mut() }.end = end;
+    }
+    // SAFETY: The first `n` are made.
+    unsafe { made(buf, n) }
+}
+
+/// The ops of one CPU among a span of a batch's ops, in array order: what
+/// its cross-call runs of a [`Targets::Few`] batch.
+///
+/// # Invariants
+///
+/// `at..end` is a span of the batch's ops (`at <= end`), of which those of
+/// CPU `cpu` are this CPU's only while the cross-call runs; no CPU writes
+/// any op's `cpu` meanwhile.
+struct OfCpu<'a> {
+    at: *mut Op,
+    end: *mut Op,
+    cpu: u32,
+    _ops: PhantomData<&'a mut Op>,
+}
+
+impl<'a> Iterator for OfCpu<'a> {
+    type Item = &'a mut Op;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<&'a mut Op> {
+        while self.at != self.end {
+            let p = self.at;
+            // INVARIANT: One op further, at most to `end`.
+            self.at = p.wrapping_add(1);
+            // SAFETY: `p` is an op of the span (the type invariants); only
+            // its `cpu` is read, which no CPU writes: no reference to an op
+            // another CPU may be writing.
+            if unsafe { (&raw const (*p).cpu).read() } == self.cpu {
+                // SAFETY: An op of this CPU, which no other CPU touches
+                // while the cross-call runs (the type invariants).
+                return Some(unsafe { &mut *p });
+            }
+        }
+        None
+    }
 }
 
 /// What every CPU of one batch reads: shared, read-only, except for the ops,
@@ -853,7 +803,7 @@ impl Shared<'_> {
     #[inline(always)]
     fn find(&self, cpu: u32) -> Option<(usize, &Outcome)> {
         let k = match self.shares {
-            Shares::Few(_) => self.outcomes.iter().position(|o| o.cpu == cpu)?,
+            Shares::Few => self.outcomes.iter().position(|o| o.cpu == cpu)?,
             Shares::Grouped { .. } => self.outcomes.binary_search_by_key(&cpu, |o| o.cpu).ok()?,
         };
         Some((k, self.outcomes.get(k)?))
@@ -862,6 +812,12 @@ impl Shared<'_> {
 
 /// A share's CPU, and what that CPU reports back to the caller of the
 /// cross-call.
+///
+/// # Invariants
+///
+/// For [`Shares::Few`] (made by [`few_outcomes`]), `first..end` is a span of
+/// the batch's ops, `first` the first op of `cpu` and `end` past its last
+/// (the cross-call runs the ops of `cpu` in it, [`OfCpu`]).
 struct Outcome {
     /// The TSC its ops started at, once it ran.
     start: AtomicU64,
@@ -872,16 +828,37 @@ struct Outcome {
     /// The CPU that runs the share (the cross-call finds its share by it;
     /// C reads it to make the cross-call's mask).
     cpu: u32,
+    /// For [`Shares::Few`]: the share's ops are those of `cpu` from op
+    /// `first` to before `end`, its first op and past its last
+    /// ([`few_outcomes`]; null for [`Shares::Grouped`]).
+    first: *mut Op,
+    end: *mut Op,
 }
 
 impl Outcome {
-    /// A share on `cpu`, not run yet.
+    /// A share on `cpu`, not run yet, whose first op is at `first` (and,
+    /// so far, its last).
     #[inline(always)]
-    fn new(cpu: u32) -> Self {
+    fn new(cpu: u32, first: *mut Op) -> Self {
         Outcome {
             start: AtomicU64::new(0),
             failed: AtomicU32::new(UNRUN),
             cpu,
+            first,
+            end: first,
+        }
+    }
+
+    /// The indices of the span `first..end` in the batch `ops`, which
+    /// [`few_outcomes`] made it of (empty if it is not of `ops`).
+    fn span(&self, ops: &[Op]) -> core::ops::Range<usize> {
+        let base = ops.as_ptr() as usize;
+        let at = |p: *mut Op| (p as usize).wrapping_sub(base) / size_of::<Op>();
+        let (first, end) = (at(self.first), at(self.end));
+        if first <= end && end <= ops.len() {
+            first..end
+        } else {
+            0..0
         }
     }
 }
@@ -1444,9 +1421,10 @@ unsafe extern "C" fn run_one_cpu<O: Outputs>(info: *mut c_void) {
 /// # Safety
 ///
 /// `info` points to a [`Shared`] that outlives the call, whose shares name
-/// valid, distinct op indices below `nr_ops`, each in one share only, whose
-/// outcomes name each share's CPU, no CPU twice, and whose writes are
-/// allowed (see [`insn::wrmsr`]).
+/// valid, distinct op indices below `nr_ops`, each in one share only (for
+/// [`Shares::Few`], the ops of each outcome's CPU), whose outcomes name each
+/// share's CPU, no CPU twice, and whose writes are allowed (see
+/// [`insn::wrmsr`]).
 unsafe extern "C" fn run_on_this_cpu(info: *mut c_void) {
     // SAFETY: By the function's safety requirements.
     let shared = unsafe { &*info.cast::<Shared<'_>>() };
@@ -1454,19 +1432,27 @@ unsafe extern "C" fn run_on_this_cpu(info: *mut c_void) {
     let Some((k, outcome)) = shared.find(cpu) else {
         return;
     };
-    let op_at = |i: usize| {
-        // SAFETY: `i < nr_ops` is checked; the index belongs to this CPU's
-        // share only, so no other reference to this op exists while we hold
-        // this one.
-        (i < shared.nr_ops).then(|| unsafe { &mut *shared.ops.add(i) })
-    };
     match shared.shares {
-        Shares::Few(chains) => {
-            let first = chains.first_of(k).unwrap_or(END);
+        Shares::Few => {
+            // INVARIANT: The span of `outcome` ([`few_outcomes`]) is of the
+            // ops; by our own requirements the ops of `cpu` are this share's
+            // only, and a run writes no op's `cpu`.
+            let mine = OfCpu {
+                at: outcome.first,
+                end: outcome.end,
+                cpu,
+                _ops: PhantomData,
+            };
             // SAFETY: By our own requirements.
-            unsafe { run_this_share(shared, outcome, in_place(chains.walk(first).filter_map(op_at))) }
+            unsafe { run_this_share(shared, outcome, in_place(mine)) }
         }
         Shares::Grouped { order, runs } => {
+            let op_at = |i: usize| {
+                // SAFETY: `i < nr_ops` is checked; the index belongs to this
+                // CPU's share only, so no other reference to this op exists
+                // while we hold this one.
+                (i < shared.nr_ops).then(|| unsafe { &mut *shared.ops.add(i) })
+            };
             let mine = runs.get(k).and_then(|r| run_of(order, r)).unwrap_or(&[]);
             // SAFETY: By our own requirements.
             unsafe { run_this_share(shared, outcome, in_place(mine.iter().filter_map(|&i| op_at(i as usize)))) }
@@ -1677,10 +1663,9 @@ pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan) -> Result<Executed, Re
     match &plan.targets {
         // SAFETY: By our own requirements.
         Targets::One(cpu) => unsafe { execute_one(ops, *cpu, mode, InPlace) },
-        // SAFETY: By our own requirements; by the plan's invariants each op
-        // is in the chain of its CPU's share only, and the first ops of the
-        // chains are of distinct CPUs.
-        Targets::Few(chains) => unsafe { execute_many(ops, Shares::Few(chains), mode, sync) },
+        // SAFETY: By our own requirements; each CPU's share is its ops
+        // (`few_outcomes` makes one share per CPU).
+        Targets::Few => unsafe { execute_many(ops, Shares::Few, mode, sync) },
         // SAFETY: By our own requirements; `order` and `runs` are a plan's.
         Targets::Many { order, runs } => unsafe { execute_many(ops, Shares::Grouped { order, runs }, mode, sync) },
     }
@@ -1788,36 +1773,44 @@ unsafe fn execute_one<O: Outputs>(ops: &mut [Op], cpu: u32, mode: Mode, out: O) 
 ///
 /// # Safety
 ///
-/// As [`execute`]; `shares` names each op index in exactly one share, and
-/// no CPU twice (as a [`Plan`]'s, by its type invariants).
+/// As [`execute`]; `shares` is [`Shares::Few`] for at most [`FEW`] ops, or
+/// names each op index in exactly one share, and no CPU twice (as a
+/// [`Plan`]'s, by its type invariants).
 unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: bool) -> Result<Executed, Rejected> {
-    let nr = shares.len();
-    // A confined batch with a share for a CPU that said it refuses them:
-    // a synchronised start is called off, other shares refused, without
-    // a cross-call to that CPU.
-    // Only when some CPU may have said so: one look, not one per CPU.
-    let hints = || mode.confined && crate::busy::some_cpu_refuses_confined();
-    let hinted = crate::busy::refuses_confined;
-    if sync && hints() && (0..nr).any(|k| hinted(shares.cpu(ops, k))) {
-        return Err(ETIMEDOUT.into());
-    }
     // Each share's CPU and outcome: in place for a few CPUs (only those
     // initialised), else one allocation.
     let mut few = [const { MaybeUninit::<Outcome>::uninit() }; FEW];
     // Not made, so not dropped, for a few (an empty `KVVec`'s drop still
     // calls the allocator).
     let mut many = None;
-    let outcomes: &[Outcome] = match few.get_mut(..nr) {
-        // All `nr` of them.
-        Some(few) => shares.outcomes(ops, few),
-        None => {
-            let many = many.insert(KVVec::with_capacity(nr, GFP_KERNEL_ACCOUNT)?);
-            for k in 0..nr {
-                many.push(Outcome::new(shares.cpu(ops, k)), GFP_KERNEL_ACCOUNT)?;
+    // The ops as the CPUs reach them, and the shares' spans of a few.
+    let base = ops.as_mut_ptr();
+    let outcomes: &[Outcome] = match shares {
+        // SAFETY: `base` is the `ops.len()` ops, whose `cpu` no run changes;
+        // they are used through `base` until the cross-call returns.
+        Shares::Few => unsafe { few_outcomes(base, ops.len(), &mut few) },
+        Shares::Grouped { runs, .. } => match few.get_mut(..runs.len()) {
+            // All of them.
+            Some(few) => fill(few, runs.iter().map(|r| r.cpu)),
+            None => {
+                let many = many.insert(KVVec::with_capacity(runs.len(), GFP_KERNEL_ACCOUNT)?);
+                for r in runs.iter() {
+                    many.push(Outcome::new(r.cpu, core::ptr::null_mut()), GFP_KERNEL_ACCOUNT)?;
+                }
+                many
             }
-            many
-        }
+        },
     };
+    let nr = outcomes.len();
+    // A confined batch with a share for a CPU that said it refuses them:
+    // a synchronised start is called off, other shares refused, without
+    // a cross-call to that CPU.
+    // Only when some CPU may have said so: one look, not one per CPU.
+    let hints = || mode.confined && crate::busy::some_cpu_refuses_confined();
+    let hinted = crate::busy::refuses_confined;
+    if sync && hints() && outcomes.iter().any(|o| hinted(o.cpu)) {
+        return Err(ETIMEDOUT.into());
+    }
     let mut mask = BatchMask::new()?;
     let rendezvous = sync.then(|| Rendezvous::new(nr as u32));
 
@@ -1827,9 +1820,9 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
         Err(e) if e == ENXIO => {
             // The first op of the lowest-numbered CPU that is offline (as
             // for a grouped batch, whose shares are in CPU order).
-            let offline = (0..nr)
-                .filter_map(|k| shares.share(ops, k))
-                .filter(|&(cpu, _)| !cpu_online_now(cpu))
+            let offline = (outcomes.iter().enumerate())
+                .filter(|(_, o)| !cpu_online_now(o.cpu))
+                .filter_map(|(k, o)| Some((o.cpu, shares.first_op(ops, k, o)?)))
                 .min_by_key(|&(cpu, _)| cpu);
             return Err(Rejected {
                 err: ENXIO,
@@ -1855,7 +1848,7 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
     }
 
     let shared = Shared {
-        ops: ops.as_mut_ptr(),
+        ops: base,
         nr_ops: ops.len(),
         shares,
         mode,
@@ -1864,9 +1857,9 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
     };
     // SAFETY: `run_on_this_cpu` gets a `Shared` that lives until this call
     // returns (`wait` is true). By our own requirements every index is in
-    // one share only, and `outcomes` has each share's CPU (`Shares::cpu`),
-    // no CPU twice, so the CPUs write disjoint ops (each checks its indices
-    // against `nr_ops`). The writes are allowed by our own
+    // one share only (`few_outcomes`: each CPU's ops are its share's), and
+    // `outcomes` has each share's CPU, no CPU twice, so the CPUs write
+    // disjoint ops (each checks its indices against `nr_ops`). The writes are allowed by our own
     // requirements. We are in process context with interrupts on, as the
     // function requires.
     unsafe {
@@ -1886,31 +1879,37 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
     let (mut first, mut last) = (u64::MAX, 0u64);
     let mut nr_failed = 0u32;
     for (k, o) in outcomes.iter().enumerate() {
-        let mut unrun = |status| {
-            let mut n = 0u32;
-            shares.for_each_op(k, |i| {
-                if let Some(op) = ops.get_mut(i) {
-                    InPlace.put(op, (), status, [0, 0]);
-                    n += 1;
-                }
-            });
-            n
-        };
-        nr_failed += match o.failed.load(Ordering::Relaxed) {
-            REFUSED => unrun(status::ETIME),
-            UNRUN => unrun(status::ENXIO),
+        // (Each share's ops at most `MAX_OPS`, all of them at most that: no
+        // overflow, and no check of it.)
+        nr_failed = nr_failed.wrapping_add(match o.failed.load(Ordering::Relaxed) {
+            REFUSED => unrun(ops, shares, k, o, status::ETIME),
+            UNRUN => unrun(ops, shares, k, o, status::ENXIO),
             failed => {
                 let t = o.start.load(Ordering::Relaxed);
                 first = first.min(t);
                 last = last.max(t);
                 failed
             }
-        };
+        });
     }
     Ok(Executed {
         nr_failed,
         start_spread: last.saturating_sub(first),
     })
+}
+
+/// Gives each op of share `k` of `ops`, whose outcome `o` says it did not
+/// run, `status`; returns how many. (Out of line: a share that ran is the
+/// rule, and the closure's frame was made for each share.)
+#[cold]
+#[inline(never)]
+fn unrun(ops: &mut [Op], shares: Shares<'_>, k: usize, o: &Outcome, status: i32) -> u32 {
+    let mut n = 0u32;
+    shares.for_each_op(ops, k, o, |op| {
+        InPlace.put(op, (), status, [0, 0]);
+        n += 1;
+    });
+    n
 }
 
 #[kunit_tests(msrbatch_batch)]
@@ -2119,15 +2118,39 @@ mod tests {
         Ok(ops)
     }
 
+    /// The shares of the [`Targets::Few`] batch `ops`, made in `buf`.
+    fn few<'b>(ops: &mut [Op], buf: &'b mut [MaybeUninit<Outcome>; FEW]) -> &'b [Outcome] {
+        // SAFETY: `ops` is `ops.len()` ops, unchanged while the outcomes are
+        // used (they only name them).
+        unsafe { few_outcomes(ops.as_mut_ptr(), ops.len(), buf) }
+    }
+
+    /// The op indices a cross-call on the CPU of outcome `o` runs of a
+    /// [`Targets::Few`] batch `ops` (its [`OfCpu`] over its span), in its
+    /// order.
+    fn of_cpu(ops: &mut [Op], o: &Outcome) -> Result<KVVec<usize>> {
+        let span = o.span(ops);
+        let base = ops.as_mut_ptr();
+        // INVARIANT: A span of `ops`, which nothing else touches meanwhile.
+        let mine = OfCpu { at: base.wrapping_add(span.start), end: base.wrapping_add(span.end), cpu: o.cpu, _ops: PhantomData };
+        let mut got = KVVec::new();
+        for op in mine {
+            got.push((core::ptr::from_mut(op) as usize - base as usize) / size_of::<Op>(), GFP_KERNEL)?;
+        }
+        Ok(got)
+    }
+
     /// Checks what a plan of RDTSCs on `cpus` (as CPU numbers, in array
     /// order) must be: one CPU, `One`; more than `FEW` ops on several,
-    /// `Many`; else `Few`, whose `Chains` keep their type invariants (the
-    /// cross-call's soundness rests on them).
-    fn check_chains(cpus: &[u32]) -> Result {
-        let ops = rdtscs(cpus)?;
+    /// `Many`; else `Few`, whose shares ([`few_outcomes`], one per CPU, and
+    /// what each CPU's cross-call runs of them, [`OfCpu`]) give each op to
+    /// the CPU it names, once, in array order (the cross-call's soundness
+    /// rests on it).
+    fn check_shares(cpus: &[u32]) -> Result {
+        let mut ops = rdtscs(cpus)?;
         let p = Plan::new(&ops, 0, 1024, |_| true).map_err(|r| r.err)?;
         let distinct = cpus.iter().enumerate().filter(|&(i, c)| !cpus[..i].contains(c)).count();
-        let chains = match &p.targets {
+        match &p.targets {
             Targets::One(c) => {
                 assert!(distinct == 1 && *c == cpus[0]);
                 return Ok(());
@@ -2136,37 +2159,41 @@ mod tests {
                 assert!(cpus.len() > FEW && distinct >= 2);
                 return Ok(());
             }
-            Targets::Few(chains) => chains,
-        };
-        assert!(cpus.len() <= FEW && distinct >= 2 && chains.nr == distinct);
-        let firsts = chains.firsts();
+            Targets::Few => {}
+        }
+        assert!(cpus.len() <= FEW && distinct >= 2);
+        let mut buf = [const { MaybeUninit::<Outcome>::uninit() }; FEW];
+        let outcomes = few(&mut ops, &mut buf);
+        assert_eq!(outcomes.len(), distinct);
         let mut seen = [0u32; FEW];
-        for (k, &first) in firsts.iter().enumerate() {
-            // Each chain starts at its CPU's first op; the chains' CPUs are
-            // distinct, in the order of their first ops.
-            let f = usize::from(first);
-            let cpu = cpus[f];
-            assert!(!cpus[..f].contains(&cpu));
-            assert!(firsts[..k].iter().all(|&g| cpus[usize::from(g)] != cpu && g < first));
-            // Each op of the chain is its CPU's, after the one before.
+        for (k, o) in outcomes.iter().enumerate() {
+            // Each share's span runs from its CPU's first op to past its
+            // last; the shares' CPUs are distinct, in the order of their
+            // first ops, not yet run.
+            let (f, e) = (o.span(&ops).start, o.span(&ops).end);
+            assert!(f < e && e <= cpus.len() && cpus[f] == o.cpu && cpus[e - 1] == o.cpu);
+            assert!(!cpus[..f].contains(&o.cpu) && !cpus[e..].contains(&o.cpu));
+            assert!(outcomes[..k].iter().all(|p| p.cpu != o.cpu && p.first < o.first));
+            assert!(o.span(&ops) == (f..e) && (f..e).len() <= FEW);
+            assert_eq!(o.failed.load(Ordering::Relaxed), UNRUN);
+            // Each op its cross-call runs is its CPU's, after the one before.
             let mut prev = None;
-            for i in chains.walk(first) {
-                assert!(i < cpus.len() && cpus[i] == cpu && prev < Some(i));
+            for i in of_cpu(&mut ops, o)? {
+                assert!(i < cpus.len() && cpus[i] == o.cpu && prev < Some(i));
                 seen[i] += 1;
                 prev = Some(i);
             }
         }
-        // Every op in exactly one chain; no link past the ops.
+        // Every op in exactly one share.
         assert!(seen[..cpus.len()].iter().all(|&n| n == 1));
-        assert!(chains.next[cpus.len()..].iter().all(|&n| n == END));
         Ok(())
     }
 
     #[test]
-    fn chains_hold_for_every_pattern() -> Result {
+    fn few_shares_hold_for_every_pattern() -> Result {
         // Shapes (one CPU then others, alternating, each op its own CPU,
         // runs, a CPU that comes back, high CPU numbers, CPUs 64 apart, whom
-        // `Chains::of`'s first look cannot tell apart) at every length up to
+        // `few_outcomes`'s first look cannot tell apart) at every length up to
         // one past `FEW` (helper-18's review).
         for n in 2..=FEW as u32 + 1 {
             for shape in 0..14u32 {
@@ -2192,7 +2219,7 @@ mod tests {
                     };
                     cpus.push(c, GFP_KERNEL)?;
                 }
-                check_chains(&cpus)?;
+                check_shares(&cpus)?;
             }
         }
         // And 5000 pseudo-random ones (xorshift): 2 to `FEW + 1` ops on up
@@ -2210,7 +2237,7 @@ mod tests {
                 y = y.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
                 cpus.push(((y >> 33) as u32 % k) * 97 % 1024, GFP_KERNEL)?;
             }
-            check_chains(&cpus)?;
+            check_shares(&cpus)?;
         }
         Ok(())
     }
@@ -2218,7 +2245,7 @@ mod tests {
     /// The share a cross-call on `cpu` finds ([`Shared::find`]), of
     /// `shares`, whose CPUs are `cpus`.
     fn find(shares: Shares<'_>, cpus: &[u32], cpu: u32) -> Option<usize> {
-        let outcomes = [0, 1, 2].map(|k| Outcome::new(cpus.get(k).copied().unwrap_or(u32::MAX)));
+        let outcomes = [0, 1, 2].map(|k| Outcome::new(cpus.get(k).copied().unwrap_or(u32::MAX), core::ptr::null_mut()));
         let shared = Shared {
             ops: core::ptr::null_mut(),
             nr_ops: 0,
@@ -2236,58 +2263,71 @@ mod tests {
     fn grouping_keeps_array_order_per_cpu() -> Result {
         let ops = rdtscs(&[2, 0, 2, 1, 0, 2])?;
         let p = Plan::new(&ops, 0, 4, |_| true).map_err(|r| r.err)?;
-        // At most `FEW` ops: each CPU's first op, in array order, and each
+        // At most `FEW` ops: a share per CPU, in the order of their first
+        // ops, each CPU's span from its first op to past its last, and each
         // CPU finds its own ops in array order.
-        let Targets::Few(chains) = &p.targets else {
-            panic!("three CPUs in six ops not planned as a few");
-        };
-        assert_eq!(chains.firsts(), &[0, 1, 3]);
-        let shares = Shares::Few(chains);
-        let cpus = [0, 1, 2, 3].map(|k| shares.cpu(&ops, k));
-        assert_eq!((shares.len(), cpus), (3, [2, 0, 1, u32::MAX]));
-        assert_eq!((find(shares, &cpus[..3], 0), find(shares, &cpus[..3], 1), find(shares, &cpus[..3], 3)), (Some(1), Some(2), None));
-        let firsts = [0, 1, 2, 3].map(|k| shares.share(&ops, k));
-        assert_eq!(firsts, [Some((2, 0)), Some((0, 1)), Some((1, 3)), None]);
+        assert!(matches!(p.targets, Targets::Few));
+        let mut ops = ops;
+        let mut buf = [const { MaybeUninit::<Outcome>::uninit() }; FEW];
+        let outcomes = few(&mut ops, &mut buf);
+        let spans = [0, 1, 2].map(|k| outcomes.get(k).map(|o| (o.cpu, o.span(&ops))));
+        assert_eq!((outcomes.len(), spans), (3, [Some((2, 0..6)), Some((0, 1..5)), Some((1, 3..4))]));
+        let cpus = [2, 0, 1];
+        assert_eq!((find(Shares::Few, &cpus, 0), find(Shares::Few, &cpus, 1), find(Shares::Few, &cpus, 3)), (Some(1), Some(2), None));
         for (k, want) in [&[0usize, 2, 5][..], &[1, 4], &[3]].into_iter().enumerate() {
+            assert_eq!(Shares::Few.first_op(&ops, k, &outcomes[k]), Some(want[0] as u32));
+            assert_eq!(&of_cpu(&mut ops, &outcomes[k])?[..], want);
+            // As the caller marks a share that did not run.
+            let mut copy = KVVec::new();
+            copy.extend_from_slice(&ops, GFP_KERNEL)?;
+            let mut buf = [const { MaybeUninit::<Outcome>::uninit() }; FEW];
+            let theirs = few(&mut copy, &mut buf);
+            // Outcomes of other ops name none of them.
+            let mut none = true;
+            Shares::Few.for_each_op(&mut copy, k, &outcomes[k], |_| none = false);
+            assert!(none);
             let mut got = KVVec::new();
             let mut pushed = Ok(());
-            shares.for_each_op(k, |i| pushed = pushed.and(got.push(i, GFP_KERNEL)));
+            Shares::Few.for_each_op(&mut copy, k, &theirs[k], |op| {
+                op.status = status::ENXIO;
+                pushed = pushed.and(got.push(op.cpu, GFP_KERNEL));
+            });
             pushed?;
-            assert_eq!(&got[..], want);
+            assert_eq!(got.len(), want.len());
+            assert!(copy.iter().enumerate().all(|(i, op)| (op.status == status::ENXIO) == want.contains(&i)));
         }
-        // A first CPU's ops before any other's are chained too; each chain
-        // ends.
-        let two = rdtscs(&[1, 1, 1, 0, 1, 0])?;
+        // A first CPU's ops before any other's are its share too.
+        let mut two = rdtscs(&[1, 1, 1, 0, 1, 0])?;
         let p2 = Plan::new(&two, 0, 4, |_| true).map_err(|r| r.err)?;
-        let Targets::Few(chains) = &p2.targets else {
-            panic!("two CPUs in six ops not planned as a few");
-        };
-        assert_eq!(chains.firsts(), &[0, 3]);
-        assert!(chains.walk(0).eq([0, 1, 2, 4]) && chains.walk(3).eq([3, 5]) && chains.walk(END).next().is_none());
-        // Exactly `FEW` ops: chained, every op in one chain, that of its
-        // CPU, in array order; one more: grouped. On `FEW` CPUs, a chain
-        // each.
+        assert!(matches!(p2.targets, Targets::Few));
+        let mut buf = [const { MaybeUninit::<Outcome>::uninit() }; FEW];
+        let outcomes = few(&mut two, &mut buf);
+        let spans = [0, 1, 2].map(|k| outcomes.get(k).map(|o| (o.cpu, o.span(&two))));
+        assert_eq!(spans, [Some((1, 0..5)), Some((0, 3..6)), None]);
+        assert_eq!(&of_cpu(&mut two, &outcomes[0])?[..], &[0, 1, 2, 4]);
+        assert_eq!(&of_cpu(&mut two, &outcomes[1])?[..], &[3, 5]);
+        // Exactly `FEW` ops: a few, every op in one share, that of its CPU,
+        // in array order; one more: grouped. On `FEW` CPUs, a share each.
         for (ncpus, pattern) in [(FEW as u32, 1u32), (5, 7), (2, 3)] {
             let mut many = KVVec::new();
             for i in 0..=FEW as u32 {
                 many.push(op(opcode::RDTSC, i * pattern % ncpus, 0, [0, 0]), GFP_KERNEL)?;
             }
             let p = Plan::new(&many[..FEW], 0, 64, |_| true).map_err(|r| r.err)?;
-            let Targets::Few(chains) = &p.targets else {
-                panic!("{FEW} ops on {ncpus} CPUs not chained");
-            };
+            assert!(matches!(p.targets, Targets::Few));
+            let mut buf = [const { MaybeUninit::<Outcome>::uninit() }; FEW];
+            let outcomes = few(&mut many[..FEW], &mut buf);
             let mut seen = [0u32; FEW];
-            for &first in chains.firsts() {
-                let cpu = many[usize::from(first)].cpu;
+            for o in outcomes {
                 let mut prev = None;
-                for i in chains.walk(first) {
-                    assert!(many[i].cpu == cpu && prev < Some(i));
+                for i in of_cpu(&mut many[..FEW], o)? {
+                    assert!(many[i].cpu == o.cpu && prev < Some(i));
                     seen[i] += 1;
                     prev = Some(i);
                 }
             }
             assert!(seen.iter().all(|&n| n == 1));
-            assert_eq!(chains.firsts().len(), ncpus.min(FEW as u32) as usize);
+            assert_eq!(outcomes.len(), ncpus.min(FEW as u32) as usize);
             let p = Plan::new(&many, 0, 64, |_| true).map_err(|r| r.err)?;
             assert!(matches!(p.targets, Targets::Many { .. }));
         }
@@ -2313,7 +2353,7 @@ mod tests {
             ]
         );
         let shares = Shares::Grouped { order, runs };
-        assert_eq!((shares.cpu(&big, 1), shares.share(&big, 1)), (1, Some((1, 3))));
+        assert_eq!(shares.first_op(&big, 1, &Outcome::new(1, core::ptr::null_mut())), Some(3));
         let found = [0, 1, 2, 3].map(|cpu| find(shares, &[0, 1, 2], cpu));
         assert_eq!(found, [Some(0), Some(1), Some(2), None]);
         // All on one CPU: no grouping.
@@ -2576,20 +2616,7 @@ mod tests {
                     let one = ops.iter().all(|o| o.cpu == ops[0].cpu);
                     match &p.targets {
                         Targets::One(c) => assert!(one && *c == ops[0].cpu),
-                        Targets::Few(chains) => {
-                            assert!(!one && ops.len() <= FEW);
-                            let mut seen = [false; FEW];
-                            for &f in chains.firsts() {
-                                let mut last = None;
-                                for i in chains.walk(f) {
-                                    assert!(!seen[i] && ops[i].cpu == ops[usize::from(f)].cpu);
-                                    assert!(last.is_none_or(|l| l < i));
-                                    seen[i] = true;
-                                    last = Some(i);
-                                }
-                            }
-                            assert!(seen[..ops.len()].iter().all(|&s| s));
-                        }
+                        Targets::Few => assert!(!one && ops.len() <= FEW),
                         Targets::Many { order, runs } => {
                             assert!(!one && ops.len() > FEW);
                             let mut total = 0;
