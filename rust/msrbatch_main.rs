@@ -218,10 +218,14 @@ impl MiscDevice for MsrBatchFile {
 
     fn ioctl(this: Pin<&MsrBatchFile>, file: &File, cmd: u32, arg: usize) -> Result<isize> {
         let access = Access::of(file);
-        // The commonest first, in one comparison: the `match` tests its
-        // codes as a tree, where `MSRBATCH_IOC_BATCH` was the fourth test.
+        // The commonest first, one comparison each: the `match` tests its
+        // codes as a tree, where `MSRBATCH_IOC_BATCH` was the fourth test
+        // and `MSRBATCH_IOC_RUN` the fifth.
         if cmd == IOC_BATCH {
             return this.batch(arg, access);
+        }
+        if cmd == IOC_RUN {
+            return this.run_prepared(arg, access);
         }
         let rules = this.get_ref().rules.as_ref();
         match cmd {
