@@ -1737,9 +1737,20 @@ unsafe fn execute_one<O: Outputs>(ops: &mut [Op], cpu: u32, mode: Mode, out: O) 
             // SAFETY: Interrupts are off until `_irq` is dropped, after this
             // token; it is the only one of this section.
             let mut irqs = unsafe { IrqsOff::new() };
+            let n = ops.len();
+            let mut pairs = out.pair(ops);
             // SAFETY: We run on `cpu` with interrupts off; the writes are
             // allowed by our own requirements.
-            Some(unsafe { run_share(&mut irqs, out.pair(ops), &mode, None, out) })
+            Some(unsafe {
+                if n == 1 {
+                    // A batch of one op, the commonest: a sequence the
+                    // compiler knows to be of one op at most, whose loop
+                    // is no loop.
+                    run_share(&mut irqs, pairs.next().into_iter(), &mode, None, out)
+                } else {
+                    run_share(&mut irqs, pairs, &mode, None, out)
+                }
+            })
         } else {
             None
         }
