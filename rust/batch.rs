@@ -1672,17 +1672,17 @@ pub(crate) struct Executed {
 /// copied into every one.
 #[inline(always)]
 pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan) -> Result<Executed, Rejected> {
-    let mode = Mode::of(plan);
     let sync = plan.flags & uapi::F_SYNC_START != 0;
+    let mode = || Mode::of(plan);
     match &plan.targets {
         // SAFETY: By our own requirements.
-        Targets::One(cpu) => unsafe { execute_one(ops, *cpu, mode, InPlace) },
+        Targets::One(cpu) => unsafe { execute_one(ops, *cpu, plan, InPlace) },
         // SAFETY: By our own requirements; by the plan's invariants each op
         // is in the chain of its CPU's share only, and the first ops of the
         // chains are of distinct CPUs.
-        Targets::Few(chains) => unsafe { execute_many(ops, Shares::Few(chains), mode, sync) },
+        Targets::Few(chains) => unsafe { execute_many(ops, Shares::Few(chains), mode(), sync) },
         // SAFETY: By our own requirements; `order` and `runs` are a plan's.
-        Targets::Many { order, runs } => unsafe { execute_many(ops, Shares::Grouped { order, runs }, mode, sync) },
+        Targets::Many { order, runs } => unsafe { execute_many(ops, Shares::Grouped { order, runs }, mode(), sync) },
     }
 }
 
@@ -1711,7 +1711,7 @@ pub(crate) unsafe fn execute_cold(ops: &mut [Op], plan: &Plan) -> Result<Execute
 pub(crate) unsafe fn execute_into(ops: &mut [Op], plan: &Plan, out: ToResults<'_>) -> Option<Result<Executed, Rejected>> {
     match plan.targets {
         // SAFETY: By our own requirements. One result per op: every op runs.
-        Targets::One(cpu) if out.len() == ops.len() => Some(unsafe { execute_one(ops, cpu, Mode::of(plan), out) }),
+        Targets::One(cpu) if out.len() == ops.len() => Some(unsafe { execute_one(ops, cpu, plan, out) }),
         _ => None,
     }
 }
@@ -1726,7 +1726,10 @@ pub(crate) unsafe fn execute_into(ops: &mut [Op], plan: &Plan, out: ToResults<'_
 ///
 /// As [`execute`].
 #[inline(always)]
-unsafe fn execute_one<O: Outputs>(ops: &mut [Op], cpu: u32, mode: Mode, out: O) -> Result<Executed, Rejected> {
+unsafe fn execute_one<O: Outputs>(ops: &mut [Op], cpu: u32, plan: &Plan, out: O) -> Result<Executed, Rejected> {
+    // The mode is made where each branch uses it: made before them, for
+    // both, it was kept on the stack across the calls of the local one, a
+    // store and a load a field (about 15 instructions a batch).
     let local = {
         // With interrupts off we stay on this CPU, as a cross-call would run.
         // SAFETY: Dropped at the end of this block, the only guard in it.
@@ -1739,6 +1742,7 @@ unsafe fn execute_one<O: Outputs>(ops: &mut [Op], cpu: u32, mode: Mode, out: O) 
             let mut irqs = unsafe { IrqsOff::new() };
             let n = ops.len();
             let mut pairs = out.pair(ops);
+            let mode = Mode::of(plan);
             // SAFETY: We run on `cpu` with interrupts off; the writes are
             // allowed by our own requirements.
             Some(unsafe {
@@ -1762,12 +1766,12 @@ unsafe fn execute_one<O: Outputs>(ops: &mut [Op], cpu: u32, mode: Mode, out: O) 
         Some(Share::CalledOff) => (0, false),
         // A confined share for a CPU that said it refuses them: refused
         // here, without a cross-call.
-        None if mode.confined && crate::busy::refuses_confined(cpu) => (0, true),
+        None if plan.flags & F_CONFINED != 0 && crate::busy::refuses_confined(cpu) => (0, true),
         None => {
             let mut job = OneCpu {
                 ops: ops.as_mut_ptr(),
                 nr_ops: ops.len(),
-                mode,
+                mode: Mode::of(plan),
                 out,
                 nr_failed: 0,
                 refused: false,
