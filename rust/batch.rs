@@ -1727,9 +1727,31 @@ pub(crate) unsafe fn execute_into(ops: &mut [Op], plan: &Plan, out: ToResults<'_
 /// As [`execute`].
 #[inline(always)]
 unsafe fn execute_one<O: Outputs>(ops: &mut [Op], cpu: u32, plan: &Plan, out: O) -> Result<Executed, Rejected> {
-    // The mode is made where each branch uses it: made before them, for
-    // both, it was kept on the stack across the calls of the local one, a
-    // store and a load a field (about 15 instructions a batch).
+    // One copy for a batch of one op, the commonest, and one for more.
+    if ops.len() == 1 {
+        // SAFETY: By our own requirements.
+        unsafe { execute_on::<O, true>(ops, cpu, plan, out) }
+    } else {
+        // SAFETY: By our own requirements.
+        unsafe { execute_on::<O, false>(ops, cpu, plan, out) }
+    }
+}
+
+/// [`execute_one`], for a batch of one op if `ONE`, else of several.
+///
+/// # Safety
+///
+/// As [`execute`]; `ops` is of one op if `ONE`.
+#[inline(always)]
+unsafe fn execute_on<O: Outputs, const ONE: bool>(ops: &mut [Op], cpu: u32, plan: &Plan, out: O) -> Result<Executed, Rejected> {
+    // For several ops the mode is made before the interrupts-off section,
+    // and kept on the stack across its calls, which leaves the loop its
+    // registers (made in the section, a prepared 1 x 4096 cost 2 an op
+    // more). For one op, where each branch uses it: kept, it was a store
+    // and a load a field (about 15 instructions a batch).
+    // (Matches, not `Option::then` and `unwrap_or_else`, whose closures
+    // were calls.)
+    let made = if ONE { None } else { Some(Mode::of(plan)) };
     let local = {
         // With interrupts off we stay on this CPU, as a cross-call would run.
         // SAFETY: Dropped at the end of this block, the only guard in it.
@@ -1740,16 +1762,17 @@ unsafe fn execute_one<O: Outputs>(ops: &mut [Op], cpu: u32, plan: &Plan, out: O)
             // SAFETY: Interrupts are off until `_irq` is dropped, after this
             // token; it is the only one of this section.
             let mut irqs = unsafe { IrqsOff::new() };
-            let n = ops.len();
             let mut pairs = out.pair(ops);
-            let mode = Mode::of(plan);
+            let mode = match made {
+                Some(mode) => mode,
+                None => Mode::of(plan),
+            };
             // SAFETY: We run on `cpu` with interrupts off; the writes are
             // allowed by our own requirements.
             Some(unsafe {
-                if n == 1 {
-                    // A batch of one op, the commonest: a sequence the
-                    // compiler knows to be of one op at most, whose loop
-                    // is no loop.
+                if ONE {
+                    // A sequence the compiler knows to be of one op at
+                    // most, whose loop is no loop.
                     run_share(&mut irqs, pairs.next().into_iter(), &mode, None, out)
                 } else {
                     run_share(&mut irqs, pairs, &mode, None, out)
@@ -1771,7 +1794,10 @@ unsafe fn execute_one<O: Outputs>(ops: &mut [Op], cpu: u32, plan: &Plan, out: O)
             let mut job = OneCpu {
                 ops: ops.as_mut_ptr(),
                 nr_ops: ops.len(),
-                mode: Mode::of(plan),
+                mode: match made {
+                    Some(mode) => mode,
+                    None => Mode::of(plan),
+                },
                 out,
                 nr_failed: 0,
                 refused: false,
