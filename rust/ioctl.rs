@@ -83,6 +83,8 @@ fn read_arg_in<T: FromBytes>(arg: usize, slot: &mut MaybeUninit<T>) -> Result<&m
     crate::helpers::read_arg_in(UserPtr::from_addr(arg), slot)
 }
 
+// A batch that ran writes its answer itself, with its results, in one call
+// (`Accepted::run`): `done` is what that call writes.
 impl Answer for Batch {
     type Done = Ran;
 
@@ -152,16 +154,15 @@ impl MsrBatchFile {
     pub(crate) fn batch(&self, arg: usize, access: Access) -> Result<isize> {
         let mut slot = MaybeUninit::uninit();
         let hdr: &mut Batch = read_arg_in(arg, &mut slot)?;
-        let made = self.run_batch(hdr, arg, access);
-        // A batch that ran but whose header could not be copied back: never
-        // EFAULT, which says that nothing ran.
-        let ran = answer(arg, hdr, made, |_, _| crate::compat::enotrecoverable())?;
-        if ran.copied {
-            Ok(0)
-        } else {
-            // The ops ran but their results could not be copied back (another
-            // thread unmapped or write-protected the array meanwhile).
-            Err(crate::compat::enotrecoverable())
+        match self.run_batch(hdr, arg, access) {
+            // The run wrote the answer, the results and the header's outputs.
+            Ok(ran) if ran.copied => Ok(0),
+            // The ops ran but their results or the header's outputs could not
+            // be copied back (another thread unmapped or write-protected the
+            // array or the header meanwhile): never EFAULT, which says that
+            // nothing ran.
+            Ok(_) => Err(crate::compat::enotrecoverable()),
+            Err(r) => answer(arg, hdr, Err(r), |_, e| e).map(|_| 0),
         }
     }
 
@@ -204,7 +205,7 @@ impl MsrBatchFile {
                 batch.write_back()?;
                 hdr.write_to(hdr_addr)?;
             }
-            batch.run()
+            batch.run(UserPtr::from_addr(hdr_addr))
         })
     }
 
