@@ -151,6 +151,7 @@ impl MsrBatchFile {
 
     /// `MSRBATCH_IOC_BATCH`: validates, runs and copies back one batch;
     /// returns 0.
+    #[inline(always)]
     pub(crate) fn batch(&self, arg: usize, access: Access) -> Result<isize> {
         let mut slot = MaybeUninit::uninit();
         let hdr: &mut Batch = read_arg_in(arg, &mut slot)?;
@@ -167,6 +168,7 @@ impl MsrBatchFile {
     }
 
     /// Accepts and runs the batch whose header, `hdr`, was read from `arg`.
+    #[inline(always)]
     fn run_batch(&self, hdr: &Batch, arg: usize, access: Access) -> Result<Ran, Rejected> {
         let incoming = Incoming::new(hdr, access)?;
         let n = incoming.len();
@@ -266,6 +268,7 @@ impl MsrBatchFile {
 
     /// `MSRBATCH_IOC_RUN`: runs prepared batch `handle`; returns the number
     /// of failed ops.
+    #[inline(always)]
     pub(crate) fn run_prepared(&self, handle: usize, access: Access) -> Result<isize> {
         let nr_failed = self.prepared.run(handle, |p| {
             if !p.has_writes() {
