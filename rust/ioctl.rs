@@ -280,7 +280,7 @@ impl MsrBatchFile {
                 Some(log) => log.save(ops),
                 None => Ok(()),
             })
-        })??;
+        })?;
         Ok(nr_failed as isize)
     }
 }

@@ -357,8 +357,10 @@ impl Table {
     /// the common path of a run. The batch counts the call in its `users`;
     /// if the table lets go of the batch meanwhile, the call drops the
     /// table's reference when it ends, the last such call if several.
+    /// (`f`'s own errors are returned as they are: a `Result` in a `Result`
+    /// cost a run 6 instructions to take apart.)
     #[inline]
-    pub(crate) fn run<R>(&self, handle: usize, f: impl FnOnce(&Prepared) -> R) -> Result<R> {
+    pub(crate) fn run<R>(&self, handle: usize, f: impl FnOnce(&Prepared) -> Result<R>) -> Result<R> {
         let Slots { slots, readers } = &self.slots;
         let slot = slots.get(handle).ok_or(ENOENT)?;
         // As in `get`.
@@ -378,7 +380,7 @@ impl Table {
         let user = User(ptr);
         let r = f(p);
         drop(user);
-        Ok(r)
+        r
     }
 
     /// Removes the batch under `handle` (`ENOENT` if none); it is freed once
