@@ -104,6 +104,7 @@ struct Globals;
 
 impl Globals {
     fn new() -> Result<Self> {
+        busy::init();
         sampler::init()?;
         // SAFETY: Once, in module init, before the devices exist.
         unsafe { allowlist::init() };
