@@ -136,6 +136,29 @@ static int floor_agrees(int fd, int priv)
 		printf("# msrbatch: batch of %u ops: %s, %u failed\n", n, strerror(errno), h.nr_failed);
 		return 0;
 	}
+	/*
+	 * And refuse what msrbatch refuses on this path (an RDMSR's unused
+	 * inputs must be 0): a floor that skipped the check would be no
+	 * floor. On copies, so that ops[] stays as fill() left it.
+	 */
+	{
+		static struct msrbatch_op bad_f[FLOOR_MAX_OPS], bad_m[FLOOR_MAX_OPS];
+		struct msrbatch_batch hf = hdr, hm = hdr;
+		int ef, em;
+
+		memcpy(bad_f, ops, n * sizeof(ops[0]));
+		bad_f[n - 1].arg[1] = 1;
+		memcpy(bad_m, bad_f, n * sizeof(ops[0]));
+		hf.ops = (__u64)(uintptr_t)bad_f;
+		hm.ops = (__u64)(uintptr_t)bad_m;
+		ef = ioctl(fd, MSRBATCH_IOC_BATCH, &hf) ? errno : 0;
+		em = ioctl(priv, MSRBATCH_IOC_BATCH, &hm) ? errno : 0;
+		if (ef != em || hf.err_index != hm.err_index) {
+			printf("# floor driver: an RDMSR with arg[1] = 1: %s, err_index %u; msrbatch's %s, err_index %u\n",
+			       strerror(ef), hf.err_index, strerror(em), hm.err_index);
+			return 0;
+		}
+	}
 	for (unsigned int i = 0; i < n; i++) {
 		if (ops[i].status || ops[i].val[0] != mine[i].val[0] || ops[i].val[1] != mine[i].val[1]) {
 			printf("# floor driver: op %u: status %d, values %#llx %#llx; msrbatch's %#llx %#llx\n", i,
