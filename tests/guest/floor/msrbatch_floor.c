@@ -37,7 +37,9 @@
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
+#include <linux/mutex.h>
 #include <linux/percpu.h>
+#include <linux/rcupdate.h>
 #include <linux/slab.h>
 #include <linux/smp.h>
 #include <linux/uaccess.h>
@@ -56,6 +58,7 @@ static DEFINE_PER_CPU(u64, floor_full_at);
 static u64 floor_budget;
 
 struct floor_batch {
+	unsigned long running;
 	unsigned int nr_ops;
 	struct msrbatch_op ops[FLOOR_MAX_OPS];
 	struct cpumask cpus;
@@ -67,10 +70,10 @@ struct floor_batch {
 	u64 start[NR_CPUS];
 };
 
-/* What a descriptor holds: its prepared batch, if any. */
+/* What a descriptor holds: its prepared batches, by handle (RCU). */
 struct floor_file {
-	struct floor_batch *prepared;
-	unsigned long running;
+	struct floor_batch __rcu *prepared[MSRBATCH_MAX_PREPARED];
+	struct mutex lock;
 };
 
 /* Runs this CPU's ops of @info, a struct floor_batch, interrupts off. */
@@ -164,7 +167,7 @@ static int floor_read_ops(struct floor_batch *b, u64 uops, u32 nr, u32 *bad)
 	for (i = 0; i < nr; i++) {
 		const struct msrbatch_op *op = &b->ops[i];
 
-		if (op->op != MSRBATCH_OP_RDMSR || op->flags || op->cpu >= nr_cpu_ids ||
+		if (op->op != MSRBATCH_OP_RDMSR || op->flags || op->arg[0] || op->arg[1] || op->cpu >= nr_cpu_ids ||
 		    !cpu_possible(op->cpu)) {
 			*bad = i;
 			return -EINVAL;
@@ -266,13 +269,11 @@ static long floor_ioctl_prepare(struct floor_file *ff, struct msrbatch_prepare _
 	struct msrbatch_prepare req;
 	struct floor_batch *b;
 	struct msrbatch_result *results;
-	u32 bad = MSRBATCH_NO_INDEX;
+	u32 bad = MSRBATCH_NO_INDEX, h;
 	int err;
 
 	if (copy_from_user(&req, ureq, sizeof(req)))
 		return -EFAULT;
-	if (READ_ONCE(ff->prepared))
-		return -ENOSPC;
 	if (req.version != MSRBATCH_ABI_VERSION || req.flags || req.reserved || !req.nr_ops ||
 	    req.nr_ops > FLOOR_MAX_OPS)
 		return -EINVAL;
@@ -283,22 +284,30 @@ static long floor_ioctl_prepare(struct floor_file *ff, struct msrbatch_prepare _
 		goto fail;
 	}
 	b->out = results;
+	b->running = 0;
 	err = floor_read_ops(b, req.ops, req.nr_ops, &bad);
 	if (err)
 		goto fail;
-	req.handle = 0;
+	mutex_lock(&ff->lock);
+	for (h = 0; h < MSRBATCH_MAX_PREPARED; h++)
+		if (!rcu_access_pointer(ff->prepared[h]))
+			break;
+	if (h == MSRBATCH_MAX_PREPARED) {
+		mutex_unlock(&ff->lock);
+		err = -ENOSPC;
+		goto fail;
+	}
+	req.handle = h;
 	req.mmap_offset = 0;
 	req.mmap_size = 0;
 	req.err_index = MSRBATCH_NO_INDEX;
 	if (copy_to_user(ureq, &req, sizeof(req))) {
+		mutex_unlock(&ff->lock);
 		err = -EFAULT;
 		goto fail;
 	}
-	/* Release: the batch's making before the pointer that shows it. */
-	if (cmpxchg_release(&ff->prepared, NULL, b)) {
-		err = -ENOSPC;	/* another prepare was quicker */
-		goto fail;
-	}
+	rcu_assign_pointer(ff->prepared[h], b);
+	mutex_unlock(&ff->lock);
 	return 0;
 fail:
 	kfree(b);
@@ -308,20 +317,49 @@ fail:
 	return err;
 }
 
+static long floor_ioctl_unprepare(struct floor_file *ff, unsigned long handle)
+{
+	struct floor_batch *b;
+
+	if (handle >= MSRBATCH_MAX_PREPARED)
+		return -ENOENT;
+	mutex_lock(&ff->lock);
+	b = rcu_replace_pointer(ff->prepared[handle], NULL, lockdep_is_held(&ff->lock));
+	mutex_unlock(&ff->lock);
+	if (!b)
+		return -ENOENT;
+	synchronize_rcu();
+	kfree(b->out);
+	kfree(b);
+	return 0;
+}
+
 static long floor_ioctl_run(struct floor_file *ff, unsigned long handle)
 {
-	/* Acquire: pairs with the release that showed the batch made. */
-	struct floor_batch *b = smp_load_acquire(&ff->prepared);
-	u32 failed;
+	struct floor_batch *b;
+	long ret;
 
-	if (handle || !b)
+	if (handle >= MSRBATCH_MAX_PREPARED)
 		return -ENOENT;
-	/* One run at a time: the ops' statuses are the run's scratch space. */
-	if (test_and_set_bit_lock(0, &ff->running))
-		return -EBUSY;
-	failed = floor_run(b, b->out);
-	clear_bit_unlock(0, &ff->running);
-	return failed == U32_MAX ? -ENXIO : failed;
+	/*
+	 * A run is a read-side section (preemption off, which the run keeps
+	 * off anyway): UNPREPARE frees after it (synchronize_rcu()).
+	 */
+	preempt_disable();
+	b = rcu_dereference_sched(ff->prepared[handle]);
+	if (!b) {
+		ret = -ENOENT;
+	} else if (test_and_set_bit_lock(0, &b->running)) {
+		/* One run at a time: the ops' statuses are the run's scratch space. */
+		ret = -EBUSY;
+	} else {
+		u32 failed = floor_run(b, b->out);
+
+		clear_bit_unlock(0, &b->running);
+		ret = failed == U32_MAX ? -ENXIO : failed;
+	}
+	preempt_enable();
+	return ret;
 }
 
 static long floor_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
@@ -330,7 +368,11 @@ static long floor_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 
 	switch (cmd) {
 	case MSRBATCH_IOC_BATCH:
+		if (!(file->f_mode & FMODE_READ))
+			return -EBADF;
 		return floor_ioctl_batch((struct msrbatch_batch __user *)arg);
+	case MSRBATCH_IOC_UNPREPARE:
+		return floor_ioctl_unprepare(ff, arg);
 	case MSRBATCH_IOC_RUN:
 		return floor_ioctl_run(ff, arg);
 	case MSRBATCH_IOC_PREPARE:
@@ -349,6 +391,7 @@ static int floor_open(struct inode *inode, struct file *file)
 	ff = kzalloc_obj(*ff, GFP_KERNEL_ACCOUNT);
 	if (!ff)
 		return -ENOMEM;
+	mutex_init(&ff->lock);
 	file->private_data = ff;
 	return 0;
 }
@@ -356,10 +399,16 @@ static int floor_open(struct inode *inode, struct file *file)
 static int floor_release(struct inode *inode, struct file *file)
 {
 	struct floor_file *ff = file->private_data;
+	unsigned int h;
 
-	if (ff->prepared)
-		kfree(ff->prepared->out);
-	kfree(ff->prepared);
+	for (h = 0; h < MSRBATCH_MAX_PREPARED; h++) {
+		struct floor_batch *b = rcu_dereference_protected(ff->prepared[h], 1);
+
+		if (b) {
+			kfree(b->out);
+			kfree(b);
+		}
+	}
 	kfree(ff);
 	return 0;
 }
