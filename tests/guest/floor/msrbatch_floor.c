@@ -159,8 +159,14 @@ static int floor_read_ops(struct floor_batch *b, u64 uops, u32 nr, u32 *bad)
 
 	if (!user_read_access_begin(src, words * sizeof(u64)))
 		return -EFAULT;
-	for (w = 0; w < words; w++)
+	for (w = 0; w < words; w += 6) {
 		unsafe_get_user(dst[w], &src[w], fault);
+		unsafe_get_user(dst[w + 1], &src[w + 1], fault);
+		unsafe_get_user(dst[w + 2], &src[w + 2], fault);
+		unsafe_get_user(dst[w + 3], &src[w + 3], fault);
+		unsafe_get_user(dst[w + 4], &src[w + 4], fault);
+		unsafe_get_user(dst[w + 5], &src[w + 5], fault);
+	}
 	user_read_access_end();
 	b->nr_ops = nr;
 	cpumask_clear(&b->cpus);
