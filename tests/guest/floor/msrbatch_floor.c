@@ -73,6 +73,7 @@ struct floor_batch {
 /* What a descriptor holds: its prepared batches, by handle (RCU). */
 struct floor_file {
 	struct floor_batch __rcu *prepared[MSRBATCH_MAX_PREPARED];
+	/* Serialises PREPARE and UNPREPARE's changes of the slots. */
 	struct mutex lock;
 };
 
@@ -173,8 +174,8 @@ static int floor_read_ops(struct floor_batch *b, u64 uops, u32 nr, u32 *bad)
 	for (i = 0; i < nr; i++) {
 		const struct msrbatch_op *op = &b->ops[i];
 
-		if (op->op != MSRBATCH_OP_RDMSR || op->flags || op->arg[0] || op->arg[1] || op->cpu >= nr_cpu_ids ||
-		    !cpu_possible(op->cpu)) {
+		if (op->op != MSRBATCH_OP_RDMSR || op->flags || op->arg[0] || op->arg[1] ||
+		    op->cpu >= nr_cpu_ids || !cpu_possible(op->cpu)) {
 			*bad = i;
 			return -EINVAL;
 		}
