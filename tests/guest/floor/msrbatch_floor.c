@@ -7,8 +7,9 @@
  * small shapes use, and does for it only what that ABI and msrbatch's
  * guarantees require, the least way this kernel allows:
  *
- *  - a batch of 1 to FLOOR_MAX_OPS RDMSR ops without flags, from a
- *    descriptor opened with CAP_SYS_RAWIO (nothing to check per MSR);
+ *  - a batch of 1 to FLOOR_MAX_OPS RDMSR ops without flags or other
+ *    inputs (arg 0, as msrbatch checks), from a descriptor opened with
+ *    CAP_SYS_RAWIO (nothing to check per MSR) and for reading;
  *  - the header and the ops read word by word (a user copy of 64 bytes or
  *    more is a `rep movsb` here, one guest instruction a byte), each op's
  *    status and value written back, and the header's four outputs;
@@ -22,10 +23,13 @@
  *    again, read before the ops (a CPU with no credit left runs none of
  *    them: -ETIME) and charged five times the ticks they took;
  *  - the start spread of a multi-CPU batch (each CPU's first TSC);
- *  - a prepared batch: validated once and kept (one per descriptor, until
- *    it is closed), its CPUs' mask made once; a rerun runs it and puts each
- *    op's status and value straight into the batch's results (kernel
- *    memory, as msrbatch's mapped results are), one run at a time.
+ *  - a prepared batch: validated once and kept under a handle (up to
+ *    MSRBATCH_MAX_PREPARED a descriptor, until MSRBATCH_IOC_UNPREPARE or
+ *    close), its CPUs' mask made once; a rerun finds it by its handle with
+ *    preemption off (the run keeps it off anyway; UNPREPARE frees after
+ *    synchronize_rcu()), runs it and puts each op's status and value
+ *    straight into the batch's results (kernel memory, as msrbatch's
+ *    mapped results are), one run at a time.
  *
  * Everything else msrbatch does (other ops and flags, allowlists, the
  * restore log, samplers, big batches) is left out: for these shapes it is
