@@ -18,7 +18,8 @@
 //!
 //! What comes out, an [`Accepted`] batch (or a [`Kept`] one), runs as the
 //! checks found it: [`Accepted::run`] masks a confined descriptor's writes,
-//! runs, taints after a write, and copies the results back.
+//! runs, taints after a write, and copies the results and the header's
+//! outputs back.
 
 use crate::allowlist::Snapshot;
 use crate::batch::{self, Executed, Plan, Rejected};
@@ -27,7 +28,7 @@ use crate::uapi::{self, Batch, Op};
 use core::mem::MaybeUninit;
 use kernel::{prelude::*, uaccess::UserPtr};
 
-use crate::helpers::{read_ops, write_results};
+use crate::helpers::{read_ops, write_ran, write_results};
 
 /// Who asks: what the descriptor was opened for and, for one opened without
 /// `CAP_SYS_RAWIO`, the allowlist in force at its open.
@@ -200,7 +201,8 @@ pub(crate) struct Accepted<'a> {
 /// A batch that ran.
 pub(crate) struct Ran {
     pub(crate) ran: Executed,
-    /// The results reached the caller's array.
+    /// The results reached the caller's array, and the header's outputs its
+    /// header.
     pub(crate) copied: bool,
 }
 
@@ -221,16 +223,17 @@ impl Accepted<'_> {
         write_results(self.ptr, self.ops)
     }
 
-    /// Runs the batch and copies the results back. On a descriptor the
-    /// allowlist confines, writes are masked: each becomes the RMWMSR its
-    /// rules mean, and the caller's op fields are put back afterwards. The
-    /// batch is consumed: after the masking its plan describes the masked
-    /// ops, not the caller's, so it must not run again.
+    /// Runs the batch and copies back the results and the outputs of its
+    /// header, at `hdr` (with one call: `helpers::write_ran`). On a
+    /// descriptor the allowlist confines, writes are masked: each becomes
+    /// the RMWMSR its rules mean, and the caller's op fields are put back
+    /// afterwards. The batch is consumed: after the masking its plan
+    /// describes the masked ops, not the caller's, so it must not run again.
     #[inline(always)]
-    pub(crate) fn run(self) -> Result<Ran, Rejected> {
+    pub(crate) fn run(self, hdr: UserPtr) -> Result<Ran, Rejected> {
         let ptr = self.ptr;
         let (ran, ops) = self.run_here()?;
-        let copied = write_results(ptr, ops).is_ok();
+        let copied = write_ran(ptr, ops, hdr, ran.nr_failed, ran.start_spread).is_ok();
         Ok(Ran { ran, copied })
     }
 }

@@ -60,6 +60,8 @@ struct msrbatch_batch;
 int msrbatch_read_words(void *dst, unsigned long uaddr, unsigned long words);
 int msrbatch_write_results(unsigned long uaddr, const struct msrbatch_op *ops, u32 n);
 int msrbatch_write_batch_out(unsigned long uaddr, const struct msrbatch_batch *b);
+int msrbatch_write_ran(unsigned long uaddr, const struct msrbatch_op *ops, u32 n, unsigned long hdr_uaddr,
+		      u32 nr_failed, u64 start_spread);
 void msrbatch_irq_restore(unsigned long flags);
 
 /*

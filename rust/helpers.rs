@@ -155,6 +155,20 @@ pub(crate) fn write_results(ptr: UserPtr, ops: &[Op]) -> Result {
     copied(unsafe { sys::msrbatch_write_results(ptr.as_const_ptr() as usize, ops.as_ptr(), n) })
 }
 
+/// Writes the answer of a batch that ran, in one call
+/// (`msrbatch_write_ran`): what the run changed of `ops` to the user's array
+/// at `ptr` (as [`write_results`]), then the outputs of the header at `hdr`
+/// (`nr_failed`, no op blamed, `MSRBATCH_OUT_RAN`, `start_spread`), also
+/// when the results could not be written. `EFAULT` when either could not be.
+pub(crate) fn write_ran(ptr: UserPtr, ops: &[Op], hdr: UserPtr, nr_failed: u32, start_spread: u64) -> Result {
+    let n = u32::try_from(ops.len()).map_err(|_| EINVAL)?;
+    // SAFETY: `ops` is `n` initialised ops, only read; user memory is only
+    // written through `uaccess`.
+    copied(unsafe {
+        sys::msrbatch_write_ran(ptr.as_const_ptr() as usize, ops.as_ptr(), n, hdr.as_const_ptr() as usize, nr_failed, start_spread)
+    })
+}
+
 /// Logs (rate-limited) why a PCE grant was refused.
 pub(crate) fn log_refused_grant(why: &'static core::ffi::CStr) {
     // SAFETY: `why` is a NUL-terminated string.

@@ -83,6 +83,8 @@ fn read_arg_in<T: FromBytes>(arg: usize, slot: &mut MaybeUninit<T>) -> Result<&m
     crate::helpers::read_arg_in(UserPtr::from_addr(arg), slot)
 }
 
+// A batch that ran writes its answer itself, with its results, in one call
+// (`Accepted::run`): `done` is what that call writes.
 impl Answer for Batch {
     type Done = Ran;
 
@@ -149,23 +151,24 @@ impl MsrBatchFile {
 
     /// `MSRBATCH_IOC_BATCH`: validates, runs and copies back one batch;
     /// returns 0.
+    #[inline(always)]
     pub(crate) fn batch(&self, arg: usize, access: Access) -> Result<isize> {
         let mut slot = MaybeUninit::uninit();
         let hdr: &mut Batch = read_arg_in(arg, &mut slot)?;
-        let made = self.run_batch(hdr, arg, access);
-        // A batch that ran but whose header could not be copied back: never
-        // EFAULT, which says that nothing ran.
-        let ran = answer(arg, hdr, made, |_, _| crate::compat::enotrecoverable())?;
-        if ran.copied {
-            Ok(0)
-        } else {
-            // The ops ran but their results could not be copied back (another
-            // thread unmapped or write-protected the array meanwhile).
-            Err(crate::compat::enotrecoverable())
+        match self.run_batch(hdr, arg, access) {
+            // The run wrote the answer, the results and the header's outputs.
+            Ok(ran) if ran.copied => Ok(0),
+            // The ops ran but their results or the header's outputs could not
+            // be copied back (another thread unmapped or write-protected the
+            // array or the header meanwhile): never EFAULT, which says that
+            // nothing ran.
+            Ok(_) => Err(crate::compat::enotrecoverable()),
+            Err(r) => answer(arg, hdr, Err(r), |_, e| e).map(|_| 0),
         }
     }
 
     /// Accepts and runs the batch whose header, `hdr`, was read from `arg`.
+    #[inline(always)]
     fn run_batch(&self, hdr: &Batch, arg: usize, access: Access) -> Result<Ran, Rejected> {
         let incoming = Incoming::new(hdr, access)?;
         let n = incoming.len();
@@ -204,7 +207,7 @@ impl MsrBatchFile {
                 batch.write_back()?;
                 hdr.write_to(hdr_addr)?;
             }
-            batch.run()
+            batch.run(UserPtr::from_addr(hdr_addr))
         })
     }
 
@@ -265,6 +268,7 @@ impl MsrBatchFile {
 
     /// `MSRBATCH_IOC_RUN`: runs prepared batch `handle`; returns the number
     /// of failed ops.
+    #[inline(always)]
     pub(crate) fn run_prepared(&self, handle: usize, access: Access) -> Result<isize> {
         let nr_failed = self.prepared.run(handle, |p| {
             if !p.has_writes() {
@@ -276,7 +280,7 @@ impl MsrBatchFile {
                 Some(log) => log.save(ops),
                 None => Ok(()),
             })
-        })??;
+        })?;
         Ok(nr_failed as isize)
     }
 }
