@@ -151,6 +151,8 @@ impl MsrBatchFile {
 
     /// `MSRBATCH_IOC_BATCH`: validates, runs and copies back one batch;
     /// returns 0.
+    // (In line: see `MsrBatchFile::ioctl`, as `run_batch` and
+    // `run_prepared`.)
     #[inline(always)]
     pub(crate) fn batch(&self, arg: usize, access: Access) -> Result<isize> {
         let mut slot = MaybeUninit::uninit();

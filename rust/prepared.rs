@@ -193,6 +193,7 @@ impl Prepared {
     /// Runs a batch that does not write (see [`Prepared::has_writes`]): no
     /// write checks, no restore log, no taint. Returns the number of failed
     /// ops.
+    // (In line in the ioctl's one frame: see `MsrBatchFile::ioctl`.)
     #[inline(always)]
     pub(crate) fn run_reads(&self) -> Result<u32> {
         if self.plan.has_writes() {
