@@ -769,9 +769,15 @@ impl<'a> Iterator for OfCpu<'a> {
             let p = self.at;
             // INVARIANT: One op further, at most to `end`.
             self.at = p.wrapping_add(1);
-            // SAFETY: `p` is an op of the span (the type invariants); only
-            // its `cpu` is read, which no CPU writes: no reference to an op
-            // another CPU may be writing.
+            // SAFETY: `p` is an op of the span (the type invariants), valid
+            // for reads. Only its `cpu` is read, through the raw pointer:
+            // the CPU whose op it is, which may hold a `&mut` to it while
+            // it runs, writes only its `status` and `val`, never `cpu`, so
+            // no byte read here is written meanwhile (no data race). That
+            // `&mut` covers `cpu` too: a read of bytes it never writes is
+            // allowed beside it under Tree Borrows, not under Stacked
+            // Borrows while it is a protected argument (noted in
+            // design.md; a fix writes the outputs through raw pointers).
             if unsafe { (&raw const (*p).cpu).read() } == self.cpu {
                 // SAFETY: An op of this CPU, which no other CPU touches
                 // while the cross-call runs (the type invariants).

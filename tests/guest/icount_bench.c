@@ -127,7 +127,7 @@ static int floor_agrees(int fd, int priv)
 	memcpy(mine, ops, n * sizeof(ops[0]));
 	h.ops = (__u64)(uintptr_t)mine;
 	for (unsigned int i = 0; i < n; i++)
-		ops[i].val[0] = ops[i].val[1] = ~0ULL;
+		ops[i].status = -EINPROGRESS, ops[i].val[0] = ops[i].val[1] = ~0ULL;
 	if (ioctl(fd, MSRBATCH_IOC_BATCH, &hdr) || hdr.nr_failed) {
 		printf("# floor driver: batch of %u ops: %s, %u failed\n", n, strerror(errno), hdr.nr_failed);
 		return 0;
