@@ -391,7 +391,7 @@ pub(crate) unsafe fn local_interrupt_disable() -> LocalInterruptDisabled {
         // SAFETY: The guard's drop restores the flags on this CPU
         // (`!Send`), and guards end in the reverse order of their making (by
         // the function's requirements).
-        flags: unsafe { crate::insn::irq_save() },
+        flags: unsafe { crate::insn::irq_save() } as kernel::ffi::c_ulong,
         _not_send: core::marker::PhantomData,
     }
 }
@@ -409,6 +409,6 @@ impl Drop for LocalInterruptDisabled {
         #[cfg(not(any(CONFIG_PARAVIRT_XXL, CONFIG_TRACE_IRQFLAGS)))]
         // SAFETY: As said above: what `insn::irq_save` returned on this CPU,
         // for the innermost section.
-        unsafe { crate::insn::irq_restore(self.flags) };
+        unsafe { crate::insn::irq_restore(self.flags as usize) };
     }
 }

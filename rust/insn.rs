@@ -151,8 +151,8 @@ pub(crate) fn clock() -> u64 {
 /// any section made before this one is restored.
 #[cfg(not(any(CONFIG_PARAVIRT_XXL, CONFIG_TRACE_IRQFLAGS)))]
 #[inline(always)]
-pub(crate) unsafe fn irq_save() -> kernel::ffi::c_ulong {
-    let flags: kernel::ffi::c_ulong;
+pub(crate) unsafe fn irq_save() -> usize {
+    let flags: usize;
     // SAFETY: Pushes and pops RFLAGS (balanced on the stack), then clears
     // IF, as the kernel's `native_save_fl()` and `native_irq_disable()`.
     unsafe { asm!("pushfq", "pop {0}", "cli", out(reg) flags) };
@@ -168,7 +168,7 @@ pub(crate) unsafe fn irq_save() -> kernel::ffi::c_ulong {
 /// section still open.
 #[cfg(not(any(CONFIG_PARAVIRT_XXL, CONFIG_TRACE_IRQFLAGS)))]
 #[inline(always)]
-pub(crate) unsafe fn irq_restore(flags: kernel::ffi::c_ulong) {
+pub(crate) unsafe fn irq_restore(flags: usize) {
     if flags & (1 << kernel::bindings::X86_EFLAGS_IF_BIT) != 0 {
         // SAFETY: Sets IF, as the kernel's `native_irq_enable()`; by the
         // function's requirements interrupts were on before this section.
