@@ -347,8 +347,7 @@ mod tests {
 }
 
 /// Interrupts stay off on this CPU while this guard lives: `local_irq_save()`
-/// when it is made, `local_irq_restore()` when it is dropped (two C helpers,
-/// or where those are native and untraced the same in line: `insn::irq_save`).
+/// when it is made, `local_irq_restore()` when it is dropped (two C helpers).
 /// Not the kernel crate's `kernel::interrupt::local_interrupt_disable()`,
 /// which 7.2 lacks and which on 7.3 also counts nesting in the preempt count
 /// and, from a module, calls an exported function to save the flags: 27
@@ -384,14 +383,8 @@ pub(crate) struct LocalInterruptDisabled {
 pub(crate) unsafe fn local_interrupt_disable() -> LocalInterruptDisabled {
     // INVARIANT: the flags `local_irq_save()` returned, interrupts now off.
     LocalInterruptDisabled {
-        #[cfg(any(CONFIG_PARAVIRT_XXL, CONFIG_TRACE_IRQFLAGS))]
         // SAFETY: No preconditions.
         flags: unsafe { sys::msrbatch_irq_save() },
-        #[cfg(not(any(CONFIG_PARAVIRT_XXL, CONFIG_TRACE_IRQFLAGS)))]
-        // SAFETY: The guard's drop restores the flags on this CPU
-        // (`!Send`), and guards end in the reverse order of their making (by
-        // the function's requirements).
-        flags: unsafe { crate::insn::irq_save() } as kernel::ffi::c_ulong,
         _not_send: core::marker::PhantomData,
     }
 }
@@ -399,16 +392,10 @@ pub(crate) unsafe fn local_interrupt_disable() -> LocalInterruptDisabled {
 impl Drop for LocalInterruptDisabled {
     #[inline(always)]
     fn drop(&mut self) {
-        // By the type invariants, `flags` was saved on this CPU, interrupts
-        // off since; the guard ends here, and guards end in the reverse order
-        // of their making, so no other guard is still alive that this one's
-        // restore would cut short.
-        #[cfg(any(CONFIG_PARAVIRT_XXL, CONFIG_TRACE_IRQFLAGS))]
-        // SAFETY: As said above.
+        // SAFETY: By the type invariants, `flags` was saved on this CPU,
+        // interrupts off since; the guard ends here, and guards end in the
+        // reverse order of their making, so no other guard is still alive
+        // that this one's restore would cut short.
         unsafe { sys::msrbatch_irq_restore(self.flags) };
-        #[cfg(not(any(CONFIG_PARAVIRT_XXL, CONFIG_TRACE_IRQFLAGS)))]
-        // SAFETY: As said above: what `insn::irq_save` returned on this CPU,
-        // for the innermost section.
-        unsafe { crate::insn::irq_restore(self.flags as usize) };
     }
 }

@@ -138,44 +138,6 @@ pub(crate) fn clock() -> u64 {
     tsc
 }
 
-/// Interrupts off on this CPU, as the kernel's `local_irq_save()` turns them
-/// off where it is native and untraced (no `CONFIG_PARAVIRT_XXL`, whose
-/// patched calls Xen PV needs, and no `CONFIG_TRACE_IRQFLAGS`): returns the
-/// flags before (`pushf`), then `cli`. In line, not the C helper's call
-/// (`make bench ICOUNT=1`: a 1-op batch 2 instructions fewer with
-/// [`irq_restore`]). Also a compiler barrier, as the kernel's (no `nomem`).
-///
-/// # Safety
-///
-/// The caller restores the flags with [`irq_restore`] on this CPU, before
-/// any section made before this one is restored.
-#[cfg(not(any(CONFIG_PARAVIRT_XXL, CONFIG_TRACE_IRQFLAGS)))]
-#[inline(always)]
-pub(crate) unsafe fn irq_save() -> usize {
-    let flags: usize;
-    // SAFETY: Pushes and pops RFLAGS (balanced on the stack), then clears
-    // IF, as the kernel's `native_save_fl()` and `native_irq_disable()`.
-    unsafe { asm!("pushfq", "pop {0}", "cli", out(reg) flags) };
-    flags
-}
-
-/// Interrupts back on if `flags`, from [`irq_save`], had them on, as the
-/// kernel's `local_irq_restore()` where it is native and untraced.
-///
-/// # Safety
-///
-/// `flags` is what [`irq_save`] returned on this CPU, for the innermost
-/// section still open.
-#[cfg(not(any(CONFIG_PARAVIRT_XXL, CONFIG_TRACE_IRQFLAGS)))]
-#[inline(always)]
-pub(crate) unsafe fn irq_restore(flags: usize) {
-    if flags & (1 << kernel::bindings::X86_EFLAGS_IF_BIT) != 0 {
-        // SAFETY: Sets IF, as the kernel's `native_irq_enable()`; by the
-        // function's requirements interrupts were on before this section.
-        unsafe { asm!("sti", options(nostack)) };
-    }
-}
-
 /// The number of the CPU this runs on, read as the kernel's
 /// `raw_smp_processor_id()` reads it: one load of `cpu_number` through the
 /// per-CPU segment (GS), not a call to the kernel crate's C helper
