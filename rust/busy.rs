@@ -154,17 +154,20 @@ impl Credit {
     #[inline(always)]
     pub(crate) fn refill(&mut self, now: u64, budget: u64, confined: bool) -> u64 {
         let deficit = self.0.full_at.saturating_sub(now);
-        let left = budget.saturating_sub(deficit / 4);
         // The cap of `8B` on the deficit: a deficit under `4B` leaves a
         // credit, so only a credit that left nothing may be past the cap (and
         // capped, it still leaves nothing). So a share that may run does
-        // not compute the cap.
-        if left == 0 {
+        // not compute the cap. (Tested as `deficit / 4 >= budget`, not
+        // `budget.saturating_sub(deficit / 4) == 0`: the same, and `left`
+        // is then a plain subtraction, without the saturation's select.)
+        if deficit / 4 >= budget {
             let most = budget.saturating_mul(8);
             if deficit > most {
                 self.0.full_at = now.saturating_add(most);
             }
+            return 0;
         }
+        let left = budget - deficit / 4;
         if confined {
             left.saturating_sub(reserve(budget))
         } else {
@@ -272,6 +275,21 @@ pub(crate) unsafe fn execute_until_run(ops: &mut [Op]) -> Result<u32, batch::Rej
 #[kunit_tests(msrbatch_busy)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clock_is_the_tsc() -> Result {
+        // `insn::clock` joins RDTSC's halves in its asm: the value lies
+        // between two reads of the op's `rdtsc` (which joins them in Rust)
+        // on one CPU with interrupts off: a half lost or shifted wrongly
+        // puts it outside (the guest's TSC passes 2^32 in its first seconds).
+        // SAFETY: The only guard of the test, dropped at its end.
+        let _irq = unsafe { crate::helpers::local_interrupt_disable() };
+        let before = crate::insn::rdtsc().map_err(|_| EIO)?;
+        let t = crate::insn::clock();
+        let after = crate::insn::rdtsc().map_err(|_| EIO)?;
+        assert!(before <= t && t <= after);
+        Ok(())
+    }
 
     #[test]
     fn this_cpu_is_the_kernels() -> Result {
