@@ -73,7 +73,7 @@ ecosystem_checks() {
 }
 
 # Every guest test, in one boot; the module's KUnit suite runs when it loads.
-GUEST_TESTS="attack_test poll_test prepared_test sample_test sample_limits_test fairshare_test sync_test restore_test abi_test abi_test-32 msrbatch-guest-tests msrbatch-allowlist-test /tests/allowlist_tool_test.sh /tests/tool_test.sh /tests/pentium_test.sh /tests/sample_tool_test.sh /tests/examples_test.sh /tests/udev_test.sh /tests/unload_test.sh pce_test pce_inherit_test /tests/pce_policy_test.sh"
+GUEST_TESTS="attack_test poll_test prepared_test one_op_test few_test sample_test sample_limits_test fairshare_test sync_test restore_test abi_test abi_test-32 msrbatch-guest-tests msrbatch-allowlist-test /tests/allowlist_tool_test.sh /tests/tool_test.sh /tests/pentium_test.sh /tests/sample_tool_test.sh /tests/examples_test.sh /tests/udev_test.sh /tests/unload_test.sh pce_test pce_inherit_test /tests/pce_policy_test.sh"
 
 guest_tests() {
 	guest_boot tests "grep '^msrbatch ' /proc/modules && run-all.sh $GUEST_TESTS" \
