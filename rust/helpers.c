@@ -620,6 +620,20 @@ bool msrbatch_files_shared_outside_group(void)
 }
 
 /*
+ * Six words (a batch header, one op) from user @src to @d, in a user read
+ * access section; to @label on a fault.
+ */
+#define msrbatch_get6(d, src, label)                       \
+	do {                                               \
+		unsafe_get_user((d)[0], &(src)[0], label); \
+		unsafe_get_user((d)[1], &(src)[1], label); \
+		unsafe_get_user((d)[2], &(src)[2], label); \
+		unsafe_get_user((d)[3], &(src)[3], label); \
+		unsafe_get_user((d)[4], &(src)[4], label); \
+		unsafe_get_user((d)[5], &(src)[5], label); \
+	} while (0)
+
+/*
  * The user copies of a batch's ops. copy_{from,to}_user() copy 64 bytes or
  * more with `rep movsb` on CPUs without FSRM, one byte per iteration; these
  * move whole words, and write back only the fields a run changes.
@@ -641,12 +655,7 @@ int msrbatch_read_words(void *dst, unsigned long uaddr, unsigned long words)
 	if (words == 6) {
 		if (!user_read_access_begin(src, 6 * sizeof(u64)))
 			return -EFAULT;
-		unsafe_get_user(d[0], &src[0], fault);
-		unsafe_get_user(d[1], &src[1], fault);
-		unsafe_get_user(d[2], &src[2], fault);
-		unsafe_get_user(d[3], &src[3], fault);
-		unsafe_get_user(d[4], &src[4], fault);
-		unsafe_get_user(d[5], &src[5], fault);
+		msrbatch_get6(d, src, fault);
 		user_read_access_end();
 		return 0;
 	}
@@ -678,12 +687,7 @@ int msrbatch_read_words(void *dst, unsigned long uaddr, unsigned long words)
 	d += i;
 	words -= i;
 	if (words >= 6) {
-		unsafe_get_user(d[0], &src[0], fault);
-		unsafe_get_user(d[1], &src[1], fault);
-		unsafe_get_user(d[2], &src[2], fault);
-		unsafe_get_user(d[3], &src[3], fault);
-		unsafe_get_user(d[4], &src[4], fault);
-		unsafe_get_user(d[5], &src[5], fault);
+		msrbatch_get6(d, src, fault);
 		words -= 6;
 		src += 6;
 		d += 6;
