@@ -13,10 +13,9 @@
 //! 2. [`execute`] runs a one-CPU batch directly with interrupts off when
 //!    that is the calling CPU, else with one `smp_call_function_single()`
 //!    (which fails with `-ENXIO`, running nothing, if that CPU is offline);
-//!    a batch on several CPUs turns preemption off, so that no CPU goes
-//!    offline (see [`BatchMask::pin`]), checks that every target CPU is
-//!    online, and sends one cross-call to all of them at once with
-//!    `on_each_cpu_cond_mask()`. The local CPU, when targeted, runs
+//!    a batch on several CPUs takes the CPU hotplug read lock, checks that
+//!    every target CPU is online, and sends one cross-call to all of them at
+//!    once with `on_each_cpu_cond_mask()`. The local CPU, when targeted, runs
 //!    its share with interrupts off like the others.
 //! 3. On each CPU, [`run_sequence`] runs that CPU's ops in array order with
 //!    interrupts off, for as long as the CPU's busy
@@ -85,7 +84,7 @@ pub(crate) mod status {
     /// Not run: an earlier op on the same CPU failed and the batch asked to stop.
     pub(crate) const ECANCELED: i32 = -(bindings::ECANCELED as i32);
     /// Not run: the target CPU never ran its share (it cannot go offline while
-    /// the batch keeps preemption off, so this would be a bug).
+    /// the batch holds the hotplug lock, so this would be a bug).
     pub(crate) const ENXIO: i32 = -(bindings::ENXIO as i32);
     /// Not run: the CPU's busy credit had nothing left for it
     /// (`MSRBATCH_MAX_CPU_BUSY_NS`, see `busy::Credit`).
@@ -873,7 +872,7 @@ impl Outcome {
 /// [`Outcome::failed`] of a share its CPU's credit refused.
 const REFUSED: u32 = u32::MAX - 1;
 /// [`Outcome::failed`] of a share before its CPU ran it (after the
-/// cross-call: never, which [`BatchMask::pin`] rules out; its ops get
+/// cross-call: never, which the hotplug lock rules out; its ops get
 /// `-ENXIO`).
 const UNRUN: u32 = u32::MAX;
 // No share has as many ops as the markers.
@@ -1490,41 +1489,21 @@ unsafe fn run_this_share<'a>(shared: &Shared<'_>, outcome: &Outcome, ops: impl I
     outcome.failed.store(failed, Ordering::Relaxed);
 }
 
-/// A [`BatchMask`] of online CPUs, with preemption off ([`BatchMask::pin`]):
-/// none of them goes offline until the cross-call ([`Pinned::cross_call`])
-/// returns, or until it is dropped, which turns preemption on again.
-struct Pinned<'m>(&'m mut BatchMask);
+/// Holds the CPU hotplug read lock: no CPU goes on- or offline meanwhile.
+struct CpusReadGuard;
 
-impl Pinned<'_> {
-    /// Takes `cpu` out of the mask (nothing, if it is no CPU number).
-    fn clear(&mut self, cpu: u32) {
-        // SAFETY: `as_raw` is a valid cpumask (made by `pin`), ours to
-        // change; the helper checks `cpu` against `nr_cpu_ids`.
-        unsafe { crate::sys::msrbatch_cpumask_clear(self.0.as_raw().cast(), cpu) }
-    }
-
-    /// Runs `func(info)` on the CPUs of the mask, and waits for them; then
-    /// turns preemption on again.
-    ///
-    /// # Safety
-    ///
-    /// As `on_each_cpu_cond_mask()` with `wait`: `info` is valid for `func`
-    /// until the call returns.
-    #[inline(always)]
-    unsafe fn cross_call(self, func: unsafe extern "C" fn(*mut c_void), info: *mut c_void) {
-        let mut pinned = core::mem::ManuallyDrop::new(self);
-        // SAFETY: The mask is valid (made by `pin`); preemption is off since
-        // `pin`, which the helper turns on again (so not `drop`); `info` by
-        // our own requirements. Process context, interrupts on.
-        unsafe { crate::sys::msrbatch_cross_call(pinned.0.as_raw().cast(), Some(func), info) }
+impl CpusReadGuard {
+    fn new() -> Self {
+        // SAFETY: Called in process context; released in `drop`.
+        unsafe { bindings::cpus_read_lock() };
+        CpusReadGuard
     }
 }
 
-impl Drop for Pinned<'_> {
+impl Drop for CpusReadGuard {
     fn drop(&mut self) {
-        // SAFETY: Preemption is off since `pin` made `self` (only
-        // `cross_call` turns it on, and it does not drop `self`).
-        unsafe { crate::sys::msrbatch_preempt_enable() }
+        // SAFETY: Paired with the lock taken in `new`.
+        unsafe { bindings::cpus_read_unlock() };
     }
 }
 
@@ -1560,7 +1539,7 @@ const MASK_WORDS: usize = 8;
 /// `CONFIG_CPUMASK_OFFSTACK`, as Debian's are: `MAXSMP`, 8192 CPUs.) Used only
 /// through raw pointers, by the kernel's cpumask functions, which touch no
 /// more of a mask than `cpumask_size()` bytes, what `alloc_cpumask_var()`
-/// allocates. Made empty by `msrbatch_cpumask_of()` ([`BatchMask::pin`]),
+/// allocates. Made empty by `msrbatch_cpumask_of()` ([`BatchMask::set`]),
 /// which clears only those bytes: in place, the words start uninitialised,
 /// not zeroed and then moved (16 instructions a batch).
 ///
@@ -1574,7 +1553,7 @@ enum BatchMask {
 }
 
 impl BatchMask {
-    /// A mask to be set ([`BatchMask::pin`]).
+    /// A mask to be set ([`BatchMask::set`]).
     #[inline(always)]
     fn new() -> Result<Self> {
         const IN_PLACE: usize = size_of::<[c_ulong; MASK_WORDS]>();
@@ -1601,15 +1580,11 @@ impl BatchMask {
         }
     }
 
-    /// Makes the mask the CPUs of `outcomes`, and checks that they are all
-    /// online: `ENODEV` if one is no CPU number, `ENXIO` if one is offline.
-    /// Else preemption is left off, so that none goes offline until the
-    /// cross-call returns (a CPU goes down through `stop_machine()`, which
-    /// waits for this CPU too): cheaper than the CPU hotplug read lock, two
-    /// calls into a percpu rwsem, and enough, as the kernel's own cross-calls
-    /// rely on it (`smp_call_function_many()`).
+    /// Makes the mask the CPUs of `outcomes`, and says whether they are all
+    /// online (the caller holds the hotplug lock): `ENODEV` if one is no CPU
+    /// number, `ENXIO` if one is offline.
     #[inline(always)]
-    fn pin(&mut self, outcomes: &[Outcome]) -> Result<Pinned<'_>> {
+    fn set(&mut self, outcomes: &[Outcome]) -> Result {
         let cpus = outcomes.as_ptr().cast::<u8>().wrapping_add(core::mem::offset_of!(Outcome, cpu));
         // SAFETY: `as_raw` is `cpumask_size()` bytes (the type invariants),
         // ours to write; `cpus` is where the `outcomes.len()` CPU numbers
@@ -1620,10 +1595,16 @@ impl BatchMask {
         };
         // (Not `to_result`, which is not inlined.)
         match r {
-            // The helper turned preemption off.
-            0 => Ok(Pinned(self)),
+            0 => Ok(()),
             r => Err(Error::from_errno(r)),
         }
+    }
+
+    /// Takes `cpu` out of the mask (nothing, if it is no CPU number).
+    fn clear(&mut self, cpu: u32) {
+        // SAFETY: `as_raw` is a valid cpumask (made by `set`), ours to
+        // change; the helper checks `cpu` against `nr_cpu_ids`.
+        unsafe { crate::sys::msrbatch_cpumask_clear(self.as_raw().cast(), cpu) }
     }
 }
 
@@ -1833,7 +1814,7 @@ unsafe fn execute_on<O: Outputs, const ONE: bool>(ops: &mut [Op], cpu: u32, plan
 }
 
 /// Runs a batch on several CPUs: one cross-call to all of them at once, with
-/// preemption off so that every CPU checked online runs its share;
+/// the hotplug lock held so that every CPU checked online runs its share;
 /// with `sync`, through a [`Rendezvous`] (`ETIMEDOUT` when it was called off:
 /// nothing ran).
 ///
@@ -1880,8 +1861,9 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
     let mut mask = BatchMask::new()?;
     let rendezvous = sync.then(|| Rendezvous::new(nr as u32));
 
-    let mut pinned = match mask.pin(outcomes) {
-        Ok(pinned) => pinned,
+    let _hotplug = CpusReadGuard::new();
+    match mask.set(outcomes) {
+        Ok(()) => {}
         Err(e) if e == ENXIO => {
             // The first op of the lowest-numbered CPU that is offline (as
             // for a grouped batch, whose shares are in CPU order).
@@ -1895,7 +1877,7 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
             });
         }
         Err(e) => return Err(e.into()),
-    };
+    }
     // A confined share for a CPU that said it refuses them: refused here,
     // without a cross-call to that CPU.
     if hints() {
@@ -1907,7 +1889,7 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
                     return Err(ETIMEDOUT.into());
                 }
                 o.failed.store(REFUSED, Ordering::Relaxed);
-                pinned.clear(o.cpu);
+                mask.clear(o.cpu);
             }
         }
     }
@@ -1927,7 +1909,15 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
     // disjoint ops (each checks its indices against `nr_ops`). The writes are allowed by our own
     // requirements. We are in process context with interrupts on, as the
     // function requires.
-    unsafe { pinned.cross_call(run_on_this_cpu, (&raw const shared).cast_mut().cast()) };
+    unsafe {
+        bindings::on_each_cpu_cond_mask(
+            None,
+            Some(run_on_this_cpu),
+            (&raw const shared).cast_mut().cast(),
+            true,
+            mask.as_raw(),
+        )
+    };
     if rendezvous.is_some_and(|rv| rv.state.load(Ordering::Acquire) != GO) {
         return Err(ETIMEDOUT.into());
     }
@@ -2296,33 +2286,6 @@ mod tests {
             }
             check_shares(&cpus)?;
         }
-        Ok(())
-    }
-
-    /// A pinned mask keeps preemption off, so that its CPUs stay online
-    /// until the cross-call returns (no hotplug lock), and turns it on again
-    /// after the cross-call or when dropped; a mask not pinned leaves it.
-    #[test]
-    fn pin_keeps_preemption_off_until_the_cross_call() -> Result {
-        extern "C" fn nothing(_: *mut c_void) {}
-        // SAFETY: No preconditions.
-        let count = || unsafe { crate::sys::msrbatch_preempt_count() };
-        let before = count();
-        let here = insn::this_cpu_id();
-        let mut mask = BatchMask::new()?;
-        {
-            let mut pinned = mask.pin(&[Outcome::new(here, core::ptr::null_mut())])?;
-            assert_eq!(count(), before + 1);
-            pinned.clear(here);
-        }
-        assert_eq!(count(), before);
-        let pinned = mask.pin(&[Outcome::new(here, core::ptr::null_mut())])?;
-        assert_eq!(count(), before + 1);
-        // SAFETY: `nothing` takes nothing from `info`.
-        unsafe { pinned.cross_call(nothing, core::ptr::null_mut()) };
-        assert_eq!(count(), before);
-        assert_eq!(mask.pin(&[Outcome::new(u32::MAX, core::ptr::null_mut())]).err(), Some(ENODEV));
-        assert_eq!(count(), before);
         Ok(())
     }
 

@@ -257,16 +257,9 @@ bool msrbatch_xen_pv(void)
  * conversion each; the mask is cleared here, where only cpumask_size()
  * bytes are, not in Rust, which cleared all of a mask for 512 CPUs and
  * moved it. 0, or -ENODEV if one is no CPU number (below nr_cpu_ids; mask
- * left part set), or -ENXIO if one is offline: a batch checks its CPUs in
- * one call, not one to set and one to look.
- *
- * On 0 only, preemption is left off, so that no CPU of the mask goes
- * offline until msrbatch_cross_call() or msrbatch_preempt_enable() turns it
- * on again: taking a CPU down runs take_cpu_down() through stop_machine(),
- * which waits for every online CPU's stopper thread, and so for this CPU
- * to leave its preempt-off section (Documentation/core-api/cpu_hotplug.rst;
- * smp_call_function_many() relies on the same). That costs a batch less
- * than the hotplug lock, two calls into a percpu rwsem.
+ * left part set), or -ENXIO if one is offline (the caller holds the hotplug
+ * lock): a batch checks its CPUs in one call, not one to set and one to
+ * look.
  */
 int msrbatch_cpumask_of(struct cpumask *mask, const u32 *cpus, size_t nr, size_t stride)
 {
@@ -280,34 +273,7 @@ int msrbatch_cpumask_of(struct cpumask *mask, const u32 *cpus, size_t nr, size_t
 			return -ENODEV;
 		__cpumask_set_cpu(cpu, mask);
 	}
-	preempt_disable();
-	if (cpumask_subset(mask, cpu_online_mask))
-		return 0;
-	preempt_enable();
-	return -ENXIO;
-}
-
-/*
- * Runs func(info) on the CPUs of mask, which msrbatch_cpumask_of() made and
- * checked online, and waits for them; then turns preemption on again, which
- * msrbatch_cpumask_of() left off.
- */
-void msrbatch_cross_call(struct cpumask *mask, void (*func)(void *info), void *info)
-{
-	on_each_cpu_cond_mask(NULL, func, info, true, mask);
-	preempt_enable();
-}
-
-/* Turns preemption on again after msrbatch_cpumask_of() without a cross-call. */
-void msrbatch_preempt_enable(void)
-{
-	preempt_enable();
-}
-
-/* This CPU's preempt count (for the KUnit test of msrbatch_cpumask_of()). */
-unsigned int msrbatch_preempt_count(void)
-{
-	return preempt_count();
+	return cpumask_subset(mask, cpu_online_mask) ? 0 : -ENXIO;
 }
 
 /*
