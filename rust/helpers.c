@@ -36,6 +36,7 @@
 #include <linux/string.h>
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
+#include <linux/wait_bit.h>
 #include <linux/workqueue.h>
 #include <asm/cpufeature.h>
 #include <asm/msr-index.h>
@@ -474,6 +475,32 @@ bool msrbatch_cpu_refuses(unsigned int cpu)
 bool msrbatch_some_cpu_refuses(void)
 {
 	return msrbatch_hint_in_range(READ_ONCE(msrbatch_refuse_any_until));
+}
+
+/* ---- a prepared batch's run lock (prepared.rs's RunLock) ------------------ */
+
+/*
+ * Takes the lock at @state, which another run holds (RunLock::lock found it
+ * not free): marks it waited for and sleeps until it is released, then
+ * tries again. Taken here, it stays marked waited for: its release wakes
+ * whoever else may wait. As mutex_lock(), uninterruptible.
+ */
+void msrbatch_run_lock_wait(atomic_t *state)
+{
+	while (atomic_xchg_acquire(state, MSRBATCH_RUN_WAITED) != MSRBATCH_RUN_FREE)
+		wait_var_event(state, atomic_read(state) != MSRBATCH_RUN_WAITED);
+}
+
+/*
+ * Wakes the runs waiting for the lock at @state, which the caller has just
+ * released from MSRBATCH_RUN_WAITED: the barrier orders that release before
+ * the look for waiters (wake_up_var()'s rule), so a waiter either sees the
+ * lock free or is woken.
+ */
+void msrbatch_run_lock_wake(atomic_t *state)
+{
+	smp_mb();
+	wake_up_var(state);
 }
 
 /* ---- interrupts off (helpers.rs's LocalInterruptDisabled) ---------------- */

@@ -73,6 +73,18 @@ struct msrbatch_credit {
 	u64 full_at;
 };
 
+/*
+ * A prepared batch's run lock (prepared.rs's RunLock, which takes and
+ * releases it in line): its state, and the slow paths, where a run waits
+ * for the lock and where the run that releases it wakes the waiters.
+ */
+#define MSRBATCH_RUN_FREE	0
+#define MSRBATCH_RUN_HELD	1
+#define MSRBATCH_RUN_WAITED	2
+
+void msrbatch_run_lock_wait(atomic_t *state);
+void msrbatch_run_lock_wake(atomic_t *state);
+
 void msrbatch_this_cpu_refuses(u64 tsc);
 bool msrbatch_cpu_refuses(unsigned int cpu);
 bool msrbatch_some_cpu_refuses(void);

@@ -26,9 +26,12 @@ use crate::accept::Kept;
 use crate::batch::{self, Plan};
 use crate::policy::{self, Access};
 use crate::uapi::{self, Op, OpResult};
+use crate::sys;
+use core::cell::UnsafeCell;
 use core::mem::ManuallyDrop;
+use core::ops::{Deref, DerefMut};
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
 use kernel::{
     new_mutex,
     page::PAGE_SIZE,
@@ -100,6 +103,110 @@ impl Drop for Results {
     }
 }
 
+/// The ops of a prepared batch, which one run at a time may use: their
+/// `status` and `val` are a run's scratch space ([`RunLock::lock`]).
+///
+/// A lock of its own, not a kernel `Mutex`: taken and released in line, one
+/// atomic instruction each way when no other run waits (a `Mutex`, with its
+/// calls to `mutex_lock()`, `mutex_unlock()` and the kernel crate's
+/// `assert_is_held` helper, cost a rerun 12 instructions more). A run that finds it
+/// taken sleeps, uninterruptibly as in `Mutex::lock`, until it is released
+/// (`msrbatch_run_lock_wait()` in `helpers.c`, which marks it waited for,
+/// so that its release wakes the waiters). Unlike a mutex it does not hand
+/// itself over to a run that has waited long (the runs of one batch are
+/// one descriptor's), nor does lockdep see it: a run takes it inside the
+/// restore log's lock (a batch that writes), and inside it only the CPU
+/// hotplug read lock (a batch on several CPUs), which nothing that waits
+/// for it holds.
+///
+/// # Invariants
+///
+/// `state` is `MSRBATCH_RUN_FREE` while no [`RunGuard`] of the lock exists,
+/// and `MSRBATCH_RUN_HELD` or `MSRBATCH_RUN_WAITED` (a run may wait for it)
+/// while one does; there is never more than one, and only it accesses `ops`.
+struct RunLock {
+    state: AtomicI32,
+    ops: UnsafeCell<KVVec<Op>>,
+}
+
+// SAFETY: The ops are accessed only through the one `RunGuard` (the type
+// invariants), by whichever thread holds it; `KVVec<Op>` may move between
+// threads.
+unsafe impl Sync for RunLock {}
+
+/// The lock's states (`helpers.h`), as `state`'s type has them.
+const FREE: i32 = sys::MSRBATCH_RUN_FREE as i32;
+const HELD: i32 = sys::MSRBATCH_RUN_HELD as i32;
+const WAITED: i32 = sys::MSRBATCH_RUN_WAITED as i32;
+
+impl RunLock {
+    fn new(ops: KVVec<Op>) -> Self {
+        // INVARIANT: No guard yet.
+        RunLock {
+            state: AtomicI32::new(FREE),
+            ops: UnsafeCell::new(ops),
+        }
+    }
+
+    /// Takes the lock, waiting for the run that holds it if another does.
+    /// Process context.
+    #[inline(always)]
+    fn lock(&self) -> RunGuard<'_> {
+        // Acquire: the last run's use of the ops before ours.
+        if self.state.compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            // SAFETY: `state` is an `atomic_t` (an `int`, as the `AtomicI32`
+            // is), valid while `self` is borrowed, which lasts the call; the
+            // helper sleeps until it takes the lock, with acquire ordering,
+            // as its other users expect of its states.
+            unsafe { sys::msrbatch_run_lock_wait(self.state.as_ptr().cast()) };
+        }
+        // INVARIANT: We took the lock: `state` went from free to held (by
+        // the exchange or the helper's), and we are its one guard.
+        RunGuard { lock: self }
+    }
+}
+
+/// The ops of a prepared batch while a run holds their [`RunLock`].
+///
+/// # Invariants
+///
+/// `lock`'s state is held (or waited for) by this guard, the lock's only one.
+struct RunGuard<'a> {
+    lock: &'a RunLock,
+}
+
+impl Deref for RunGuard<'_> {
+    type Target = KVVec<Op>;
+
+    #[inline(always)]
+    fn deref(&self) -> &KVVec<Op> {
+        // SAFETY: By the type invariants we are the lock's only guard, the
+        // only one that accesses the ops, for as long as we live.
+        unsafe { &*self.lock.ops.get() }
+    }
+}
+
+impl DerefMut for RunGuard<'_> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut KVVec<Op> {
+        // SAFETY: As in `deref`; borrowed mutably through `self`.
+        unsafe { &mut *self.lock.ops.get() }
+    }
+}
+
+impl Drop for RunGuard<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // INVARIANT: The lock is free again, and this guard ends.
+        // Release: our use of the ops before the next run's.
+        if self.lock.state.swap(FREE, Ordering::Release) == WAITED {
+            // SAFETY: As in `RunLock::lock`; the helper orders the release
+            // above before it looks for waiters, and wakes them.
+            unsafe { sys::msrbatch_run_lock_wake(self.lock.state.as_ptr().cast()) };
+        }
+    }
+}
+
 /// One prepared batch.
 ///
 /// # Invariants
@@ -111,8 +218,7 @@ pub(crate) struct Prepared {
     /// The validated private copy of the ops; locked for the length of a run,
     /// which may use their `status`/`val` as scratch space (stale after a
     /// run that put its outputs straight into the results).
-    #[pin]
-    ops: Mutex<KVVec<Op>>,
+    ops: RunLock,
     plan: Plan,
     results: Results,
     /// Runs under way that found the batch in its table ([`Table::run`]),
@@ -133,7 +239,7 @@ impl Prepared {
         // INVARIANT: `ops` and `plan` as the `Kept` held them.
         Arc::pin_init(
             pin_init!(Prepared {
-                ops <- new_mutex!(ops),
+                ops: RunLock::new(ops),
                 plan,
                 results,
                 users: AtomicUsize::new(0),
@@ -523,4 +629,47 @@ pub(crate) fn handle_of(pgoff: usize) -> Result<usize> {
 /// The mmap offset of `handle`'s results.
 pub(crate) fn mmap_offset(handle: u32) -> u64 {
     u64::from(handle) * uapi::PREPARED_STRIDE as u64
+}
+
+#[kunit_tests(msrbatch_prepared)]
+mod tests {
+    use super::*;
+    use core::sync::atomic::AtomicBool;
+
+    /// Sleeps a millisecond at a time until `cond` holds, for a second at
+    /// most; whether it held.
+    fn within_a_second(cond: impl Fn() -> bool) -> bool {
+        for _ in 0..1000 {
+            if cond() {
+                return true;
+            }
+            fsleep(Delta::from_millis(1));
+        }
+        cond()
+    }
+
+    #[test]
+    fn a_run_waits_for_the_run_before() -> Result {
+        // A second run (a worker) finds the ops locked: it marks the lock
+        // waited for, sleeps while the first holds it, and is woken by its
+        // release; then it releases the lock in turn.
+        let lock = Arc::new(RunLock::new(KVVec::new()), GFP_KERNEL)?;
+        let ran = Arc::new(AtomicBool::new(false), GFP_KERNEL)?;
+        let first = lock.lock();
+        let (second, done) = (lock.clone(), ran.clone());
+        kernel::workqueue::system().try_spawn(GFP_KERNEL, move || {
+            let _ops = second.lock();
+            done.store(true, Ordering::Relaxed);
+        })?;
+        assert!(within_a_second(|| lock.state.load(Ordering::Relaxed) == WAITED));
+        fsleep(Delta::from_millis(10));
+        assert!(!ran.load(Ordering::Relaxed));
+        drop(first);
+        assert!(within_a_second(|| ran.load(Ordering::Relaxed)));
+        assert!(within_a_second(|| lock.state.load(Ordering::Relaxed) == FREE));
+        // Free, it is taken and released in line.
+        drop(lock.lock());
+        assert_eq!(lock.state.load(Ordering::Relaxed), FREE);
+        Ok(())
+    }
 }
