@@ -749,8 +749,16 @@ int msrbatch_write_ran(unsigned long uaddr, const struct msrbatch_op *ops, u32 n
 		       u32 nr_failed, u64 start_spread)
 {
 	struct msrbatch_batch __user *dst = (struct msrbatch_batch __user *)hdr_uaddr;
-	int ret = write_results(uaddr, ops, n);
+	int ret;
 
+	/*
+	 * One op, the commonest batch, in a copy of its own: a size the
+	 * compiler knows needs no overflow check and no loop.
+	 */
+	if (n == 1)
+		ret = write_results(uaddr, ops, 1);
+	else
+		ret = write_results(uaddr, ops, n);
 	if (!user_write_access_begin(dst, sizeof(*dst)))
 		return -EFAULT;
 	unsafe_put_user(nr_failed, &dst->nr_failed, fault);
