@@ -1580,6 +1580,31 @@ impl BatchMask {
         }
     }
 
+    /// The mask, for the kernel's cpumask functions that only read it (valid
+    /// while `self` is neither moved nor dropped).
+    #[inline(always)]
+    fn as_ptr(&self) -> *const bindings::cpumask {
+        match self {
+            // By the type invariants, as many bytes as a cpumask function
+            // touches.
+            BatchMask::InPlace(words) => words.as_ptr().cast(),
+            BatchMask::Allocated(mask) => mask.as_raw().cast_const(),
+        }
+    }
+
+    /// Whether the CPUs of the mask, made by [`BatchMask::set`], are all
+    /// online (the caller holds the hotplug lock): `ENXIO` if one is not.
+    #[inline(always)]
+    fn online(&self) -> Result {
+        // SAFETY: `as_ptr` is a valid cpumask (made by `set`), which the
+        // helper only reads.
+        if unsafe { crate::sys::msrbatch_cpumask_online(self.as_ptr().cast()) } {
+            Ok(())
+        } else {
+            Err(ENXIO)
+        }
+    }
+
     /// Makes the mask the CPUs of `outcomes`, and says whether they are all
     /// online (the caller holds the hotplug lock): `ENODEV` if one is no CPU
     /// number, `ENXIO` if one is offline.
@@ -1605,6 +1630,85 @@ impl BatchMask {
         // SAFETY: `as_raw` is a valid cpumask (made by `set`), ours to
         // change; the helper checks `cpu` against `nr_cpu_ids`.
         unsafe { crate::sys::msrbatch_cpumask_clear(self.as_raw().cast(), cpu) }
+    }
+}
+
+/// The shares of a prepared [`Targets::Few`] batch and the mask of their
+/// CPUs, made once, when it is prepared, instead of at each run (a pass over
+/// the ops and a call to make the mask, 130 instructions a run of 4 CPUs x 1
+/// op): a run resets their reports, takes the hotplug lock and checks the
+/// mask's CPUs online ([`execute_kept`]).
+///
+/// # Invariants
+///
+/// `outcomes` are [`few_outcomes`] of the `nr` ops at `base` (one per CPU,
+/// no CPU twice, each with its span of those ops), and `mask` holds their
+/// CPUs (made by [`BatchMask::set`]). The pointers are used only by
+/// [`execute_kept`], and only when the ops it is given are at `base` and
+/// `nr` long; the outcomes' reports are atomics, written by one run's
+/// CPUs (the runs of a prepared batch are serialised by the lock of its
+/// ops, which [`execute_kept`]'s caller holds).
+pub(crate) struct KeptShares {
+    base: *mut Op,
+    nr: usize,
+    outcomes: KVVec<Outcome>,
+    mask: BatchMask,
+}
+
+// SAFETY: Nothing in it is tied to a thread: the pointers are dereferenced
+// only by a run that holds the ops they point to mutably (the type
+// invariants), and the mask is read, never written, after it was made.
+unsafe impl Send for KeptShares {}
+// SAFETY: As above: shared, it is read (the reports are atomics).
+unsafe impl Sync for KeptShares {}
+
+impl KeptShares {
+    /// The shares of the batch `ops`, planned as `plan`, to keep with it
+    /// while its ops stay where they are: `None` unless it is a
+    /// [`Targets::Few`] (or its mask cannot be made: its runs make theirs).
+    pub(crate) fn of(ops: &mut [Op], plan: &Plan) -> Result<Option<Self>> {
+        if !matches!(plan.targets, Targets::Few) {
+            return Ok(None);
+        }
+        let mut buf = [const { MaybeUninit::<Outcome>::uninit() }; FEW];
+        let base = ops.as_mut_ptr();
+        // SAFETY: `base` is the `ops.len()` ops, which do not change while
+        // the outcomes are made.
+        let made = unsafe { few_outcomes(base, ops.len(), &mut buf) };
+        let mut outcomes = KVVec::with_capacity(made.len(), GFP_KERNEL_ACCOUNT)?;
+        for o in made {
+            let kept = Outcome { end: o.end, ..Outcome::new(o.cpu, o.first) };
+            outcomes.push(kept, GFP_KERNEL_ACCOUNT)?;
+        }
+        let mut mask = BatchMask::new()?;
+        match mask.set(&outcomes) {
+            // A CPU offline now may be online at a run, which checks.
+            Ok(()) => {}
+            Err(e) if e == ENXIO => {}
+            Err(_) => return Ok(None),
+        }
+        // INVARIANT: The outcomes of the ops at `base`, and their mask.
+        Ok(Some(KeptShares { base, nr: ops.len(), outcomes, mask }))
+    }
+}
+
+/// Runs a validated batch as [`execute`] does, with the shares `kept` from
+/// its prepare if they were made of `ops` (else as [`execute`]).
+///
+/// # Safety
+///
+/// As [`execute`].
+#[inline(always)]
+pub(crate) unsafe fn execute_kept(ops: &mut [Op], plan: &Plan, kept: Option<&KeptShares>) -> Result<Executed, Rejected> {
+    match kept {
+        // SAFETY: By our own requirements; `kept` was made of these ops (by
+        // its type invariants, as they are at `base`, `nr` of them), which a
+        // `Targets::Few` plan runs as `Shares::Few`.
+        Some(kept) if kept.base == ops.as_mut_ptr() && kept.nr == ops.len() => unsafe {
+            execute_many(ops, Shares::Few, Mode::of(plan), plan.flags & uapi::F_SYNC_START != 0, Some(kept))
+        },
+        // SAFETY: By our own requirements.
+        _ => unsafe { execute(ops, plan) },
     }
 }
 
@@ -1671,9 +1775,9 @@ pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan) -> Result<Executed, Re
         Targets::One(cpu) => unsafe { execute_one(ops, *cpu, plan, InPlace) },
         // SAFETY: By our own requirements; each CPU's share is its ops
         // (`few_outcomes` makes one share per CPU).
-        Targets::Few => unsafe { execute_many(ops, Shares::Few, mode(), sync) },
+        Targets::Few => unsafe { execute_many(ops, Shares::Few, mode(), sync, None) },
         // SAFETY: By our own requirements; `order` and `runs` are a plan's.
-        Targets::Many { order, runs } => unsafe { execute_many(ops, Shares::Grouped { order, runs }, mode(), sync) },
+        Targets::Many { order, runs } => unsafe { execute_many(ops, Shares::Grouped { order, runs }, mode(), sync, None) },
     }
 }
 
@@ -1816,14 +1920,22 @@ unsafe fn execute_on<O: Outputs, const ONE: bool>(ops: &mut [Op], cpu: u32, plan
 /// Runs a batch on several CPUs: one cross-call to all of them at once, with
 /// the hotplug lock held so that every CPU checked online runs its share;
 /// with `sync`, through a [`Rendezvous`] (`ETIMEDOUT` when it was called off:
-/// nothing ran).
+/// nothing ran). The shares' outcomes and the cross-call's mask are made
+/// here, or, for a prepared batch, `kept` from its prepare.
 ///
 /// # Safety
 ///
 /// As [`execute`]; `shares` is [`Shares::Few`] for at most [`FEW`] ops, or
 /// names each op index in exactly one share, and no CPU twice (as a
-/// [`Plan`]'s, by its type invariants).
-unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: bool) -> Result<Executed, Rejected> {
+/// [`Plan`]'s, by its type invariants); `kept`, if given, is
+/// [`Shares::Few`]'s and was made of `ops` ([`KeptShares::of`]).
+unsafe fn execute_many(
+    ops: &mut [Op],
+    shares: Shares<'_>,
+    mode: Mode,
+    sync: bool,
+    kept: Option<&KeptShares>,
+) -> Result<Executed, Rejected> {
     // Each share's CPU and outcome: in place for a few CPUs (only those
     // initialised), else one allocation.
     let mut few = [const { MaybeUninit::<Outcome>::uninit() }; FEW];
@@ -1832,11 +1944,18 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
     let mut many = None;
     // The ops as the CPUs reach them, and the shares' spans of a few.
     let base = ops.as_mut_ptr();
-    let outcomes: &[Outcome] = match shares {
+    let outcomes: &[Outcome] = match (kept, shares) {
+        (Some(kept), _) => {
+            // The last run's reports go: no share has run yet.
+            for o in kept.outcomes.iter() {
+                o.failed.store(UNRUN, Ordering::Relaxed);
+            }
+            &kept.outcomes
+        }
         // SAFETY: `base` is the `ops.len()` ops, whose `cpu` no run changes;
         // they are used through `base` until the cross-call returns.
-        Shares::Few => unsafe { few_outcomes(base, ops.len(), &mut few) },
-        Shares::Grouped { runs, .. } => match few.get_mut(..runs.len()) {
+        (None, Shares::Few) => unsafe { few_outcomes(base, ops.len(), &mut few) },
+        (None, Shares::Grouped { runs, .. }) => match few.get_mut(..runs.len()) {
             // All of them.
             Some(few) => fill(few, runs.iter().map(|r| r.cpu)),
             None => {
@@ -1849,20 +1968,33 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
         },
     };
     let nr = outcomes.len();
+    let mut made = match kept {
+        Some(_) => None,
+        None => Some(BatchMask::new()?),
+    };
+    let rendezvous = sync.then(|| Rendezvous::new(nr as u32));
+
+    let _hotplug = CpusReadGuard::new();
+    // The mask of the cross-call, and whether its CPUs are all online.
+    let (mask, online) = match (kept, &mut made) {
+        (Some(kept), _) => (kept.mask.as_ptr(), kept.mask.online()),
+        (None, Some(mask)) => {
+            let online = mask.set(outcomes);
+            (mask.as_ptr(), online)
+        }
+        // (Made just above.)
+        (None, None) => return Err(EINVAL.into()),
+    };
     // A confined batch with a share for a CPU that said it refuses them:
     // a synchronised start is called off, other shares refused, without
     // a cross-call to that CPU.
     // Only when some CPU may have said so: one look, not one per CPU.
-    let hints = || mode.confined && crate::busy::some_cpu_refuses_confined();
+    let hints = mode.confined && crate::busy::some_cpu_refuses_confined();
     let hinted = crate::busy::refuses_confined;
-    if sync && hints() && outcomes.iter().any(|o| hinted(o.cpu)) {
+    if sync && hints && outcomes.iter().any(|o| hinted(o.cpu)) {
         return Err(ETIMEDOUT.into());
     }
-    let mut mask = BatchMask::new()?;
-    let rendezvous = sync.then(|| Rendezvous::new(nr as u32));
-
-    let _hotplug = CpusReadGuard::new();
-    match mask.set(outcomes) {
+    match online {
         Ok(()) => {}
         Err(e) if e == ENXIO => {
             // The first op of the lowest-numbered CPU that is offline (as
@@ -1879,19 +2011,20 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
         Err(e) => return Err(e.into()),
     }
     // A confined share for a CPU that said it refuses them: refused here,
-    // without a cross-call to that CPU.
-    if hints() {
+    // without a cross-call to that CPU, whose mask is then one of this
+    // call's own (a kept one stays as it is).
+    let mut own = None;
+    let mut mask = mask;
+    if hints && outcomes.iter().any(|o| hinted(o.cpu)) {
+        let own = own.insert(BatchMask::new()?);
+        own.set(outcomes)?;
         for o in outcomes {
             if hinted(o.cpu) {
-                // Hinted since the look above: a synchronised start is
-                // called off now, not after the others waited for it.
-                if sync {
-                    return Err(ETIMEDOUT.into());
-                }
                 o.failed.store(REFUSED, Ordering::Relaxed);
-                mask.clear(o.cpu);
+                own.clear(o.cpu);
             }
         }
+        mask = own.as_ptr();
     }
 
     let shared = Shared {
@@ -1915,7 +2048,7 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
             Some(run_on_this_cpu),
             (&raw const shared).cast_mut().cast(),
             true,
-            mask.as_raw(),
+            mask,
         )
     };
     if rendezvous.is_some_and(|rv| rv.state.load(Ordering::Acquire) != GO) {
@@ -3056,6 +3189,52 @@ mod tests {
             }
         }
         pr_info!("every_op_gets_a_status_and_is_counted: {ran} of 60 ran, {failed} ops failed\n");
+        Ok(())
+    }
+
+    #[test]
+    fn kept_shares_run_as_made_ones() -> Result {
+        if !(cpu_online_now(0) && cpu_online_now(1)) {
+            pr_info!("kept_shares_run_as_made_ones: CPUs 0 and 1 not both online\n");
+            return Ok(());
+        }
+        for flags in [0, uapi::F_SYNC_START, F_CONFINED, uapi::F_TIMESTAMPS] {
+            let mut ops = rdtscs(&[1, 0, 1, 1, 0, 1])?;
+            let p = plan(&ops, flags).map_err(|r| r.err)?;
+            let Some(kept) = KeptShares::of(&mut ops, &p)? else {
+                panic!("a batch on two CPUs keeps its shares");
+            };
+            // The shares a run would make, and their CPUs' mask.
+            let mut buf = [const { MaybeUninit::<Outcome>::uninit() }; FEW];
+            let made = few(&mut ops, &mut buf);
+            assert_eq!(made.len(), kept.outcomes.len());
+            for (m, k) in made.iter().zip(kept.outcomes.iter()) {
+                assert!(m.cpu == k.cpu && m.first == k.first && m.end == k.end);
+            }
+            let mask = kept.mask.as_ptr();
+            // SAFETY: A mask `BatchMask::set` made, alive meanwhile, which
+            // the kernel's function only reads.
+            let bits = |c: u32| unsafe { bindings::cpumask_test_cpu(c as i32, mask.cast_mut()) };
+            // Each run, on the kept shares and then on a copy of the ops
+            // elsewhere (whose shares are made anew), gives every op a
+            // status and counts the failed ones.
+            for round in 0..4 {
+                let mut copy = KVVec::with_capacity(ops.len(), GFP_KERNEL)?;
+                copy.extend_from_slice(&ops, GFP_KERNEL)?;
+                let on = if round % 2 == 0 { &mut ops } else { &mut copy };
+                on.iter_mut().for_each(|o| (o.status, o.val) = (99, [5, 6]));
+                // SAFETY: The batch does not write.
+                match unsafe { execute_kept(on, &p, Some(&kept)) } {
+                    Ok(e) => {
+                        assert!(on.iter().all(|o| o.status != 99));
+                        assert_eq!(e.nr_failed as usize, on.iter().filter(|o| o.status != 0).count());
+                    }
+                    Err(r) => assert_eq!(r.err, ETIMEDOUT),
+                }
+                // The kept mask stays that of the shares' CPUs.
+                assert!(bits(0) && bits(1) && (2..nr_cpu_ids()).all(|c| !bits(c)));
+            }
+        }
         Ok(())
     }
 }
