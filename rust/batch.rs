@@ -1968,22 +1968,19 @@ unsafe fn execute_many(
         },
     };
     let nr = outcomes.len();
-    let mut made = match kept {
-        Some(_) => None,
-        None => Some(BatchMask::new()?),
-    };
+    // (Made for a kept one too, unused: a test of an `Option` of it cost
+    // more than making it, two instructions where its masks are in place.)
+    let mut made = BatchMask::new()?;
     let rendezvous = sync.then(|| Rendezvous::new(nr as u32));
 
     let _hotplug = CpusReadGuard::new();
     // The mask of the cross-call, and whether its CPUs are all online.
-    let (mask, online) = match (kept, &mut made) {
-        (Some(kept), _) => (kept.mask.as_ptr(), kept.mask.online()),
-        (None, Some(mask)) => {
-            let online = mask.set(outcomes);
-            (mask.as_ptr(), online)
+    let (mask, online) = match kept {
+        Some(kept) => (kept.mask.as_ptr(), kept.mask.online()),
+        None => {
+            let online = made.set(outcomes);
+            (made.as_ptr(), online)
         }
-        // (Made just above.)
-        (None, None) => return Err(EINVAL.into()),
     };
     // A confined batch with a share for a CPU that said it refuses them:
     // a synchronised start is called off, other shares refused, without
@@ -2061,9 +2058,12 @@ unsafe fn execute_many(
     for (k, o) in outcomes.iter().enumerate() {
         // (Each share's ops at most `MAX_OPS`, all of them at most that: no
         // overflow, and no check of it.)
+        // (One comparison for both markers, the cold case.)
         nr_failed = nr_failed.wrapping_add(match o.failed.load(Ordering::Relaxed) {
-            REFUSED => unrun(ops, shares, k, o, status::ETIME),
-            UNRUN => unrun(ops, shares, k, o, status::ENXIO),
+            marker @ REFUSED.. => {
+                let status = if marker == REFUSED { status::ETIME } else { status::ENXIO };
+                unrun(ops, shares, k, o, status)
+            }
             failed => {
                 let t = o.start.load(Ordering::Relaxed);
                 first = first.min(t);
