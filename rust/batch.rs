@@ -687,14 +687,15 @@ fn fill(buf: &mut [MaybeUninit<Outcome>], cpus: impl Iterator<Item = u32>) -> &[
 /// its CPU's first op to past its last. One pass over the ops, when the
 /// batch runs: a plan that kept each CPU's ops (a chain through the array)
 /// was built in a pass of its own and moved with the plan, and each CPU
-/// walked its chain.
+/// walked its chain. Also, if every CPU of them is below 64, their mask's
+/// first word (bit `c` for CPU `c`; [`BatchMask::set_word`]).
 ///
 /// # Safety
 ///
 /// `ops` is valid for reads of `nr` ops, and their `cpu`s do not change
 /// while the outcomes are used.
 #[inline(always)]
-unsafe fn few_outcomes(ops: *mut Op, nr: usize, buf: &mut [MaybeUninit<Outcome>; FEW]) -> &[Outcome] {
+unsafe fn few_outcomes(ops: *mut Op, nr: usize, buf: &mut [MaybeUninit<Outcome>; FEW]) -> (&[Outcome], Option<u64>) {
     let end = ops.wrapping_add(nr.min(FEW));
     // Outcomes made so far (at most one per op, so at most `FEW`: `% FEW`
     // below tells the compiler so, for no bounds check), and the one of the
@@ -703,6 +704,9 @@ unsafe fn few_outcomes(ops: *mut Op, nr: usize, buf: &mut [MaybeUninit<Outcome>;
     // Bit `cpu % 64` set for the CPU of each outcome: a CPU whose bit is
     // clear is new without a look through the others.
     let mut seen = 0u64;
+    // The CPUs' numbers ORed: below 64 if every one is, when `seen` has
+    // exactly their bits.
+    let mut high = 0u32;
     let mut at = ops;
     // Each turn, a run of ops of one CPU.
     while at != end {
@@ -726,6 +730,7 @@ unsafe fn few_outcomes(ops: *mut Op, nr: usize, buf: &mut [MaybeUninit<Outcome>;
             k = j;
         } else {
             seen |= bit;
+            high |= cpu;
             k = n % FEW;
             buf[k].write(Outcome::new(cpu, at));
             n = n.wrapping_add(1);
@@ -742,7 +747,7 @@ unsafe fn few_outcomes(ops: *mut Op, nr: usize, buf: &mut [MaybeUninit<Outcome>;
         unsafe { buf[k % FEW].assume_init_mut() }.end = end;
     }
     // SAFETY: The first `n` are made.
-    unsafe { made(buf, n) }
+    (unsafe { made(buf, n) }, (high < 64).then_some(seen))
 }
 
 /// The ops of one CPU among a span of a batch's ops, in array order: what
@@ -1625,6 +1630,24 @@ impl BatchMask {
         }
     }
 
+    /// Makes the mask, as [`BatchMask::new`] made it, the CPUs of `bits`
+    /// (bit `c` for CPU `c`: CPUs below 64), and says whether they are all
+    /// online (the caller holds the hotplug lock): `ENXIO` if one is not.
+    /// As [`BatchMask::set`] does, without a call (46 instructions a batch
+    /// where it calls): a batch of a few ops on a machine of up to 64 CPUs.
+    #[inline(always)]
+    fn set_word(&mut self, bits: u64) -> Result {
+        match self {
+            // Every word of it, by the type invariants at least the
+            // `cpumask_size()` bytes a cpumask function touches.
+            BatchMask::InPlace(words) => words.write([0; MASK_WORDS])[0] = bits,
+            // SAFETY: A mask of at least one word, ours to write; its other
+            // words are zero, as `new_zero` made them.
+            BatchMask::Allocated(mask) => unsafe { mask.as_raw().cast::<c_ulong>().write(bits) },
+        }
+        online_word(bits)
+    }
+
     /// Takes `cpu` out of the mask (nothing, if it is no CPU number).
     fn clear(&mut self, cpu: u32) {
         // SAFETY: `as_raw` is a valid cpumask (made by `set`), ours to
@@ -1642,8 +1665,9 @@ impl BatchMask {
 /// # Invariants
 ///
 /// `outcomes` are [`few_outcomes`] of the `nr` ops at `base` (one per CPU,
-/// no CPU twice, each with its span of those ops), and `mask` holds their
-/// CPUs (made by [`BatchMask::set`]). The pointers are used only by
+/// no CPU twice, each with its span of those ops), `mask` holds their
+/// CPUs (made by [`BatchMask::set`]), and `word`, if any, is its first word,
+/// its only one with a bit set. The pointers are used only by
 /// [`execute_kept`], and only when the ops it is given are at `base` and
 /// `nr` long; the outcomes' reports are atomics, written by one run's
 /// CPUs (the runs of a prepared batch are serialised by the lock of its
@@ -1653,6 +1677,9 @@ pub(crate) struct KeptShares {
     nr: usize,
     outcomes: KVVec<Outcome>,
     mask: BatchMask,
+    /// The mask's first word, if its CPUs are all below 64: a run checks
+    /// them online with it ([`online_word`]), not with a call.
+    word: Option<u64>,
 }
 
 // SAFETY: Nothing in it is tied to a thread: the pointers are dereferenced
@@ -1674,7 +1701,7 @@ impl KeptShares {
         let base = ops.as_mut_ptr();
         // SAFETY: `base` is the `ops.len()` ops, which do not change while
         // the outcomes are made.
-        let made = unsafe { few_outcomes(base, ops.len(), &mut buf) };
+        let (made, word) = unsafe { few_outcomes(base, ops.len(), &mut buf) };
         let mut outcomes = KVVec::with_capacity(made.len(), GFP_KERNEL_ACCOUNT)?;
         for o in made {
             let kept = Outcome { end: o.end, ..Outcome::new(o.cpu, o.first) };
@@ -1688,7 +1715,7 @@ impl KeptShares {
             Err(_) => return Ok(None),
         }
         // INVARIANT: The outcomes of the ops at `base`, and their mask.
-        Ok(Some(KeptShares { base, nr: ops.len(), outcomes, mask }))
+        Ok(Some(KeptShares { base, nr: ops.len(), outcomes, mask, word }))
     }
 }
 
@@ -1709,6 +1736,23 @@ pub(crate) unsafe fn execute_kept(ops: &mut [Op], plan: &Plan, kept: Option<&Kep
         },
         // SAFETY: By our own requirements.
         _ => unsafe { execute(ops, plan) },
+    }
+}
+
+/// Whether the CPUs of `bits` (bit `c` for CPU `c`: CPUs below 64) are all
+/// online (the caller holds the hotplug lock): `ENXIO` if one is not. One
+/// word of the kernel's online mask, read here, not by a call.
+#[inline(always)]
+fn online_word(bits: u64) -> Result {
+    let online = &raw const bindings::__cpu_online_mask;
+    // SAFETY: The kernel's online mask, valid for its lifetime, has at least
+    // one word; it is read as the kernel reads it (the hotplug lock keeps it
+    // as it is), with one load the compiler assumes nothing of.
+    let word = unsafe { online.cast::<c_ulong>().read_volatile() };
+    if bits & !word == 0 {
+        Ok(())
+    } else {
+        Err(ENXIO)
     }
 }
 
@@ -1944,6 +1988,8 @@ unsafe fn execute_many(
     let mut many = None;
     // The ops as the CPUs reach them, and the shares' spans of a few.
     let base = ops.as_mut_ptr();
+    // A few's mask word, when its CPUs are below 64.
+    let mut word = None;
     let outcomes: &[Outcome] = match (kept, shares) {
         (Some(kept), _) => {
             // The last run's reports go: no share has run yet.
@@ -1954,7 +2000,12 @@ unsafe fn execute_many(
         }
         // SAFETY: `base` is the `ops.len()` ops, whose `cpu` no run changes;
         // they are used through `base` until the cross-call returns.
-        (None, Shares::Few) => unsafe { few_outcomes(base, ops.len(), &mut few) },
+        (None, Shares::Few) => {
+            // SAFETY: As above.
+            let (outcomes, bits) = unsafe { few_outcomes(base, ops.len(), &mut few) };
+            word = bits;
+            outcomes
+        }
         (None, Shares::Grouped { runs, .. }) => match few.get_mut(..runs.len()) {
             // All of them.
             Some(few) => fill(few, runs.iter().map(|r| r.cpu)),
@@ -1976,9 +2027,18 @@ unsafe fn execute_many(
     let _hotplug = CpusReadGuard::new();
     // The mask of the cross-call, and whether its CPUs are all online.
     let (mask, online) = match kept {
-        Some(kept) => (kept.mask.as_ptr(), kept.mask.online()),
+        Some(kept) => (
+            kept.mask.as_ptr(),
+            match kept.word {
+                Some(bits) => online_word(bits),
+                None => kept.mask.online(),
+            },
+        ),
         None => {
-            let online = made.set(outcomes);
+            let online = match word {
+                Some(bits) => made.set_word(bits),
+                None => made.set(outcomes),
+            };
             (made.as_ptr(), online)
         }
     };
@@ -2302,7 +2362,7 @@ mod tests {
     fn few<'b>(ops: &mut [Op], buf: &'b mut [MaybeUninit<Outcome>; FEW]) -> &'b [Outcome] {
         // SAFETY: `ops` is `ops.len()` ops, unchanged while the outcomes are
         // used (they only name them).
-        unsafe { few_outcomes(ops.as_mut_ptr(), ops.len(), buf) }
+        unsafe { few_outcomes(ops.as_mut_ptr(), ops.len(), buf) }.0
     }
 
     /// The op indices a cross-call on the CPU of outcome `o` runs of a
@@ -2343,6 +2403,11 @@ mod tests {
         }
         assert!(cpus.len() <= FEW && distinct >= 2);
         let mut buf = [const { MaybeUninit::<Outcome>::uninit() }; FEW];
+        // The mask word: each CPU's bit when all are below 64, else none.
+        // SAFETY: `ops` is `ops.len()` ops, unchanged meanwhile.
+        let (_, word) = unsafe { few_outcomes(ops.as_mut_ptr(), ops.len(), &mut buf) };
+        let bits = cpus.iter().fold(0u64, |b, &c| b | 1u64.checked_shl(c).unwrap_or(0));
+        assert_eq!(word, cpus.iter().all(|&c| c < 64).then_some(bits));
         let outcomes = few(&mut ops, &mut buf);
         assert_eq!(outcomes.len(), distinct);
         let mut seen = [0u32; FEW];
@@ -3193,6 +3258,44 @@ mod tests {
     }
 
     #[test]
+    fn a_mask_word_is_the_mask_set_makes() -> Result {
+        // Each set of CPUs among the first four (those there are), and one
+        // past the CPU numbers if the machine has fewer than 64.
+        let n = nr_cpu_ids().min(4);
+        for set in 1u64..1 << n {
+            let cpus: KVVec<u32> = {
+                let mut v = KVVec::new();
+                for c in (0..n).filter(|c| set >> c & 1 != 0) {
+                    v.push(c, GFP_KERNEL)?;
+                }
+                v
+            };
+            let outcomes: KVVec<Outcome> = {
+                let mut v = KVVec::new();
+                for &c in cpus.iter() {
+                    v.push(Outcome::new(c, core::ptr::null_mut()), GFP_KERNEL)?;
+                }
+                v
+            };
+            let (mut by_word, mut by_set) = (BatchMask::new()?, BatchMask::new()?);
+            let _hotplug = CpusReadGuard::new();
+            assert_eq!(by_word.set_word(set), by_set.set(&outcomes));
+            let (w, s) = (by_word.as_ptr().cast_mut(), by_set.as_ptr().cast_mut());
+            for c in 0..nr_cpu_ids() as i32 {
+                // SAFETY: Masks `set_word` and `set` made, alive meanwhile,
+                // which the kernel's function only reads.
+                assert_eq!(unsafe { bindings::cpumask_test_cpu(c, w) }, unsafe { bindings::cpumask_test_cpu(c, s) });
+            }
+        }
+        if nr_cpu_ids() < 64 {
+            let mut mask = BatchMask::new()?;
+            let _hotplug = CpusReadGuard::new();
+            assert_eq!(mask.set_word(1 << nr_cpu_ids()), Err(ENXIO));
+        }
+        Ok(())
+    }
+
+    #[test]
     fn kept_shares_run_as_made_ones() -> Result {
         if !(cpu_online_now(0) && cpu_online_now(1)) {
             pr_info!("kept_shares_run_as_made_ones: CPUs 0 and 1 not both online\n");
@@ -3211,6 +3314,8 @@ mod tests {
             for (m, k) in made.iter().zip(kept.outcomes.iter()) {
                 assert!(m.cpu == k.cpu && m.first == k.first && m.end == k.end);
             }
+            // CPUs 0 and 1: a run checks them online with one word.
+            assert_eq!(kept.word, Some(0b11));
             let mask = kept.mask.as_ptr();
             // SAFETY: A mask `BatchMask::set` made, alive meanwhile, which
             // the kernel's function only reads.
