@@ -687,14 +687,15 @@ fn fill(buf: &mut [MaybeUninit<Outcome>], cpus: impl Iterator<Item = u32>) -> &[
 /// its CPU's first op to past its last. One pass over the ops, when the
 /// batch runs: a plan that kept each CPU's ops (a chain through the array)
 /// was built in a pass of its own and moved with the plan, and each CPU
-/// walked its chain.
+/// walked its chain. Also, if every CPU of them is below 64, their mask's
+/// first word (bit `c` for CPU `c`; [`BatchMask::set_word`]).
 ///
 /// # Safety
 ///
 /// `ops` is valid for reads of `nr` ops, and their `cpu`s do not change
 /// while the outcomes are used.
 #[inline(always)]
-unsafe fn few_outcomes(ops: *mut Op, nr: usize, buf: &mut [MaybeUninit<Outcome>; FEW]) -> &[Outcome] {
+unsafe fn few_outcomes(ops: *mut Op, nr: usize, buf: &mut [MaybeUninit<Outcome>; FEW]) -> (&[Outcome], Option<u64>) {
     let end = ops.wrapping_add(nr.min(FEW));
     // Outcomes made so far (at most one per op, so at most `FEW`: `% FEW`
     // below tells the compiler so, for no bounds check), and the one of the
@@ -703,6 +704,9 @@ unsafe fn few_outcomes(ops: *mut Op, nr: usize, buf: &mut [MaybeUninit<Outcome>;
     // Bit `cpu % 64` set for the CPU of each outcome: a CPU whose bit is
     // clear is new without a look through the others.
     let mut seen = 0u64;
+    // The CPUs' numbers ORed: below 64 if every one is, when `seen` has
+    // exactly their bits.
+    let mut high = 0u32;
     let mut at = ops;
     // Each turn, a run of ops of one CPU.
     while at != end {
@@ -726,6 +730,7 @@ unsafe fn few_outcomes(ops: *mut Op, nr: usize, buf: &mut [MaybeUninit<Outcome>;
             k = j;
         } else {
             seen |= bit;
+            high |= cpu;
             k = n % FEW;
             buf[k].write(Outcome::new(cpu, at));
             n = n.wrapping_add(1);
@@ -742,7 +747,7 @@ unsafe fn few_outcomes(ops: *mut Op, nr: usize, buf: &mut [MaybeUninit<Outcome>;
         unsafe { buf[k % FEW].assume_init_mut() }.end = end;
     }
     // SAFETY: The first `n` are made.
-    unsafe { made(buf, n) }
+    (unsafe { made(buf, n) }, (high < 64).then_some(seen))
 }
 
 /// The ops of one CPU among a span of a batch's ops, in array order: what
@@ -1580,6 +1585,31 @@ impl BatchMask {
         }
     }
 
+    /// The mask, for the kernel's cpumask functions that only read it (valid
+    /// while `self` is neither moved nor dropped).
+    #[inline(always)]
+    fn as_ptr(&self) -> *const bindings::cpumask {
+        match self {
+            // By the type invariants, as many bytes as a cpumask function
+            // touches.
+            BatchMask::InPlace(words) => words.as_ptr().cast(),
+            BatchMask::Allocated(mask) => mask.as_raw().cast_const(),
+        }
+    }
+
+    /// Whether the CPUs of the mask, made by [`BatchMask::set`], are all
+    /// online (the caller holds the hotplug lock): `ENXIO` if one is not.
+    #[inline(always)]
+    fn online(&self) -> Result {
+        // SAFETY: `as_ptr` is a valid cpumask (made by `set`), which the
+        // helper only reads.
+        if unsafe { crate::sys::msrbatch_cpumask_online(self.as_ptr().cast()) } {
+            Ok(())
+        } else {
+            Err(ENXIO)
+        }
+    }
+
     /// Makes the mask the CPUs of `outcomes`, and says whether they are all
     /// online (the caller holds the hotplug lock): `ENODEV` if one is no CPU
     /// number, `ENXIO` if one is offline.
@@ -1600,11 +1630,129 @@ impl BatchMask {
         }
     }
 
+    /// Makes the mask, as [`BatchMask::new`] made it, the CPUs of `bits`
+    /// (bit `c` for CPU `c`: CPUs below 64), and says whether they are all
+    /// online (the caller holds the hotplug lock): `ENXIO` if one is not.
+    /// As [`BatchMask::set`] does, without a call (46 instructions a batch
+    /// where it calls): a batch of a few ops on a machine of up to 64 CPUs.
+    #[inline(always)]
+    fn set_word(&mut self, bits: u64) -> Result {
+        match self {
+            // Every word of it, by the type invariants at least the
+            // `cpumask_size()` bytes a cpumask function touches.
+            BatchMask::InPlace(words) => words.write([0; MASK_WORDS])[0] = bits,
+            // SAFETY: A mask of at least one word, ours to write; its other
+            // words are zero, as `new_zero` made them.
+            BatchMask::Allocated(mask) => unsafe { mask.as_raw().cast::<c_ulong>().write(bits) },
+        }
+        online_word(bits)
+    }
+
     /// Takes `cpu` out of the mask (nothing, if it is no CPU number).
     fn clear(&mut self, cpu: u32) {
         // SAFETY: `as_raw` is a valid cpumask (made by `set`), ours to
         // change; the helper checks `cpu` against `nr_cpu_ids`.
         unsafe { crate::sys::msrbatch_cpumask_clear(self.as_raw().cast(), cpu) }
+    }
+}
+
+/// The shares of a prepared [`Targets::Few`] batch and the mask of their
+/// CPUs, made once, when it is prepared, instead of at each run (a pass over
+/// the ops and a call to make the mask, 130 instructions a run of 4 CPUs x 1
+/// op): a run resets their reports, takes the hotplug lock and checks the
+/// mask's CPUs online ([`execute_kept`]).
+///
+/// # Invariants
+///
+/// `outcomes` are [`few_outcomes`] of the `nr` ops at `base` (one per CPU,
+/// no CPU twice, each with its span of those ops), `mask` holds their
+/// CPUs (made by [`BatchMask::set`]), and `word`, if any, is its first word,
+/// its only one with a bit set. The pointers are used only by
+/// [`execute_kept`], and only when the ops it is given are at `base` and
+/// `nr` long; the outcomes' reports are atomics, written by one run's
+/// CPUs (the runs of a prepared batch are serialised by the lock of its
+/// ops, which [`execute_kept`]'s caller holds).
+pub(crate) struct KeptShares {
+    base: *mut Op,
+    nr: usize,
+    outcomes: KVVec<Outcome>,
+    mask: BatchMask,
+    /// The mask's first word, if its CPUs are all below 64: a run checks
+    /// them online with it ([`online_word`]), not with a call.
+    word: Option<u64>,
+}
+
+// SAFETY: Nothing in it is tied to a thread: the pointers are dereferenced
+// only by a run that holds the ops they point to mutably (the type
+// invariants), and the mask is read, never written, after it was made.
+unsafe impl Send for KeptShares {}
+// SAFETY: As above: shared, it is read (the reports are atomics).
+unsafe impl Sync for KeptShares {}
+
+impl KeptShares {
+    /// The shares of the batch `ops`, planned as `plan`, to keep with it
+    /// while its ops stay where they are: `None` unless it is a
+    /// [`Targets::Few`] (or its mask cannot be made: its runs make theirs).
+    pub(crate) fn of(ops: &mut [Op], plan: &Plan) -> Result<Option<Self>> {
+        if !matches!(plan.targets, Targets::Few) {
+            return Ok(None);
+        }
+        let mut buf = [const { MaybeUninit::<Outcome>::uninit() }; FEW];
+        let base = ops.as_mut_ptr();
+        // SAFETY: `base` is the `ops.len()` ops, which do not change while
+        // the outcomes are made.
+        let (made, word) = unsafe { few_outcomes(base, ops.len(), &mut buf) };
+        let mut outcomes = KVVec::with_capacity(made.len(), GFP_KERNEL_ACCOUNT)?;
+        for o in made {
+            let kept = Outcome { end: o.end, ..Outcome::new(o.cpu, o.first) };
+            outcomes.push(kept, GFP_KERNEL_ACCOUNT)?;
+        }
+        let mut mask = BatchMask::new()?;
+        match mask.set(&outcomes) {
+            // A CPU offline now may be online at a run, which checks.
+            Ok(()) => {}
+            Err(e) if e == ENXIO => {}
+            Err(_) => return Ok(None),
+        }
+        // INVARIANT: The outcomes of the ops at `base`, and their mask.
+        Ok(Some(KeptShares { base, nr: ops.len(), outcomes, mask, word }))
+    }
+}
+
+/// Runs a validated batch as [`execute`] does, with the shares `kept` from
+/// its prepare if they were made of `ops` (else as [`execute`]).
+///
+/// # Safety
+///
+/// As [`execute`].
+#[inline(always)]
+pub(crate) unsafe fn execute_kept(ops: &mut [Op], plan: &Plan, kept: Option<&KeptShares>) -> Result<Executed, Rejected> {
+    match kept {
+        // SAFETY: By our own requirements; `kept` was made of these ops (by
+        // its type invariants, as they are at `base`, `nr` of them), which a
+        // `Targets::Few` plan runs as `Shares::Few`.
+        Some(kept) if kept.base == ops.as_mut_ptr() && kept.nr == ops.len() => unsafe {
+            execute_many(ops, Shares::Few, Mode::of(plan), plan.flags & uapi::F_SYNC_START != 0, Some(kept))
+        },
+        // SAFETY: By our own requirements.
+        _ => unsafe { execute(ops, plan) },
+    }
+}
+
+/// Whether the CPUs of `bits` (bit `c` for CPU `c`: CPUs below 64) are all
+/// online (the caller holds the hotplug lock): `ENXIO` if one is not. One
+/// word of the kernel's online mask, read here, not by a call.
+#[inline(always)]
+fn online_word(bits: u64) -> Result {
+    let online = &raw const bindings::__cpu_online_mask;
+    // SAFETY: The kernel's online mask, valid for its lifetime, has at least
+    // one word; it is read as the kernel reads it (the hotplug lock keeps it
+    // as it is), with one load the compiler assumes nothing of.
+    let word = unsafe { online.cast::<c_ulong>().read_volatile() };
+    if bits & !word == 0 {
+        Ok(())
+    } else {
+        Err(ENXIO)
     }
 }
 
@@ -1671,9 +1819,9 @@ pub(crate) unsafe fn execute(ops: &mut [Op], plan: &Plan) -> Result<Executed, Re
         Targets::One(cpu) => unsafe { execute_one(ops, *cpu, plan, InPlace) },
         // SAFETY: By our own requirements; each CPU's share is its ops
         // (`few_outcomes` makes one share per CPU).
-        Targets::Few => unsafe { execute_many(ops, Shares::Few, mode(), sync) },
+        Targets::Few => unsafe { execute_many(ops, Shares::Few, mode(), sync, None) },
         // SAFETY: By our own requirements; `order` and `runs` are a plan's.
-        Targets::Many { order, runs } => unsafe { execute_many(ops, Shares::Grouped { order, runs }, mode(), sync) },
+        Targets::Many { order, runs } => unsafe { execute_many(ops, Shares::Grouped { order, runs }, mode(), sync, None) },
     }
 }
 
@@ -1816,14 +1964,22 @@ unsafe fn execute_on<O: Outputs, const ONE: bool>(ops: &mut [Op], cpu: u32, plan
 /// Runs a batch on several CPUs: one cross-call to all of them at once, with
 /// the hotplug lock held so that every CPU checked online runs its share;
 /// with `sync`, through a [`Rendezvous`] (`ETIMEDOUT` when it was called off:
-/// nothing ran).
+/// nothing ran). The shares' outcomes and the cross-call's mask are made
+/// here, or, for a prepared batch, `kept` from its prepare.
 ///
 /// # Safety
 ///
 /// As [`execute`]; `shares` is [`Shares::Few`] for at most [`FEW`] ops, or
 /// names each op index in exactly one share, and no CPU twice (as a
-/// [`Plan`]'s, by its type invariants).
-unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: bool) -> Result<Executed, Rejected> {
+/// [`Plan`]'s, by its type invariants); `kept`, if given, is
+/// [`Shares::Few`]'s and was made of `ops` ([`KeptShares::of`]).
+unsafe fn execute_many(
+    ops: &mut [Op],
+    shares: Shares<'_>,
+    mode: Mode,
+    sync: bool,
+    kept: Option<&KeptShares>,
+) -> Result<Executed, Rejected> {
     // Each share's CPU and outcome: in place for a few CPUs (only those
     // initialised), else one allocation.
     let mut few = [const { MaybeUninit::<Outcome>::uninit() }; FEW];
@@ -1832,11 +1988,25 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
     let mut many = None;
     // The ops as the CPUs reach them, and the shares' spans of a few.
     let base = ops.as_mut_ptr();
-    let outcomes: &[Outcome] = match shares {
+    // A few's mask word, when its CPUs are below 64.
+    let mut word = None;
+    let outcomes: &[Outcome] = match (kept, shares) {
+        (Some(kept), _) => {
+            // The last run's reports go: no share has run yet.
+            for o in kept.outcomes.iter() {
+                o.failed.store(UNRUN, Ordering::Relaxed);
+            }
+            &kept.outcomes
+        }
         // SAFETY: `base` is the `ops.len()` ops, whose `cpu` no run changes;
         // they are used through `base` until the cross-call returns.
-        Shares::Few => unsafe { few_outcomes(base, ops.len(), &mut few) },
-        Shares::Grouped { runs, .. } => match few.get_mut(..runs.len()) {
+        (None, Shares::Few) => {
+            // SAFETY: As above.
+            let (outcomes, bits) = unsafe { few_outcomes(base, ops.len(), &mut few) };
+            word = bits;
+            outcomes
+        }
+        (None, Shares::Grouped { runs, .. }) => match few.get_mut(..runs.len()) {
             // All of them.
             Some(few) => fill(few, runs.iter().map(|r| r.cpu)),
             None => {
@@ -1849,20 +2019,39 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
         },
     };
     let nr = outcomes.len();
+    // (Made for a kept one too, unused: a test of an `Option` of it cost
+    // more than making it, two instructions where its masks are in place.)
+    let mut made = BatchMask::new()?;
+    let rendezvous = sync.then(|| Rendezvous::new(nr as u32));
+
+    let _hotplug = CpusReadGuard::new();
+    // The mask of the cross-call, and whether its CPUs are all online.
+    let (mask, online) = match kept {
+        Some(kept) => (
+            kept.mask.as_ptr(),
+            match kept.word {
+                Some(bits) => online_word(bits),
+                None => kept.mask.online(),
+            },
+        ),
+        None => {
+            let online = match word {
+                Some(bits) => made.set_word(bits),
+                None => made.set(outcomes),
+            };
+            (made.as_ptr(), online)
+        }
+    };
     // A confined batch with a share for a CPU that said it refuses them:
     // a synchronised start is called off, other shares refused, without
     // a cross-call to that CPU.
     // Only when some CPU may have said so: one look, not one per CPU.
-    let hints = || mode.confined && crate::busy::some_cpu_refuses_confined();
+    let hints = mode.confined && crate::busy::some_cpu_refuses_confined();
     let hinted = crate::busy::refuses_confined;
-    if sync && hints() && outcomes.iter().any(|o| hinted(o.cpu)) {
+    if sync && hints && outcomes.iter().any(|o| hinted(o.cpu)) {
         return Err(ETIMEDOUT.into());
     }
-    let mut mask = BatchMask::new()?;
-    let rendezvous = sync.then(|| Rendezvous::new(nr as u32));
-
-    let _hotplug = CpusReadGuard::new();
-    match mask.set(outcomes) {
+    match online {
         Ok(()) => {}
         Err(e) if e == ENXIO => {
             // The first op of the lowest-numbered CPU that is offline (as
@@ -1879,19 +2068,20 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
         Err(e) => return Err(e.into()),
     }
     // A confined share for a CPU that said it refuses them: refused here,
-    // without a cross-call to that CPU.
-    if hints() {
+    // without a cross-call to that CPU, whose mask is then one of this
+    // call's own (a kept one stays as it is).
+    let mut own = None;
+    let mut mask = mask;
+    if hints && outcomes.iter().any(|o| hinted(o.cpu)) {
+        let own = own.insert(BatchMask::new()?);
+        own.set(outcomes)?;
         for o in outcomes {
             if hinted(o.cpu) {
-                // Hinted since the look above: a synchronised start is
-                // called off now, not after the others waited for it.
-                if sync {
-                    return Err(ETIMEDOUT.into());
-                }
                 o.failed.store(REFUSED, Ordering::Relaxed);
-                mask.clear(o.cpu);
+                own.clear(o.cpu);
             }
         }
+        mask = own.as_ptr();
     }
 
     let shared = Shared {
@@ -1915,7 +2105,7 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
             Some(run_on_this_cpu),
             (&raw const shared).cast_mut().cast(),
             true,
-            mask.as_raw(),
+            mask,
         )
     };
     if rendezvous.is_some_and(|rv| rv.state.load(Ordering::Acquire) != GO) {
@@ -1928,9 +2118,12 @@ unsafe fn execute_many(ops: &mut [Op], shares: Shares<'_>, mode: Mode, sync: boo
     for (k, o) in outcomes.iter().enumerate() {
         // (Each share's ops at most `MAX_OPS`, all of them at most that: no
         // overflow, and no check of it.)
+        // (One comparison for both markers, the cold case.)
         nr_failed = nr_failed.wrapping_add(match o.failed.load(Ordering::Relaxed) {
-            REFUSED => unrun(ops, shares, k, o, status::ETIME),
-            UNRUN => unrun(ops, shares, k, o, status::ENXIO),
+            marker @ REFUSED.. => {
+                let status = if marker == REFUSED { status::ETIME } else { status::ENXIO };
+                unrun(ops, shares, k, o, status)
+            }
             failed => {
                 let t = o.start.load(Ordering::Relaxed);
                 first = first.min(t);
@@ -2169,7 +2362,7 @@ mod tests {
     fn few<'b>(ops: &mut [Op], buf: &'b mut [MaybeUninit<Outcome>; FEW]) -> &'b [Outcome] {
         // SAFETY: `ops` is `ops.len()` ops, unchanged while the outcomes are
         // used (they only name them).
-        unsafe { few_outcomes(ops.as_mut_ptr(), ops.len(), buf) }
+        unsafe { few_outcomes(ops.as_mut_ptr(), ops.len(), buf) }.0
     }
 
     /// The op indices a cross-call on the CPU of outcome `o` runs of a
@@ -2210,6 +2403,11 @@ mod tests {
         }
         assert!(cpus.len() <= FEW && distinct >= 2);
         let mut buf = [const { MaybeUninit::<Outcome>::uninit() }; FEW];
+        // The mask word: each CPU's bit when all are below 64, else none.
+        // SAFETY: `ops` is `ops.len()` ops, unchanged meanwhile.
+        let (_, word) = unsafe { few_outcomes(ops.as_mut_ptr(), ops.len(), &mut buf) };
+        let bits = cpus.iter().fold(0u64, |b, &c| b | 1u64.checked_shl(c).unwrap_or(0));
+        assert_eq!(word, cpus.iter().all(|&c| c < 64).then_some(bits));
         let outcomes = few(&mut ops, &mut buf);
         assert_eq!(outcomes.len(), distinct);
         let mut seen = [0u32; FEW];
@@ -3056,6 +3254,92 @@ mod tests {
             }
         }
         pr_info!("every_op_gets_a_status_and_is_counted: {ran} of 60 ran, {failed} ops failed\n");
+        Ok(())
+    }
+
+    #[test]
+    fn a_mask_word_is_the_mask_set_makes() -> Result {
+        // Each set of CPUs among the first four (those there are), and one
+        // past the CPU numbers if the machine has fewer than 64.
+        let n = nr_cpu_ids().min(4);
+        for set in 1u64..1 << n {
+            let cpus: KVVec<u32> = {
+                let mut v = KVVec::new();
+                for c in (0..n).filter(|c| set >> c & 1 != 0) {
+                    v.push(c, GFP_KERNEL)?;
+                }
+                v
+            };
+            let outcomes: KVVec<Outcome> = {
+                let mut v = KVVec::new();
+                for &c in cpus.iter() {
+                    v.push(Outcome::new(c, core::ptr::null_mut()), GFP_KERNEL)?;
+                }
+                v
+            };
+            let (mut by_word, mut by_set) = (BatchMask::new()?, BatchMask::new()?);
+            let _hotplug = CpusReadGuard::new();
+            assert_eq!(by_word.set_word(set), by_set.set(&outcomes));
+            let (w, s) = (by_word.as_ptr().cast_mut(), by_set.as_ptr().cast_mut());
+            for c in 0..nr_cpu_ids() as i32 {
+                // SAFETY: Masks `set_word` and `set` made, alive meanwhile,
+                // which the kernel's function only reads.
+                assert_eq!(unsafe { bindings::cpumask_test_cpu(c, w) }, unsafe { bindings::cpumask_test_cpu(c, s) });
+            }
+        }
+        if nr_cpu_ids() < 64 {
+            let mut mask = BatchMask::new()?;
+            let _hotplug = CpusReadGuard::new();
+            assert_eq!(mask.set_word(1 << nr_cpu_ids()), Err(ENXIO));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn kept_shares_run_as_made_ones() -> Result {
+        if !(cpu_online_now(0) && cpu_online_now(1)) {
+            pr_info!("kept_shares_run_as_made_ones: CPUs 0 and 1 not both online\n");
+            return Ok(());
+        }
+        for flags in [0, uapi::F_SYNC_START, F_CONFINED, uapi::F_TIMESTAMPS] {
+            let mut ops = rdtscs(&[1, 0, 1, 1, 0, 1])?;
+            let p = plan(&ops, flags).map_err(|r| r.err)?;
+            let Some(kept) = KeptShares::of(&mut ops, &p)? else {
+                panic!("a batch on two CPUs keeps its shares");
+            };
+            // The shares a run would make, and their CPUs' mask.
+            let mut buf = [const { MaybeUninit::<Outcome>::uninit() }; FEW];
+            let made = few(&mut ops, &mut buf);
+            assert_eq!(made.len(), kept.outcomes.len());
+            for (m, k) in made.iter().zip(kept.outcomes.iter()) {
+                assert!(m.cpu == k.cpu && m.first == k.first && m.end == k.end);
+            }
+            // CPUs 0 and 1: a run checks them online with one word.
+            assert_eq!(kept.word, Some(0b11));
+            let mask = kept.mask.as_ptr();
+            // SAFETY: A mask `BatchMask::set` made, alive meanwhile, which
+            // the kernel's function only reads.
+            let bits = |c: u32| unsafe { bindings::cpumask_test_cpu(c as i32, mask.cast_mut()) };
+            // Each run, on the kept shares and then on a copy of the ops
+            // elsewhere (whose shares are made anew), gives every op a
+            // status and counts the failed ones.
+            for round in 0..4 {
+                let mut copy = KVVec::with_capacity(ops.len(), GFP_KERNEL)?;
+                copy.extend_from_slice(&ops, GFP_KERNEL)?;
+                let on = if round % 2 == 0 { &mut ops } else { &mut copy };
+                on.iter_mut().for_each(|o| (o.status, o.val) = (99, [5, 6]));
+                // SAFETY: The batch does not write.
+                match unsafe { execute_kept(on, &p, Some(&kept)) } {
+                    Ok(e) => {
+                        assert!(on.iter().all(|o| o.status != 99));
+                        assert_eq!(e.nr_failed as usize, on.iter().filter(|o| o.status != 0).count());
+                    }
+                    Err(r) => assert_eq!(r.err, ETIMEDOUT),
+                }
+                // The kept mask stays that of the shares' CPUs.
+                assert!(bits(0) && bits(1) && (2..nr_cpu_ids()).all(|c| !bits(c)));
+            }
+        }
         Ok(())
     }
 }

@@ -118,17 +118,28 @@ const fn reserve(budget: u64) -> u64 {
 /// a DELAY of `MSRBATCH_MAX_DELAY_NS`, is shorter). Time beyond that is time
 /// the CPU was taken from the share (a hypervisor that stopped the vCPU,
 /// firmware), not the caller's doing: charged, it would take the reserve.
-/// Never more than [`Credit::charge`] charges anyway, `u64::MAX / 5` ticks
-/// (a century at 5 GHz): so the charge's own bound folds into this one (3
-/// instructions a share).
+/// Never more than `u64::MAX / 5` ticks (a century at 5 GHz), the bound of
+/// [`Credit::charge`]'s arithmetic, which it takes from this one ([`Most`]).
 #[inline(always)]
-pub(crate) fn most_charged(left: u64, budget: u64, confined: bool) -> u64 {
-    if confined {
+pub(crate) fn most_charged(left: u64, budget: u64, confined: bool) -> Most {
+    // INVARIANT: Both at most `u64::MAX / 5`.
+    Most(if confined {
         left.saturating_add(budget / 16).min(u64::MAX / 5)
     } else {
         u64::MAX / 5
-    }
+    })
 }
+
+/// The most a share is charged, [`most_charged`]'s: what
+/// [`Credit::charge`] takes, which relies on its bound (the compiler did not
+/// see through `most_charged`'s select that it is at most `u64::MAX / 5`,
+/// and bounded the charge again: 3 instructions a share).
+///
+/// # Invariants
+///
+/// At most `u64::MAX / 5` ticks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Most(u64);
 const _: () = assert!(uapi::MAX_DELAY_NS * 16 <= uapi::MAX_CPU_BUSY_NS);
 
 impl Credit {
@@ -187,11 +198,12 @@ impl Credit {
     /// Charges a share that ran from `start` to `now`, at most `most`
     /// ticks of it ([`most_charged`]).
     #[inline(always)]
-    pub(crate) fn charge(&mut self, start: u64, now: u64, most: u64) {
-        // Five times at most `u64::MAX / 5`: `u64::MAX` is a multiple of 5,
-        // so this is `ran.saturating_mul(5)` exactly, without the
-        // multiplication's overflow check (KUnit checks the edge).
-        let ran = now.saturating_sub(start).min(most).min(u64::MAX / 5);
+    pub(crate) fn charge(&mut self, start: u64, now: u64, most: Most) {
+        // Five times at most `u64::MAX / 5` (the invariants of `Most`):
+        // `u64::MAX` is a multiple of 5, so this is `ran.saturating_mul(5)`
+        // exactly, without the multiplication's overflow check (KUnit
+        // checks the edge).
+        let ran = now.saturating_sub(start).min(most.0);
         self.0.full_at = self.0.full_at.max(start).saturating_add(ran.wrapping_mul(5));
     }
 }
@@ -276,6 +288,9 @@ pub(crate) unsafe fn execute_until_run(ops: &mut [Op]) -> Result<u32, batch::Rej
 mod tests {
     use super::*;
 
+    /// A privileged share's bound: all it ran, up to `u64::MAX / 5` ticks.
+    const ALL: Most = Most(u64::MAX / 5);
+
     #[test]
     fn clock_is_the_tsc() -> Result {
         // `insn::clock` joins RDTSC's halves in its asm: the value lies
@@ -319,21 +334,21 @@ mod tests {
         // Full at first: one share may run the whole budget.
         let t = 1_000_000_000;
         assert_eq!(c.refill(t, B, false), B);
-        c.charge(t, t + B, u64::MAX);
+        c.charge(t, t + B, ALL);
         // A share queued right behind it gets nothing, and one after a
         // pause gets what the pause earned: a fifth of it, a quarter more
         // for what it earns while it runs.
         let t = t + B;
         assert_eq!(c.refill(t, B, false), 0);
-        c.charge(t, t, u64::MAX);
+        c.charge(t, t, ALL);
         assert_eq!(c.refill(t + 40_000_000, B, false), 10_000_000);
         // Two shares with no pause between them split one budget.
         let t = t + 40_000_000;
-        c.charge(t, t + 6_000_000, u64::MAX);
+        c.charge(t, t + 6_000_000, ALL);
         assert_eq!(c.refill(t + 6_000_000, B, false), 4_000_000);
         // An overrun is charged: the credit goes below zero (-0.8 ms) and
         // needs 4 ms to be back at zero.
-        c.charge(t + 6_000_000, t + 11_000_000, u64::MAX);
+        c.charge(t + 6_000_000, t + 11_000_000, ALL);
         assert_eq!(c.refill(t + 15_000_000, B, false), 0);
         assert_eq!(c.refill(t + 16_000_000, B, false), 250_000);
         // Full again once the deficit (95 ms from the first share here) is
@@ -349,11 +364,11 @@ mod tests {
         // and one of exactly that reaches the same end.
         for ran in [u64::MAX / 5, u64::MAX / 5 + 1, u64::MAX - 1] {
             let mut c = Credit(sys::msrbatch_credit { full_at: 0 });
-            c.charge(1, ran + 1, u64::MAX);
+            c.charge(1, ran + 1, ALL);
             assert_eq!(c.0.full_at, u64::MAX);
         }
         let mut c = Credit(sys::msrbatch_credit { full_at: 0 });
-        c.charge(1, u64::MAX / 5, u64::MAX);
+        c.charge(1, u64::MAX / 5, ALL);
         assert_eq!(c.0.full_at, u64::MAX / 5 * 5 - 4);
         Ok(())
     }
@@ -400,9 +415,9 @@ mod tests {
         assert_eq!(c.refill(t + 10 * B + 8 * B, B, false), B);
         // The most charged is never more than `charge` charges anyway, so
         // that its bound and the charge's are one.
-        assert_eq!(most_charged(B, B, false), u64::MAX / 5);
-        assert_eq!(most_charged(u64::MAX - B, B, true), u64::MAX / 5);
-        assert_eq!(most_charged(B, B, true), B + B / 16);
+        assert_eq!(most_charged(B, B, false), ALL);
+        assert_eq!(most_charged(u64::MAX - B, B, true), ALL);
+        assert_eq!(most_charged(B, B, true).0, B + B / 16);
         Ok(())
     }
 }

@@ -287,6 +287,15 @@ size_t msrbatch_cpumask_bytes(void)
 	return cpumask_size();
 }
 
+/*
+ * Whether every CPU of mask (one msrbatch_cpumask_of() made) is online: a
+ * prepared batch's kept mask, checked at each run under the hotplug lock.
+ */
+bool msrbatch_cpumask_online(const struct cpumask *mask)
+{
+	return cpumask_subset(mask, cpu_online_mask);
+}
+
 /* Clears cpu in mask, if it is a CPU number (below nr_cpu_ids). */
 void msrbatch_cpumask_clear(struct cpumask *mask, u32 cpu)
 {

@@ -29,6 +29,7 @@ bool msrbatch_xen_pv(void);
 void msrbatch_preempt_notifier_init(struct preempt_notifier *n, struct preempt_ops *ops);
 int msrbatch_cpumask_of(struct cpumask *mask, const u32 *cpus, size_t nr, size_t stride);
 size_t msrbatch_cpumask_bytes(void);
+bool msrbatch_cpumask_online(const struct cpumask *mask);
 void msrbatch_cpumask_clear(struct cpumask *mask, u32 cpu);
 bool msrbatch_current_is_dead(void);
 u64 msrbatch_ns_to_tsc(u64 ns);

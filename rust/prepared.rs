@@ -213,6 +213,7 @@ impl Drop for RunGuard<'_> {
 ///
 /// `plan` was made from `ops`, which passed the checks of the accept
 /// pipeline (a [`Kept`]'s); a run changes only their `status` and `val`.
+/// `shares`, if any, were made of `ops` and `plan` ([`batch::KeptShares::of`]).
 #[pin_data]
 pub(crate) struct Prepared {
     /// The validated private copy of the ops; locked for the length of a run,
@@ -220,6 +221,8 @@ pub(crate) struct Prepared {
     /// run that put its outputs straight into the results).
     ops: RunLock,
     plan: Plan,
+    /// A batch on several CPUs: its shares and their mask, made once.
+    shares: Option<batch::KeptShares>,
     results: Results,
     /// Runs under way that found the batch in its table ([`Table::run`]),
     /// and [`ORPHANED`] once the table let go of it: then the last of them
@@ -234,13 +237,16 @@ const ORPHANED: usize = 1 << (usize::BITS - 1);
 impl Prepared {
     /// Keeps the accepted batch `kept`.
     pub(crate) fn new(kept: Kept) -> Result<Arc<Self>> {
-        let (ops, plan) = kept.into_parts();
+        let (mut ops, plan) = kept.into_parts();
+        // (Of the ops where they stay: a `KVVec` that moves keeps its buffer.)
+        let shares = batch::KeptShares::of(&mut ops, &plan)?;
         let results = Results::new(ops.len())?;
-        // INVARIANT: `ops` and `plan` as the `Kept` held them.
+        // INVARIANT: `ops` and `plan` as the `Kept` held them, `shares` of them.
         Arc::pin_init(
             pin_init!(Prepared {
                 ops: RunLock::new(ops),
                 plan,
+                shares,
                 results,
                 users: AtomicUsize::new(0),
             }),
@@ -317,7 +323,7 @@ impl Prepared {
             Some(ran) => ran,
             None => {
                 // SAFETY: As above.
-                let ran = unsafe { batch::execute(&mut ops, &self.plan) };
+                let ran = unsafe { batch::execute_kept(&mut ops, &self.plan, self.shares.as_ref()) };
                 if ran.is_ok() {
                     self.results.publish(&ops);
                 }

@@ -274,7 +274,7 @@ static void test_unprepare_during_runs(void)
 
 static void test_hotplug(void)
 {
-	int fd = dev_open(O_RDWR), h1, h2, cpu = ncpus - 1;
+	int fd = dev_open(O_RDWR), h1, h2, h3, cpu = ncpus - 1;
 	struct msrbatch_op one = mkop(MSRBATCH_OP_RDTSCP, cpu, 0, 0, 0);
 	struct msrbatch_op two[2] = { mkop(MSRBATCH_OP_RDTSC, 0, 0, 0, 0), mkop(MSRBATCH_OP_RDTSC, cpu, 0, 0, 0) };
 	struct msrbatch_prepare p;
@@ -288,8 +288,13 @@ static void test_hotplug(void)
 	}
 	ksft_test_result(run_prepared(fd, h1) == -ENXIO && run_prepared(fd, h2) == -ENXIO,
 			 "CPU %d offline: batches prepared for it are ENXIO\n", cpu);
+	/* Prepared while its CPU is offline: the CPUs kept with it are checked at each run. */
+	h3 = prepare(fd, two, 2, &p);
+	ksft_test_result(h3 >= 0 && run_prepared(fd, h3) == -ENXIO,
+			 "CPU %d offline: a batch on it prepares, and its runs are ENXIO\n", cpu);
 	cpu_set_online(cpu, 1);
-	ksft_test_result(run_prepared(fd, h1) == 0 && run_prepared(fd, h2) == 0, "CPU %d back: they run again\n", cpu);
+	ksft_test_result(run_prepared(fd, h1) == 0 && run_prepared(fd, h2) == 0 && run_prepared(fd, h3) == 0,
+			 "CPU %d back: they run again\n", cpu);
 	close(fd);
 }
 
