@@ -348,18 +348,16 @@ impl Plan {
     /// loop, a 4-CPU batch of four reads took 227 instructions to plan.)
     #[inline(always)]
     fn many(ops: &[Op], flags: u32, nr_cpus: u32, possible: impl Fn(u32) -> bool) -> Result<Plan, Rejected> {
-        let first_cpu = ops.first().map_or(0, |op| op.cpu);
+        const RDMSR: u32 = opcode::RDMSR as u32;
+        const RDPMC: u32 = opcode::RDPMC as u32;
         // The common op, a read of an MSR or a PMC with the code of the
         // first op, no flags and no `arg`, passes every check of an op and
         // changes nothing that is counted but, on a new CPU, the CPU's.
-        // `plain` is its code and flags as `code_and_flags` reads them (no
-        // op has them if the first op is of another kind).
-        // (A `u64`: every `u32` is the code and flags of some op, even
-        // `u32::MAX`, an op of code 0xffff with flags 0xffff.)
-        let plain = ops.first().map_or(u64::MAX, |op| match op.op {
-            opcode::RDMSR | opcode::RDPMC => u64::from(op.op),
-            _ => u64::MAX,
-        });
+        // `plain` is its code and flags as `code_and_flags` reads them.
+        let (plain, first_cpu) = match ops.first() {
+            Some(op) if matches!(code_and_flags(op), RDMSR | RDPMC) => (code_and_flags(op), op.cpu),
+            _ => return Self::checked(ops, 0, (u64::MAX, false), flags, nr_cpus, possible),
+        };
         // An op's index, worked out from its address where it is needed
         // (not counted beside the ops, which took a register and cost the
         // loop a load an op; nor `enumerate`, whose count is checked for
@@ -370,36 +368,57 @@ impl Plan {
         // usually one after the other: look each up once per run); before
         // the first op, no CPU number (which are `u32`s).
         let mut known_cpu = u64::MAX;
-        // Whether an op so far is on another CPU than the first.
-        let mut several = false;
+        // The bits in which the CPUs so far differ from the first op's: 0
+        // while they are all on it.
+        let mut other = 0u32;
         for op in ops {
-            if u64::from(code_and_flags(op)) != plain || op.arg != [0, 0] {
-                return Self::checked(ops, index(op), (known_cpu, several), flags, nr_cpus, possible);
+            if code_and_flags(op) != plain || op.arg != [0, 0] {
+                return Self::checked(ops, index(op), (known_cpu, other != 0), flags, nr_cpus, possible);
             }
             if u64::from(op.cpu) != known_cpu {
                 if op.cpu >= nr_cpus || !possible(op.cpu) {
                     return Err(Rejected::at(ENODEV, index(op)));
                 }
                 known_cpu = u64::from(op.cpu);
-                several |= op.cpu != first_cpu;
+                other |= op.cpu ^ first_cpu;
             }
         }
         // Every op a plain read of the first op's code: none writes or
-        // waits (the per-CPU table of more than `FEW` ops on several CPUs
-        // holds no delay sum but 0, and `group` counts the ops).
-        let targets = match (several, ops.len() <= FEW) {
-            (false, _) => Targets::One(first_cpu),
-            (true, true) => Targets::Few,
-            (true, false) => Self::group(ops, KVVec::from_elem((0u32, 0u64), nr_cpus as usize, GFP_KERNEL_ACCOUNT)?)?,
-        };
+        // waits. (Made in each case, not from a `Targets` made first, which
+        // was copied whole, a grouped one's room too: 15 instructions.)
         // INVARIANT: `targets` is `One` for a batch on one CPU, `Few` for
         // at most `FEW` ops on several, else grouped by `group`; no op
         // writes, and every op has the first's code.
-        Ok(Plan {
+        let plan = |targets| Plan {
             targets,
             first_write: None,
             nr_writes: 0,
-            uniform: Some(ops.first().map_or(0, |op| op.op)),
+            uniform: Some(plain as u16),
+            flags,
+        };
+        if other == 0 {
+            Ok(plan(Targets::One(first_cpu)))
+        } else if ops.len() <= FEW {
+            Ok(plan(Targets::Few))
+        } else {
+            Self::plain_grouped(ops, flags, nr_cpus)
+        }
+    }
+
+    /// [`Plan::many`]'s plan of more than [`FEW`] plain reads of one code on
+    /// several CPUs: grouped, the per-CPU table holding no delay sum but 0.
+    /// (Out of line: its allocations made the frame of every batch's plan
+    /// bigger.)
+    #[inline(never)]
+    fn plain_grouped(ops: &[Op], flags: u32, nr_cpus: u32) -> Result<Plan, Rejected> {
+        let table = KVVec::from_elem((0u32, 0u64), nr_cpus as usize, GFP_KERNEL_ACCOUNT)?;
+        // INVARIANT: grouped by `group`; no op writes, and every op has the
+        // first's code (`Plan::many`).
+        Ok(Plan {
+            targets: Self::group(ops, table)?,
+            first_write: None,
+            nr_writes: 0,
+            uniform: ops.first().map(|op| op.op),
             flags,
         })
     }
