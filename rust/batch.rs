@@ -255,6 +255,14 @@ pub(crate) enum Targets {
     },
 }
 
+/// The index in `ops` of `op`, one of them, worked out from its address
+/// (out of line: where it is called, the loop's compiler counted the ops
+/// beside them, an instruction an op, to know it without a division).
+#[inline(never)]
+fn index_of(ops: &[Op], op: &Op) -> usize {
+    (core::ptr::from_ref(op) as usize).wrapping_sub(ops.as_ptr() as usize) / size_of::<Op>()
+}
+
 /// The per-CPU delay sums of [`Plan::new`], while it validates.
 enum Sums {
     /// Every op so far on the first op's CPU: their delay sum.
@@ -358,12 +366,6 @@ impl Plan {
             Some(op) if matches!(code_and_flags(op), RDMSR | RDPMC) => (code_and_flags(op), op.cpu),
             _ => return Self::checked(ops, 0, (u64::MAX, false), flags, nr_cpus, possible),
         };
-        // An op's index, worked out from its address where it is needed
-        // (not counted beside the ops, which took a register and cost the
-        // loop a load an op; nor `enumerate`, whose count is checked for
-        // overflow).
-        let base = ops.as_ptr() as usize;
-        let index = |op: &Op| (core::ptr::from_ref(op) as usize).wrapping_sub(base) / size_of::<Op>();
         // The CPU of the previous op, known to exist (batches name few CPUs,
         // usually one after the other: look each up once per run); before
         // the first op, no CPU number (which are `u32`s).
@@ -372,12 +374,15 @@ impl Plan {
         // while they are all on it.
         let mut other = 0u32;
         for op in ops {
+            // (Each op's index is worked out from its address where it is
+            // needed, in `index_of`: counted beside the ops, it cost the
+            // loop an instruction an op.)
             if code_and_flags(op) != plain || op.arg != [0, 0] {
-                return Self::checked(ops, index(op), (known_cpu, other != 0), flags, nr_cpus, possible);
+                return Self::checked(ops, index_of(ops, op), (known_cpu, other != 0), flags, nr_cpus, possible);
             }
             if u64::from(op.cpu) != known_cpu {
                 if op.cpu >= nr_cpus || !possible(op.cpu) {
-                    return Err(Rejected::at(ENODEV, index(op)));
+                    return Err(Rejected::at(ENODEV, index_of(ops, op)));
                 }
                 known_cpu = u64::from(op.cpu);
                 other |= op.cpu ^ first_cpu;
