@@ -358,14 +358,6 @@ impl Plan {
     fn many(ops: &[Op], flags: u32, nr_cpus: u32, possible: impl Fn(u32) -> bool) -> Result<Plan, Rejected> {
         const RDMSR: u32 = opcode::RDMSR as u32;
         const RDPMC: u32 = opcode::RDPMC as u32;
-        // The common op, a read of an MSR or a PMC with the code of the
-        // first op, no flags and no `arg`, passes every check of an op and
-        // changes nothing that is counted but, on a new CPU, the CPU's.
-        // `plain` is its code and flags as `code_and_flags` reads them.
-        let (plain, first_cpu) = match ops.first() {
-            Some(op) if matches!(code_and_flags(op), RDMSR | RDPMC) => (code_and_flags(op), op.cpu),
-            _ => return Self::checked(ops, 0, (u64::MAX, false), flags, nr_cpus, possible),
-        };
         // The CPU of the previous op, known to exist (batches name few CPUs,
         // usually one after the other: look each up once per run); before
         // the first op, no CPU number (which are `u32`s).
@@ -373,41 +365,79 @@ impl Plan {
         // The bits in which the CPUs so far differ from the first op's: 0
         // while they are all on it.
         let mut other = 0u32;
-        for op in ops {
-            // (Each op's index is worked out from its address where it is
-            // needed, in `index_of`: counted beside the ops, it cost the
-            // loop an instruction an op.)
-            if code_and_flags(op) != plain || op.arg != [0, 0] {
-                return Self::checked(ops, index_of(ops, op), (known_cpu, other != 0), flags, nr_cpus, possible);
-            }
-            if u64::from(op.cpu) != known_cpu {
-                if op.cpu >= nr_cpus || !possible(op.cpu) {
-                    return Err(Rejected::at(ENODEV, index_of(ops, op)));
+        // The common op, a read of an MSR or a PMC with the code of the
+        // first op, no flags and no `arg`, passes every check of an op and
+        // changes nothing that is counted but, on a new CPU, the CPU's.
+        // `plain` is its code and flags as `code_and_flags` reads them;
+        // `start`, the first op that is not one.
+        let start = 'plain: {
+            let (plain, first_cpu) = match ops.first() {
+                Some(op) if matches!(code_and_flags(op), RDMSR | RDPMC) => (code_and_flags(op), op.cpu),
+                // All the checks from the first op.
+                _ => return Self::checked_all(ops, flags, nr_cpus, possible),
+            };
+            for op in ops {
+                // (Each op's index is worked out from its address where it
+                // is needed, in `index_of`: counted beside the ops, it cost
+                // the loop an instruction an op.)
+                if code_and_flags(op) != plain || op.arg != [0, 0] {
+                    break 'plain index_of(ops, op);
                 }
-                known_cpu = u64::from(op.cpu);
-                other |= op.cpu ^ first_cpu;
+                if u64::from(op.cpu) != known_cpu {
+                    if op.cpu >= nr_cpus || !possible(op.cpu) {
+                        return Err(Rejected::at(ENODEV, index_of(ops, op)));
+                    }
+                    known_cpu = u64::from(op.cpu);
+                    other |= op.cpu ^ first_cpu;
+                }
             }
-        }
-        // Every op a plain read of the first op's code: none writes or
-        // waits. (Made in each case, not from a `Targets` made first, which
-        // was copied whole, a grouped one's room too: 15 instructions.)
-        // INVARIANT: `targets` is `One` for a batch on one CPU, `Few` for
-        // at most `FEW` ops on several, else grouped by `group`; no op
-        // writes, and every op has the first's code.
-        let plan = |targets| Plan {
-            targets,
-            first_write: None,
-            nr_writes: 0,
-            uniform: Some(plain as u16),
-            flags,
+            // Every op a plain read of the first op's code: none writes or
+            // waits. (Made in each case, not from a `Targets` made first,
+            // which was copied whole, a grouped one's room too: 15
+            // instructions.)
+            // INVARIANT: `targets` is `One` for a batch on one CPU, `Few`
+            // for at most `FEW` ops on several, else grouped by `group`; no
+            // op writes, and every op has the first's code.
+            let plan = |targets| Plan {
+                targets,
+                first_write: None,
+                nr_writes: 0,
+                uniform: Some(plain as u16),
+                flags,
+            };
+            return if other == 0 {
+                Ok(plan(Targets::One(first_cpu)))
+            } else if ops.len() <= FEW {
+                Ok(plan(Targets::Few))
+            } else {
+                Self::plain_grouped(ops, flags, nr_cpus)
+            };
         };
-        if other == 0 {
-            Ok(plan(Targets::One(first_cpu)))
-        } else if ops.len() <= FEW {
-            Ok(plan(Targets::Few))
-        } else {
-            Self::plain_grouped(ops, flags, nr_cpus)
-        }
+        // A mixed batch: all the checks from `start` on.
+        Self::checked_from(ops, start, (known_cpu, other != 0), flags, nr_cpus, possible)
+    }
+
+    /// [`Plan::checked`] from the first op, out of line: in line, or
+    /// called with the ops' start and what [`Plan::many`] found of those
+    /// before it, its loop had fewer registers and took 7 instructions an
+    /// op more (a batch of 4096 RDTSCs).
+    #[inline(never)]
+    fn checked_all(ops: &[Op], flags: u32, nr_cpus: u32, possible: impl Fn(u32) -> bool) -> Result<Plan, Rejected> {
+        Self::checked(ops, 0, (u64::MAX, false), flags, nr_cpus, possible)
+    }
+
+    /// [`Plan::checked`] from op `start`, out of line (a batch that begins
+    /// with plain reads and has other ops).
+    #[inline(never)]
+    fn checked_from(
+        ops: &[Op],
+        start: usize,
+        seen: (u64, bool),
+        flags: u32,
+        nr_cpus: u32,
+        possible: impl Fn(u32) -> bool,
+    ) -> Result<Plan, Rejected> {
+        Self::checked(ops, start, seen, flags, nr_cpus, possible)
     }
 
     /// [`Plan::many`]'s plan of more than [`FEW`] plain reads of one code on
@@ -432,7 +462,7 @@ impl Plan {
     /// plain read, every check made of each op; `(known_cpu, several)` are
     /// what [`Plan::many`] found of the ops before it: the CPU of the last
     /// (`u64::MAX` if none) and whether one is not on the first op's CPU.
-    #[inline(never)]
+    #[inline(always)]
     fn checked(
         ops: &[Op],
         start: usize,
