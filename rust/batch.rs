@@ -1748,13 +1748,13 @@ pub(crate) fn plan(ops: &[Op], flags: u32) -> Result<Plan, Rejected> {
     }
 }
 
-/// [`plan`] for any number of ops, out of line: [`Plan::new`] (which
-/// [`plan`] takes apart for one op; the KUnit tests call it with CPUs of
-/// their own), whose test for one op costs a batch of more ops two
-/// instructions.
+/// [`plan`] for any number of ops but one, out of line: [`Plan::many`], as
+/// [`Plan::new`] (which the KUnit tests call with CPUs of their own) calls
+/// it for such a batch, without `Plan::new`'s test for one op (two
+/// instructions a batch).
 #[inline(never)]
 fn plan_many(ops: &[Op], flags: u32) -> Result<Plan, Rejected> {
-    Plan::new(ops, flags, nr_cpu_ids(), cpu_possible)
+    Plan::many(ops, flags, nr_cpu_ids(), cpu_possible)
 }
 
 /// What a batch's execution reports.
