@@ -255,6 +255,14 @@ pub(crate) enum Targets {
     },
 }
 
+/// The index in `ops` of `op`, one of them, worked out from its address
+/// (out of line: where it is called, the loop's compiler counted the ops
+/// beside them, an instruction an op, to know it without a division).
+#[inline(never)]
+fn index_of(ops: &[Op], op: &Op) -> usize {
+    (core::ptr::from_ref(op) as usize).wrapping_sub(ops.as_ptr() as usize) / size_of::<Op>()
+}
+
 /// The per-CPU delay sums of [`Plan::new`], while it validates.
 enum Sums {
     /// Every op so far on the first op's CPU: their delay sum.
@@ -341,39 +349,148 @@ impl Plan {
     }
 
     /// [`Plan::new`] for a batch of any number of ops but one (for which
-    /// [`plan`] does not call it).
+    /// [`plan`] does not call it). The commonest batch, plain reads (see
+    /// below) only, is checked here in a loop that keeps nothing per op
+    /// but its CPU; at the first op of another kind, [`Plan::checked`]
+    /// goes on from that op with all the checks. (With every check in one
+    /// loop, a 4-CPU batch of four reads took 227 instructions to plan.)
     #[inline(always)]
     fn many(ops: &[Op], flags: u32, nr_cpus: u32, possible: impl Fn(u32) -> bool) -> Result<Plan, Rejected> {
-        let stamps = flags & uapi::F_TIMESTAMPS != 0;
-        let first_cpu = ops.first().map_or(0, |op| op.cpu);
-        let mut uniform = SameCode::of(ops);
-        let mut sums = Sums::One(0);
-        let mut first_write = None;
-        let mut nr_writes = 0u32;
-
+        const RDMSR: u32 = opcode::RDMSR as u32;
+        const RDPMC: u32 = opcode::RDPMC as u32;
         // The CPU of the previous op, known to exist (batches name few CPUs,
         // usually one after the other: look each up once per run); before
         // the first op, no CPU number (which are `u32`s).
         let mut known_cpu = u64::MAX;
+        // The bits in which the CPUs so far differ from the first op's: 0
+        // while they are all on it.
+        let mut other = 0u32;
         // The common op, a read of an MSR or a PMC with the code of the
         // first op, no flags and no `arg`, passes every check of an op and
-        // changes nothing that is counted but, on a new CPU, the CPU's: one
-        // test skips the rest. `plain` is its code and flags as
-        // `code_and_flags` reads them (no op has them if the first op is of
-        // another kind).
-        // (A `u64`: every `u32` is the code and flags of some op, even
-        // `u32::MAX`, an op of code 0xffff with flags 0xffff.)
+        // changes nothing that is counted but, on a new CPU, the CPU's.
+        // `plain` is its code and flags as `code_and_flags` reads them;
+        // `start`, the first op that is not one.
+        let start = 'plain: {
+            let (plain, first_cpu) = match ops.first() {
+                Some(op) if matches!(code_and_flags(op), RDMSR | RDPMC) => (code_and_flags(op), op.cpu),
+                // All the checks from the first op.
+                _ => return Self::checked_all(ops, flags, nr_cpus, possible),
+            };
+            for op in ops {
+                // (Each op's index is worked out from its address where it
+                // is needed, in `index_of`: counted beside the ops, it cost
+                // the loop an instruction an op.)
+                if code_and_flags(op) != plain || op.arg != [0, 0] {
+                    break 'plain index_of(ops, op);
+                }
+                if u64::from(op.cpu) != known_cpu {
+                    if op.cpu >= nr_cpus || !possible(op.cpu) {
+                        return Err(Rejected::at(ENODEV, index_of(ops, op)));
+                    }
+                    known_cpu = u64::from(op.cpu);
+                    other |= op.cpu ^ first_cpu;
+                }
+            }
+            // Every op a plain read of the first op's code: none writes or
+            // waits. (Made in each case, not from a `Targets` made first,
+            // which was copied whole, a grouped one's room too: 15
+            // instructions.)
+            // INVARIANT: `targets` is `One` for a batch on one CPU, `Few`
+            // for at most `FEW` ops on several, else grouped by `group`; no
+            // op writes, and every op has the first's code.
+            let plan = |targets| Plan {
+                targets,
+                first_write: None,
+                nr_writes: 0,
+                uniform: Some(plain as u16),
+                flags,
+            };
+            return if other == 0 {
+                Ok(plan(Targets::One(first_cpu)))
+            } else if ops.len() <= FEW {
+                Ok(plan(Targets::Few))
+            } else {
+                Self::plain_grouped(ops, flags, nr_cpus)
+            };
+        };
+        // A mixed batch: all the checks from `start` on.
+        Self::checked_from(ops, start, (known_cpu, other != 0), flags, nr_cpus, possible)
+    }
+
+    /// [`Plan::checked`] from the first op, out of line: in line, or
+    /// called with the ops' start and what [`Plan::many`] found of those
+    /// before it, its loop had fewer registers and took 7 instructions an
+    /// op more (a batch of 4096 RDTSCs).
+    #[inline(never)]
+    fn checked_all(ops: &[Op], flags: u32, nr_cpus: u32, possible: impl Fn(u32) -> bool) -> Result<Plan, Rejected> {
+        Self::checked(ops, 0, (u64::MAX, false), flags, nr_cpus, possible)
+    }
+
+    /// [`Plan::checked`] from op `start`, out of line (a batch that begins
+    /// with plain reads and has other ops).
+    #[inline(never)]
+    fn checked_from(
+        ops: &[Op],
+        start: usize,
+        seen: (u64, bool),
+        flags: u32,
+        nr_cpus: u32,
+        possible: impl Fn(u32) -> bool,
+    ) -> Result<Plan, Rejected> {
+        Self::checked(ops, start, seen, flags, nr_cpus, possible)
+    }
+
+    /// [`Plan::many`]'s plan of more than [`FEW`] plain reads of one code on
+    /// several CPUs: grouped, the per-CPU table holding no delay sum but 0.
+    /// (Out of line: its allocations made the frame of every batch's plan
+    /// bigger.)
+    #[inline(never)]
+    fn plain_grouped(ops: &[Op], flags: u32, nr_cpus: u32) -> Result<Plan, Rejected> {
+        let table = KVVec::from_elem((0u32, 0u64), nr_cpus as usize, GFP_KERNEL_ACCOUNT)?;
+        // INVARIANT: grouped by `group`; no op writes, and every op has the
+        // first's code (`Plan::many`).
+        Ok(Plan {
+            targets: Self::group(ops, table)?,
+            first_write: None,
+            nr_writes: 0,
+            uniform: ops.first().map(|op| op.op),
+            flags,
+        })
+    }
+
+    /// [`Plan::many`] from op `start` of `ops`, the first that is not a
+    /// plain read, every check made of each op; `(known_cpu, several)` are
+    /// what [`Plan::many`] found of the ops before it: the CPU of the last
+    /// (`u64::MAX` if none) and whether one is not on the first op's CPU.
+    #[inline(always)]
+    fn checked(
+        ops: &[Op],
+        start: usize,
+        (mut known_cpu, several): (u64, bool),
+        flags: u32,
+        nr_cpus: u32,
+        possible: impl Fn(u32) -> bool,
+    ) -> Result<Plan, Rejected> {
+        let stamps = flags & uapi::F_TIMESTAMPS != 0;
+        let first_cpu = ops.first().map_or(0, |op| op.cpu);
+        let mut uniform = SameCode::of(ops);
+        // The ops before `start` are plain reads: they waited nothing, and
+        // on several CPUs their CPUs' sums are 0.
+        let mut sums = match (several, ops.len() <= FEW) {
+            (false, _) => Sums::One(0),
+            (true, true) => Sums::Few,
+            (true, false) => Sums::Table(KVVec::from_elem((0u32, 0u64), nr_cpus as usize, GFP_KERNEL_ACCOUNT)?),
+        };
+        let mut first_write = None;
+        let mut nr_writes = 0u32;
+        // As in `Plan::many`.
         let plain = ops.first().map_or(u64::MAX, |op| match op.op {
             opcode::RDMSR | opcode::RDPMC => u64::from(op.op),
             _ => u64::MAX,
         });
-        // An op's index, worked out from its address where it is needed
-        // (not counted beside the ops, which took a register and cost the
-        // loop a load an op; nor `enumerate`, whose count is checked for
-        // overflow).
         let base = ops.as_ptr() as usize;
         let index = |op: &Op| (core::ptr::from_ref(op) as usize).wrapping_sub(base) / size_of::<Op>();
-        for op in ops {
+        for op in ops.get(start..).unwrap_or(&[]) {
             let is_plain = u64::from(code_and_flags(op)) == plain && op.arg == [0, 0];
             if is_plain && u64::from(op.cpu) == known_cpu {
                 continue;
@@ -1779,13 +1896,13 @@ pub(crate) fn plan(ops: &[Op], flags: u32) -> Result<Plan, Rejected> {
     }
 }
 
-/// [`plan`] for any number of ops, out of line: [`Plan::new`] (which
-/// [`plan`] takes apart for one op; the KUnit tests call it with CPUs of
-/// their own), whose test for one op costs a batch of more ops two
-/// instructions.
+/// [`plan`] for any number of ops but one, out of line: [`Plan::many`], as
+/// [`Plan::new`] (which the KUnit tests call with CPUs of their own) calls
+/// it for such a batch, without `Plan::new`'s test for one op (two
+/// instructions a batch).
 #[inline(never)]
 fn plan_many(ops: &[Op], flags: u32) -> Result<Plan, Rejected> {
-    Plan::new(ops, flags, nr_cpu_ids(), cpu_possible)
+    Plan::many(ops, flags, nr_cpu_ids(), cpu_possible)
 }
 
 /// What a batch's execution reports.
