@@ -1776,8 +1776,9 @@ impl BatchMask {
 /// The shares of a prepared [`Targets::Few`] batch and the mask of their
 /// CPUs, made once, when it is prepared, instead of at each run (a pass over
 /// the ops and a call to make the mask, 130 instructions a run of 4 CPUs x 1
-/// op): a run resets their reports, takes the hotplug lock and checks the
-/// mask's CPUs online ([`execute_kept`]).
+/// op): a run takes the hotplug lock and checks the mask's CPUs online
+/// ([`execute_kept`]). Between runs each outcome's report is [`UNRUN`]:
+/// made so, and each run's [`execute_many`] leaves it so as it reads it.
 ///
 /// # Invariants
 ///
@@ -2108,13 +2109,8 @@ unsafe fn execute_many(
     // A few's mask word, when its CPUs are below 64.
     let mut word = None;
     let outcomes: &[Outcome] = match (kept, shares) {
-        (Some(kept), _) => {
-            // The last run's reports go: no share has run yet.
-            for o in kept.outcomes.iter() {
-                o.failed.store(UNRUN, Ordering::Relaxed);
-            }
-            &kept.outcomes
-        }
+        // Each `UNRUN` (the invariants of `KeptShares`): no share has run.
+        (Some(kept), _) => &kept.outcomes,
         // SAFETY: `base` is the `ops.len()` ops, whose `cpu` no run changes;
         // they are used through `base` until the cross-call returns.
         (None, Shares::Few) => {
@@ -2226,6 +2222,8 @@ unsafe fn execute_many(
         )
     };
     if rendezvous.is_some_and(|rv| rv.state.load(Ordering::Acquire) != GO) {
+        // No share ran; a refused one's marker goes (kept ones stay `UNRUN`).
+        outcomes.iter().for_each(|o| o.failed.store(UNRUN, Ordering::Relaxed));
         return Err(ETIMEDOUT.into());
     }
     // Each share that ran gave each of its ops a status, and counted those
@@ -2233,10 +2231,14 @@ unsafe fn execute_many(
     let (mut first, mut last) = (u64::MAX, 0u64);
     let mut nr_failed = 0u32;
     for (k, o) in outcomes.iter().enumerate() {
+        let failed = o.failed.load(Ordering::Relaxed);
+        // Read: `UNRUN` again, for a kept share's next run (one store here,
+        // not a loop over the shares before the run; made ones are dropped).
+        o.failed.store(UNRUN, Ordering::Relaxed);
         // (Each share's ops at most `MAX_OPS`, all of them at most that: no
         // overflow, and no check of it.)
         // (One comparison for both markers, the cold case.)
-        nr_failed = nr_failed.wrapping_add(match o.failed.load(Ordering::Relaxed) {
+        nr_failed = nr_failed.wrapping_add(match failed {
             marker @ REFUSED.. => {
                 let status = if marker == REFUSED { status::ETIME } else { status::ENXIO };
                 unrun(ops, shares, k, o, status)
@@ -3453,6 +3455,8 @@ mod tests {
                     }
                     Err(r) => assert_eq!(r.err, ETIMEDOUT),
                 }
+                // The kept reports are `UNRUN` again for the next run.
+                assert!(kept.outcomes.iter().all(|o| o.failed.load(Ordering::Relaxed) == UNRUN));
                 // The kept mask stays that of the shares' CPUs.
                 assert!(bits(0) && bits(1) && (2..nr_cpu_ids()).all(|c| !bits(c)));
             }
