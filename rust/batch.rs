@@ -2159,9 +2159,16 @@ unsafe fn execute_many(
     // a synchronised start is called off, other shares refused, without
     // a cross-call to that CPU.
     // Only when some CPU may have said so: one look, not one per CPU.
-    let hints = mode.confined && crate::busy::some_cpu_refuses_confined();
+    // That look decides both cases: a synchronised start goes on only if
+    // it found none of its CPUs hinted, and then none of its shares is
+    // refused below, whatever the hints say by then (a share refused there
+    // leaves its CPU out of the call, and the others would spin out the
+    // rendezvous's timeout waiting for it). A CPU hinted since gets the
+    // cross-call, as one hinted after the look always does: its credit
+    // refuses the share and calls the start off at once, or it runs.
     let hinted = crate::busy::refuses_confined;
-    if sync && hints && outcomes.iter().any(|o| hinted(o.cpu)) {
+    let refusing = mode.confined && crate::busy::some_cpu_refuses_confined() && outcomes.iter().any(|o| hinted(o.cpu));
+    if sync && refusing {
         return Err(ETIMEDOUT.into());
     }
     match online {
@@ -2185,7 +2192,7 @@ unsafe fn execute_many(
     // call's own (a kept one stays as it is).
     let mut own = None;
     let mut mask = mask;
-    if hints && outcomes.iter().any(|o| hinted(o.cpu)) {
+    if refusing {
         let own = own.insert(BatchMask::new()?);
         own.set(outcomes)?;
         for o in outcomes {
