@@ -338,6 +338,27 @@ static void test_runs_take_turns(void)
 			 total, longest, failed, (long)hog_runs);
 }
 
+/*
+ * Lockdep sees the run locks (one class for all, taken by the runs above):
+ * on a kernel with lockdep (make check's debug kernel), /proc/lockdep lists
+ * it, with the locks taken inside it.
+ */
+static void test_lockdep_sees_the_run_lock(void)
+{
+	FILE *f = fopen("/proc/lockdep", "r");
+	char line[512];
+	int found = 0;
+
+	if (!f) {
+		ksft_test_result_skip("lockdep sees the run lock: no /proc/lockdep\n");
+		return;
+	}
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, "msrbatch_run_lock") != NULL;
+	fclose(f);
+	ksft_test_result(found, "lockdep sees the run lock (/proc/lockdep)\n");
+}
+
 static void test_hotplug(void)
 {
 	int fd = dev_open(O_RDWR), h1, h2, cpu = ncpus - 1;
@@ -369,6 +390,7 @@ int main(int argc, char **argv)
 		{ "fork_and_close", test_fork_and_close },
 		{ "unprepare_during_runs", test_unprepare_during_runs },
 		{ "runs_take_turns", test_runs_take_turns },
+		{ "lockdep_sees_the_run_lock", test_lockdep_sees_the_run_lock },
 		{ "hotplug", test_hotplug },
 	};
 
