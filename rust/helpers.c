@@ -512,6 +512,33 @@ void msrbatch_run_lock_wake(atomic_t *state)
 	wake_up_var(state);
 }
 
+/*
+ * What lockdep sees of the run locks (called only in kernels with
+ * CONFIG_LOCKDEP): one lock for all of them, as a workqueue's lockdep_map
+ * stands for all its works. Enough for the order of the locks around them
+ * (the restore log's mutex, then a run lock, then the CPU hotplug read
+ * lock) and for a run lock taken inside another.
+ */
+#ifdef CONFIG_LOCKDEP
+static struct lock_class_key msrbatch_run_lock_key;
+static struct lockdep_map msrbatch_run_lock_map =
+	STATIC_LOCKDEP_MAP_INIT("msrbatch_run_lock", &msrbatch_run_lock_key);
+#endif
+
+void msrbatch_run_lock_acquire(void)
+{
+#ifdef CONFIG_LOCKDEP
+	lock_map_acquire(&msrbatch_run_lock_map);
+#endif
+}
+
+void msrbatch_run_lock_release(void)
+{
+#ifdef CONFIG_LOCKDEP
+	lock_map_release(&msrbatch_run_lock_map);
+#endif
+}
+
 /* ---- interrupts off (helpers.rs's LocalInterruptDisabled) ---------------- */
 
 unsigned long msrbatch_irq_save(void)

@@ -85,6 +85,8 @@ struct msrbatch_credit {
 
 void msrbatch_run_lock_wait(atomic_t *state);
 void msrbatch_run_lock_wake(atomic_t *state);
+void msrbatch_run_lock_acquire(void);
+void msrbatch_run_lock_release(void);
 
 void msrbatch_this_cpu_refuses(u64 tsc);
 bool msrbatch_cpu_refuses(unsigned int cpu);

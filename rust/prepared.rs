@@ -114,10 +114,11 @@ impl Drop for Results {
 /// (`msrbatch_run_lock_wait()` in `helpers.c`, which marks it waited for,
 /// so that its release wakes the waiters). Unlike a mutex it does not hand
 /// itself over to a run that has waited long (the runs of one batch are
-/// one descriptor's), nor does lockdep see it: a run takes it inside the
-/// restore log's lock (a batch that writes), and inside it only the CPU
-/// hotplug read lock (a batch on several CPUs), which nothing that waits
-/// for it holds.
+/// one descriptor's). Lockdep sees it as one lock for all batches
+/// (`msrbatch_run_lock_acquire()`, kernels with `CONFIG_LOCKDEP` only): a
+/// run takes it inside the restore log's lock (a batch that writes), and
+/// inside it only the CPU hotplug read lock (a batch on several CPUs),
+/// which nothing that waits for it holds.
 ///
 /// # Invariants
 ///
@@ -152,6 +153,13 @@ impl RunLock {
     /// Process context.
     #[inline(always)]
     fn lock(&self) -> RunGuard<'_> {
+        // Before waiting, so that lockdep can tell a wait that could never
+        // end.
+        #[cfg(CONFIG_LOCKDEP)]
+        // SAFETY: No requirements.
+        unsafe {
+            sys::msrbatch_run_lock_acquire()
+        };
         // Acquire: the last run's use of the ops before ours.
         if self.state.compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed).is_err() {
             // SAFETY: `state` is an `atomic_t` (an `int`, as the `AtomicI32`
@@ -197,6 +205,11 @@ impl DerefMut for RunGuard<'_> {
 impl Drop for RunGuard<'_> {
     #[inline(always)]
     fn drop(&mut self) {
+        #[cfg(CONFIG_LOCKDEP)]
+        // SAFETY: No requirements; taken in `RunLock::lock`.
+        unsafe {
+            sys::msrbatch_run_lock_release()
+        };
         // INVARIANT: The lock is free again, and this guard ends.
         // Release: our use of the ops before the next run's.
         if self.lock.state.swap(FREE, Ordering::Release) == WAITED {
