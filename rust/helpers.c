@@ -489,27 +489,25 @@ bool msrbatch_some_cpu_refuses(void)
 /* ---- a prepared batch's run lock (prepared.rs's RunLock) ------------------ */
 
 /*
- * Takes the lock at @state, which another run holds (RunLock::lock found it
- * not free): marks it waited for and sleeps until it is released, then
- * tries again. Taken here, it stays marked waited for: its release wakes
- * whoever else may wait. As mutex_lock(), uninterruptible.
+ * Sleeps until the lock whose ticket being served is at @serving serves
+ * @ticket, the caller's (RunLock::lock found it serving another), and reads
+ * it so with acquire ordering. As mutex_lock(), uninterruptible.
  */
-void msrbatch_run_lock_wait(atomic_t *state)
+void msrbatch_run_lock_wait(atomic_t *serving, unsigned int ticket)
 {
-	while (atomic_xchg_acquire(state, MSRBATCH_RUN_WAITED) != MSRBATCH_RUN_FREE)
-		wait_var_event(state, atomic_read(state) != MSRBATCH_RUN_WAITED);
+	wait_var_event(serving, (unsigned int)atomic_read_acquire(serving) == ticket);
 }
 
 /*
- * Wakes the runs waiting for the lock at @state, which the caller has just
- * released from MSRBATCH_RUN_WAITED: the barrier orders that release before
- * the look for waiters (wake_up_var()'s rule), so a waiter either sees the
- * lock free or is woken.
+ * Wakes the runs waiting for the lock at @serving, which the caller has
+ * just moved to the next ticket: the barrier orders that before the look
+ * for waiters (wake_up_var()'s rule), so a waiter either sees its ticket
+ * served or is woken.
  */
-void msrbatch_run_lock_wake(atomic_t *state)
+void msrbatch_run_lock_wake(atomic_t *serving)
 {
 	smp_mb();
-	wake_up_var(state);
+	wake_up_var(serving);
 }
 
 /*

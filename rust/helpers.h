@@ -76,15 +76,11 @@ struct msrbatch_credit {
 
 /*
  * A prepared batch's run lock (prepared.rs's RunLock, which takes and
- * releases it in line): its state, and the slow paths, where a run waits
- * for the lock and where the run that releases it wakes the waiters.
+ * releases it in line): the slow paths, where a run waits for its ticket
+ * and where the run that releases it wakes the waiters.
  */
-#define MSRBATCH_RUN_FREE	0
-#define MSRBATCH_RUN_HELD	1
-#define MSRBATCH_RUN_WAITED	2
-
-void msrbatch_run_lock_wait(atomic_t *state);
-void msrbatch_run_lock_wake(atomic_t *state);
+void msrbatch_run_lock_wait(atomic_t *serving, unsigned int ticket);
+void msrbatch_run_lock_wake(atomic_t *serving);
 void msrbatch_run_lock_acquire(void);
 void msrbatch_run_lock_release(void);
 

@@ -31,7 +31,7 @@ use core::cell::UnsafeCell;
 use core::mem::ManuallyDrop;
 use core::ops::{Deref, DerefMut};
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use kernel::{
     new_mutex,
     page::PAGE_SIZE,
@@ -109,24 +109,30 @@ impl Drop for Results {
 /// A lock of its own, not a kernel `Mutex`: taken and released in line, one
 /// atomic instruction each way when no other run waits (a `Mutex`, with its
 /// calls to `mutex_lock()`, `mutex_unlock()` and the kernel crate's
-/// `assert_is_held` helper, cost a rerun 12 instructions more). A run that finds it
-/// taken sleeps, uninterruptibly as in `Mutex::lock`, until it is released
-/// (`msrbatch_run_lock_wait()` in `helpers.c`, which marks it waited for,
-/// so that its release wakes the waiters). Unlike a mutex it does not hand
-/// itself over to a run that has waited long (the runs of one batch are
-/// one descriptor's). Lockdep sees it as one lock for all batches
-/// (`msrbatch_run_lock_acquire()`, kernels with `CONFIG_LOCKDEP` only): a
-/// run takes it inside the restore log's lock (a batch that writes), and
-/// inside it only the CPU hotplug read lock (a batch on several CPUs),
-/// which nothing that waits for it holds.
+/// `assert_is_held` helper, cost a rerun 12 instructions more). A ticket
+/// lock: a run takes the next ticket and runs when the lock serves it, so
+/// the runs of one batch take turns in the order they came (a lock that a
+/// release left free for whoever came first, as this one was at e154d05,
+/// let a thread rerunning a batch in a loop keep another waiting for half
+/// a second in the guest, where the `Mutex`, which hands itself over, kept
+/// it 26 ms). A run whose ticket is not served sleeps, uninterruptibly as in
+/// `Mutex::lock`, until it is (`msrbatch_run_lock_wait()` in `helpers.c`);
+/// a release that sees a later ticket taken wakes the waiters. Lockdep sees
+/// it as one lock for all batches (`msrbatch_run_lock_acquire()`, kernels
+/// with `CONFIG_LOCKDEP` only): a run takes it inside the restore log's
+/// lock (a batch that writes), and inside it only the CPU hotplug read lock
+/// (a batch on several CPUs), which nothing that waits for it holds.
 ///
 /// # Invariants
 ///
-/// `state` is `MSRBATCH_RUN_FREE` while no [`RunGuard`] of the lock exists,
-/// and `MSRBATCH_RUN_HELD` or `MSRBATCH_RUN_WAITED` (a run may wait for it)
-/// while one does; there is never more than one, and only it accesses `ops`.
+/// `serving` is the ticket of the one [`RunGuard`] of the lock, if one
+/// exists; `next` is the ticket the next run takes: `next == serving`
+/// while no guard exists, and each ticket from `serving` to before `next`
+/// is that of the guard or of a run waiting for it (modulo 2^32). Only the
+/// guard accesses `ops`.
 struct RunLock {
-    state: AtomicI32,
+    next: AtomicU32,
+    serving: AtomicU32,
     ops: UnsafeCell<KVVec<Op>>,
 }
 
@@ -135,16 +141,12 @@ struct RunLock {
 // threads.
 unsafe impl Sync for RunLock {}
 
-/// The lock's states (`helpers.h`), as `state`'s type has them.
-const FREE: i32 = sys::MSRBATCH_RUN_FREE as i32;
-const HELD: i32 = sys::MSRBATCH_RUN_HELD as i32;
-const WAITED: i32 = sys::MSRBATCH_RUN_WAITED as i32;
-
 impl RunLock {
     fn new(ops: KVVec<Op>) -> Self {
         // INVARIANT: No guard yet.
         RunLock {
-            state: AtomicI32::new(FREE),
+            next: AtomicU32::new(0),
+            serving: AtomicU32::new(0),
             ops: UnsafeCell::new(ops),
         }
     }
@@ -160,16 +162,19 @@ impl RunLock {
         unsafe {
             sys::msrbatch_run_lock_acquire()
         };
+        // (A full barrier, as `msrbatch_run_lock_wait()` and the release
+        // need: the release then sees this ticket taken, or we see it
+        // served.)
+        let ticket = self.next.fetch_add(1, Ordering::SeqCst);
         // Acquire: the last run's use of the ops before ours.
-        if self.state.compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            // SAFETY: `state` is an `atomic_t` (an `int`, as the `AtomicI32`
-            // is), valid while `self` is borrowed, which lasts the call; the
-            // helper sleeps until it takes the lock, with acquire ordering,
-            // as its other users expect of its states.
-            unsafe { sys::msrbatch_run_lock_wait(self.state.as_ptr().cast()) };
+        if self.serving.load(Ordering::Acquire) != ticket {
+            // SAFETY: `serving` is an `atomic_t` (an `int`, as the
+            // `AtomicU32` is, of the same size and alignment), valid while
+            // `self` is borrowed, which lasts the call; the helper sleeps
+            // until it serves `ticket`, and reads it with acquire ordering.
+            unsafe { sys::msrbatch_run_lock_wait(self.serving.as_ptr().cast(), ticket) };
         }
-        // INVARIANT: We took the lock: `state` went from free to held (by
-        // the exchange or the helper's), and we are its one guard.
+        // INVARIANT: The lock serves our ticket: we are its one guard.
         RunGuard { lock: self }
     }
 }
@@ -178,7 +183,7 @@ impl RunLock {
 ///
 /// # Invariants
 ///
-/// `lock`'s state is held (or waited for) by this guard, the lock's only one.
+/// `lock` serves this guard's ticket: it is the lock's only guard.
 struct RunGuard<'a> {
     lock: &'a RunLock,
 }
@@ -210,12 +215,15 @@ impl Drop for RunGuard<'_> {
         unsafe {
             sys::msrbatch_run_lock_release()
         };
-        // INVARIANT: The lock is free again, and this guard ends.
-        // Release: our use of the ops before the next run's.
-        if self.lock.state.swap(FREE, Ordering::Release) == WAITED {
+        // INVARIANT: The lock serves the next ticket, and this guard ends.
+        // (Release: our use of the ops before the next run's. A full
+        // barrier: the look at `next` below comes after it, so a run that
+        // took a later ticket sees it served, or is seen and woken.)
+        let served = self.lock.serving.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
+        if self.lock.next.load(Ordering::Relaxed) != served {
             // SAFETY: As in `RunLock::lock`; the helper orders the release
             // above before it looks for waiters, and wakes them.
-            unsafe { sys::msrbatch_run_lock_wake(self.lock.state.as_ptr().cast()) };
+            unsafe { sys::msrbatch_run_lock_wake(self.lock.serving.as_ptr().cast()) };
         }
     }
 }
@@ -669,8 +677,8 @@ mod tests {
 
     #[test]
     fn a_run_waits_for_the_run_before() -> Result {
-        // A second run (a worker) finds the ops locked: it marks the lock
-        // waited for, sleeps while the first holds it, and is woken by its
+        // A second run (a worker) finds the ops locked: it takes the next
+        // ticket, sleeps while the first holds the lock, and is woken by its
         // release; then it releases the lock in turn.
         let lock = Arc::new(RunLock::new(KVVec::new()), GFP_KERNEL)?;
         let ran = Arc::new(AtomicBool::new(false), GFP_KERNEL)?;
@@ -680,15 +688,37 @@ mod tests {
             let _ops = second.lock();
             done.store(true, Ordering::Relaxed);
         })?;
-        assert!(within_a_second(|| lock.state.load(Ordering::Relaxed) == WAITED));
+        let tickets = |lock: &RunLock| (lock.serving.load(Ordering::Relaxed), lock.next.load(Ordering::Relaxed));
+        assert!(within_a_second(|| tickets(&lock) == (0, 2)));
         fsleep(Delta::from_millis(10));
         assert!(!ran.load(Ordering::Relaxed));
         drop(first);
         assert!(within_a_second(|| ran.load(Ordering::Relaxed)));
-        assert!(within_a_second(|| lock.state.load(Ordering::Relaxed) == FREE));
+        assert!(within_a_second(|| tickets(&lock) == (2, 2)));
         // Free, it is taken and released in line.
         drop(lock.lock());
-        assert_eq!(lock.state.load(Ordering::Relaxed), FREE);
+        assert_eq!(tickets(&lock), (3, 3));
+        Ok(())
+    }
+
+    #[test]
+    fn runs_take_turns_in_order() -> Result {
+        // A run that releases the lock while another waits, and at once
+        // wants it again, gets it after the one that waited: at e154d05 it
+        // took it back before the waiter woke, and could again and again.
+        let lock = Arc::new(RunLock::new(KVVec::new()), GFP_KERNEL)?;
+        let ran = Arc::new(AtomicBool::new(false), GFP_KERNEL)?;
+        let first = lock.lock();
+        let (second, done) = (lock.clone(), ran.clone());
+        kernel::workqueue::system().try_spawn(GFP_KERNEL, move || {
+            let _ops = second.lock();
+            done.store(true, Ordering::Relaxed);
+        })?;
+        assert!(within_a_second(|| lock.next.load(Ordering::Relaxed) == 2));
+        drop(first);
+        let again = lock.lock();
+        assert!(ran.load(Ordering::Relaxed));
+        drop(again);
         Ok(())
     }
 }
