@@ -3132,7 +3132,7 @@ mod tests {
             |i, _| [5, 6, 5, 5, 6][i % 5],
         ];
         let mut ops = KVVec::with_capacity(4096, GFP_KERNEL)?;
-        let mut count = 0u64;
+        let (mut count, mut seen) = (0u64, 0u64);
         for n in [2usize, 3, 31, 32, 33, 64, 4096] {
             for (pat, cpu_of) in patterns.iter().enumerate() {
                 for p in [usize::MAX, 0, 1, 31, 32, 33, n - 1] {
@@ -3145,13 +3145,21 @@ mod tests {
                             // the combinations: the debug kernel runs KUnit
                             // at every load of the module (82 s there with
                             // all of them).
-                            if n > 64 && !(pat == 3 && matches!(p, usize::MAX | 32 | 4095) && matches!(kind, 0 | 21) && tail == 0) {
+                            if n > 64 && !(pat == 3 && p == 4095 && kind == 21 && tail == 0) {
                                 continue;
                             }
                             if tail != 0 && (kind + tail) % 4 != 0 {
                                 continue;
                             }
                             if p == usize::MAX && (kind != 0 || tail != 0) {
+                                continue;
+                            }
+                            // And of the rest, one in twelve, by turns (30 s
+                            // a load on the debug kernel with all of them,
+                            // which make check's lifetime stage loads some 40
+                            // times).
+                            seen += 1;
+                            if n <= 64 && seen % 12 != 0 {
                                 continue;
                             }
                             count += 1;
