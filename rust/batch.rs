@@ -3065,6 +3065,230 @@ mod tests {
         Ok(())
     }
 
+    /// What `reference_plan` says a plan holds: the uniform code, the first
+    /// write, the number of writes, and the op indices grouped by CPU.
+    type Reference = (Option<u16>, Option<u32>, u32, KVVec<u32>);
+
+    /// What [`Plan::new`] must make of `ops`, by a straightforward model of
+    /// the documented checks (each op in array order: its code and operands,
+    /// timestamps, its CPU, its CPU's waits) on a machine of `nr_cpus` CPU
+    /// numbers, `possible` saying which exist: the uniform code, the first
+    /// write, the number of writes, and the op indices grouped by CPU
+    /// (ascending), array order within each (a stable sort).
+    fn reference_plan(ops: &[Op], flags: u32, nr_cpus: u32, possible: impl Fn(u32) -> bool) -> Result<Reference, Rejected> {
+        let mut sums = KVVec::from_elem(0u64, nr_cpus as usize, GFP_KERNEL).map_err(|_| Rejected::batch(ENOMEM))?;
+        let (mut first_write, mut nr_writes) = (None, 0u32);
+        for (i, o) in ops.iter().enumerate() {
+            check_op(o).map_err(|e| Rejected::at(e, i))?;
+            if flags & uapi::F_TIMESTAMPS != 0 && !stamps_fit(o, flags) {
+                return Err(Rejected::at(EINVAL, i));
+            }
+            if o.cpu >= nr_cpus || !possible(o.cpu) {
+                return Err(Rejected::at(ENODEV, i));
+            }
+            sums[o.cpu as usize] += wait_ns(o);
+            if sums[o.cpu as usize] > uapi::MAX_CPU_DELAY_NS {
+                return Err(Rejected::at(ERANGE, i));
+            }
+            if is_write(o) {
+                first_write = first_write.or(Some(i as u32));
+                nr_writes += 1;
+            }
+        }
+        let uniform = ops.iter().all(|o| o.op == ops[0].op).then_some(ops[0].op);
+        let mut order = KVVec::new();
+        let mut cpu = 0u32;
+        // Each CPU named, in ascending order: its ops.
+        while let Some(next) = ops.iter().map(|o| o.cpu).filter(|&c| c >= cpu).min() {
+            for (i, o) in ops.iter().enumerate() {
+                if o.cpu == next {
+                    order.push(i as u32, GFP_KERNEL).map_err(|_| Rejected::batch(ENOMEM))?;
+                }
+            }
+            match next.checked_add(1) {
+                Some(c) => cpu = c,
+                None => break,
+            }
+        }
+        Ok((uniform, first_write, nr_writes, order))
+    }
+
+    #[test]
+    fn plain_loop_hands_over_as_the_reference_checks() -> Result {
+        // `Plan::many`'s loop of plain reads (the first op's read code, no
+        // flags, no `arg`: it checks only their CPUs), and `Plan::checked`,
+        // which goes on from the first op of another kind with what that
+        // loop knows, against `reference_plan`: batches of 2 .. 4096 ops on
+        // CPU patterns that come back to earlier CPUs, or differ from the
+        // first op's only at the last op or in bits past 63 (a machine of
+        // 200 CPU numbers, 3 and 100 not possible), with the hand-over at
+        // op 0, 1, 31, 32, 33 or the last, to an op of every other kind,
+        // valid or not, and after it a write, an impossible or a new CPU,
+        // or waits past a CPU's limit. The same errno and op, or the same
+        // writes, uniform code and each CPU's ops (the shares of a few ops,
+        // the grouping of more) in array order.
+        const NR: u32 = 200;
+        let possible = |cpu: u32| cpu != 3 && cpu != 100;
+        let patterns: [fn(usize, usize) -> u32; 8] = [
+            |_, _| 2,
+            |i, _| (i % 2) as u32,
+            // (`checked_div`: no panic path, which objtool would find.)
+            |i, n| (i * 3).checked_div(n).unwrap_or(0) as u32,
+            |i, _| [64, 0, 127, 64, 199, 1][i % 6],
+            |i, n| if i < n / 3 || i >= 2 * n / 3 { 65 } else { 1 },
+            |_, _| 128,
+            |i, n| if i + 1 == n { 64 } else { 0 },
+            |i, _| [5, 6, 5, 5, 6][i % 5],
+        ];
+        let mut ops = KVVec::with_capacity(4096, GFP_KERNEL)?;
+        let (mut count, mut seen) = (0u64, 0u64);
+        for n in [2usize, 3, 31, 32, 33, 64, 4096] {
+            for (pat, cpu_of) in patterns.iter().enumerate() {
+                for p in [usize::MAX, 0, 1, 31, 32, 33, n - 1] {
+                    if p != usize::MAX && p >= n {
+                        continue;
+                    }
+                    for kind in 0..24u32 {
+                        for tail in 0..5u32 {
+                            // Of a batch of 4096, and of the tails, a few of
+                            // the combinations: the debug kernel runs KUnit
+                            // at every load of the module (82 s there with
+                            // all of them).
+                            if n > 64 && !(pat == 3 && p == 4095 && kind == 21 && tail == 0) {
+                                continue;
+                            }
+                            if tail != 0 && (kind + tail) % 4 != 0 {
+                                continue;
+                            }
+                            if p == usize::MAX && (kind != 0 || tail != 0) {
+                                continue;
+                            }
+                            // And of the rest, one in twelve, by turns (30 s
+                            // a load on the debug kernel with all of them,
+                            // which make check's lifetime stage loads some 40
+                            // times).
+                            seen += 1;
+                            if n <= 64 && seen % 12 != 0 {
+                                continue;
+                            }
+                            count += 1;
+                            let code = if (pat + kind as usize) % 3 == 0 { opcode::RDPMC } else { opcode::RDMSR };
+                            let other = if code == opcode::RDMSR { opcode::RDPMC } else { opcode::RDMSR };
+                            let flags = [0, uapi::F_TIMESTAMPS, uapi::F_STOP_ON_ERROR | F_CONFINED][(count % 3) as usize];
+                            ops.clear();
+                            for i in 0..n {
+                                ops.push(op(code, cpu_of(i, n), 0x10 + i as u32, [0, 0]), GFP_KERNEL)?;
+                            }
+                            if p != usize::MAX {
+                                let b = ops[p];
+                                let c = b.cpu;
+                                ops[p] = match kind {
+                                    0 => op(opcode::WRMSR, c, 0x10, [5, 0]),
+                                    1 => op(opcode::RMWMSR, c, 0x10, [1, 1]),
+                                    2 => op(opcode::RDTSC, c, 0, [0, 0]),
+                                    3 => op(other, c, 0x10, [0, 0]),
+                                    4 => op(opcode::DELAY, c, 0, [uapi::MAX_DELAY_NS, 0]),
+                                    5 => Op { flags: 1 << uapi::poll::TIMEOUT_SHIFT, ..op(opcode::POLL, c, 0x10, [1, 0]) },
+                                    6 => op(opcode::CPUID, c, 7, [0, 0]),
+                                    7 => op(opcode::RDCR4, c, 0, [0, 0]),
+                                    8 => op(opcode::RDTSCP, c, 0, [0, 0]),
+                                    9 => Op { flags: 1, ..b },
+                                    10 => Op { flags: 1 << uapi::poll::TIMEOUT_SHIFT, ..b },
+                                    11 => Op { arg: [0, 1], ..b },
+                                    12 => Op { arg: [1, 0], ..b },
+                                    13 => Op { cpu: 3, ..b },
+                                    14 => Op { cpu: 100, ..b },
+                                    15 => Op { cpu: NR, ..b },
+                                    16 => Op { cpu: u32::MAX, ..b },
+                                    17 => Op { op: 0, ..b },
+                                    18 => Op { op: 0xffff, flags: 0xffff, ..b },
+                                    19 => Op { op: opcode::MAX + 1, ..b },
+                                    20 => op(opcode::RDTSC, c, 1, [0, 0]),
+                                    21 => Op { cpu: 199, ..b },
+                                    22 => Op { op: opcode::WRMSR, ..b },
+                                    _ => op(opcode::DELAY, c, 0, [uapi::MAX_DELAY_NS + 1, 0]),
+                                };
+                                let first = ops[0].cpu;
+                                match tail {
+                                    1 if p + 1 < n => ops[p + 1] = op(opcode::WRMSR, ops[p + 1].cpu, 0x10, [0, 0]),
+                                    2 if p + 1 < n => ops[n - 1].cpu = 3,
+                                    3 if p + 1 < n => ops[p + 1].cpu = 199,
+                                    4 => {
+                                        for o in ops.iter_mut().skip(p + 1).take(11) {
+                                            *o = op(opcode::DELAY, first, 0, [uapi::MAX_DELAY_NS, 0]);
+                                        }
+                                    }
+                                    _ => {}
+                                }
+                            }
+                            let want = reference_plan(&ops, flags, NR, possible);
+                            let got = Plan::new(&ops, flags, NR, possible);
+                            let same = match (&want, &got) {
+                                (Err(w), Err(g)) => w == g,
+                                (Ok((uniform, first_write, nr_writes, order)), Ok(plan)) => {
+                                    let one = ops.iter().all(|o| o.cpu == ops[0].cpu);
+                                    (plan.uniform, plan.first_write, plan.nr_writes) == (*uniform, *first_write, *nr_writes)
+                                        && match &plan.targets {
+                                            Targets::One(c) => one && *c == ops[0].cpu,
+                                            Targets::Few => {
+                                                // Each CPU's share runs its ops, in
+                                                // array order: together, `order`.
+                                                let mut buf = [const { MaybeUninit::<Outcome>::uninit() }; FEW];
+                                                let mut shares: KVVec<(u32, KVVec<usize>)> = KVVec::new();
+                                                for o in few(&mut ops, &mut buf) {
+                                                    shares.push((o.cpu, of_cpu(&mut ops, o)?), GFP_KERNEL)?;
+                                                }
+                                                shares.sort_unstable_by_key(|s| s.0);
+                                                let flat = shares.iter().flat_map(|s| s.1.iter().map(|&i| i as u32));
+                                                !one && n <= FEW && flat.eq(order.iter().copied())
+                                            }
+                                            Targets::Many { order: o, runs } => {
+                                                let mut at = 0u32;
+                                                let runs_fit = runs.iter().enumerate().all(|(k, r)| {
+                                                    let fits = r.start == at
+                                                        && r.len != 0
+                                                        && (k == 0 || runs[k - 1].cpu < r.cpu)
+                                                        && o[r.start as usize..(r.start + r.len) as usize]
+                                                            .iter()
+                                                            .all(|&i| ops[i as usize].cpu == r.cpu);
+                                                    at += r.len;
+                                                    fits
+                                                });
+                                                !one && n > FEW && runs_fit && at as usize == n && o[..] == order[..]
+                                            }
+                                        }
+                                }
+                                _ => false,
+                            };
+                            if !same {
+                                pr_err!(
+                                    "plain_loop_hands_over: n {} pattern {} at {} kind {} tail {} flags {:#x}: want {:?} got {:?} (targets {})\n",
+                                    n,
+                                    pat,
+                                    p as isize,
+                                    kind,
+                                    tail,
+                                    flags,
+                                    want.as_ref().map(|w| (w.0, w.1, w.2)),
+                                    got.as_ref().map(|g| (g.uniform, g.first_write, g.nr_writes)),
+                                    match got.as_ref().map(|g| &g.targets) {
+                                        Ok(Targets::One(_)) => "one CPU",
+                                        Ok(Targets::Few) => "a few",
+                                        Ok(Targets::Many { .. }) => "grouped",
+                                        Err(_) => "none",
+                                    }
+                                );
+                            }
+                            assert!(same);
+                        }
+                    }
+                }
+            }
+        }
+        pr_info!("plain_loop_hands_over_as_the_reference_checks: {count} batches\n");
+        Ok(())
+    }
+
     #[test]
     fn possible_cpus_as_the_kernel_says() -> Result {
         // `cpu_possible` reads the kernel's mask itself: the same answer as

@@ -121,6 +121,55 @@ static void test_modes(void)
 	close(wo);
 }
 
+/*
+ * A write among plain reads (the first op's read code, no flags, no arg:
+ * the module plans such a run in a loop that looks only at their CPUs) is
+ * found wherever it comes: at op 1, 31, 32 or the last of 2 .. 4096 ops on
+ * CPUs 0 and 1 by turns, a batch of RDMSRs or of RDPMCs, on an O_RDONLY
+ * descriptor: EBADF at that op, nothing ran.
+ */
+static void test_write_after_reads(void)
+{
+	static const unsigned int sizes[] = { 2, 32, 33, 4096 }, at[] = { 1, 31, 32, ~0u };
+	static struct msrbatch_op ops[4096];
+	int rw = dev_open(O_RDWR), ro = dev_open(O_RDONLY);
+	unsigned int s, a, i, bad = 0, cases = 0;
+	struct msrbatch_batch h;
+	__u64 before, after;
+	int r, code;
+
+	if (rw < 0 || ro < 0)
+		return;
+	rdmsr(rw, 0, TSC_AUX, &before);
+	for (code = 0; code < 2; code++) {
+		for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+			for (a = 0; a < sizeof(at) / sizeof(at[0]); a++) {
+				unsigned int n = sizes[s], p = at[a] == ~0u ? n - 1 : at[a];
+
+				if (p >= n)
+					continue;
+				for (i = 0; i < n; i++)
+					ops[i] = mkop(code ? MSRBATCH_OP_RDPMC : MSRBATCH_OP_RDMSR,
+						      ncpus > 1 ? i % 2 : 0, code ? 0 : PAT, 0, 0);
+				ops[p] = mkop(MSRBATCH_OP_WRMSR, 0, TSC_AUX, before ^ 0x5a, 0);
+				r = batch(ro, ops, n, 0, &h);
+				rdmsr(rw, 0, TSC_AUX, &after);
+				cases++;
+				if (r != -EBADF || h.err_index != p || h.out_flags || after != before) {
+					ksft_print_msg("%s x %u, WRMSR at %u: r=%d err_index %u out_flags %#x TSC_AUX %#llx -> %#llx\n",
+						       code ? "RDPMC" : "RDMSR", n, p, r, h.err_index, h.out_flags,
+						       (unsigned long long)before, (unsigned long long)after);
+					bad++;
+				}
+			}
+		}
+	}
+	ksft_test_result(!bad, "O_RDONLY: a WRMSR after plain reads is EBADF at its op, nothing ran (%u of %u wrong)\n",
+			 bad, cases);
+	close(rw);
+	close(ro);
+}
+
 /* ---- 2. allow_writes ----------------------------------------------------- */
 
 /* A write that faults under QEMU TCG: IA32_PKRS with reserved bits 63:32. */
@@ -982,6 +1031,7 @@ int main(int argc, char **argv)
 	printf("# msrbatch attack suite, %d CPUs\n", ncpus);
 	test_allow_writes();	/* first: it checks the taint of a fresh boot */
 	test_modes();
+	test_write_after_reads();
 	test_two_grants();
 	test_thread_grant();
 	test_results_lost();
