@@ -162,12 +162,14 @@ impl RunLock {
         unsafe {
             sys::msrbatch_run_lock_acquire()
         };
-        // (A full barrier, as `msrbatch_run_lock_wait()` and the release
-        // need: the release then sees this ticket taken, or we see it
-        // served.)
+        // SeqCst, this add and the load after it, as the release's add and
+        // load: then the release sees this ticket taken, or we see it
+        // served. (In Rust's model a `SeqCst` add is no barrier before a
+        // weaker load after it, and both could miss the other; on x86 a
+        // `SeqCst` load is a plain one, as an `Acquire` load is.) Acquire:
+        // the last run's use of the ops before ours.
         let ticket = self.next.fetch_add(1, Ordering::SeqCst);
-        // Acquire: the last run's use of the ops before ours.
-        if self.serving.load(Ordering::Acquire) != ticket {
+        if self.serving.load(Ordering::SeqCst) != ticket {
             // SAFETY: `serving` is an `atomic_t` (an `int`, as the
             // `AtomicU32` is, of the same size and alignment), valid while
             // `self` is borrowed, which lasts the call; the helper sleeps
@@ -216,11 +218,11 @@ impl Drop for RunGuard<'_> {
             sys::msrbatch_run_lock_release()
         };
         // INVARIANT: The lock serves the next ticket, and this guard ends.
-        // (Release: our use of the ops before the next run's. A full
-        // barrier: the look at `next` below comes after it, so a run that
-        // took a later ticket sees it served, or is seen and woken.)
+        // (Release: our use of the ops before the next run's. SeqCst, the
+        // add and the look at `next`, as in `RunLock::lock`: a run that took
+        // a later ticket sees it served, or is seen and woken.)
         let served = self.lock.serving.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
-        if self.lock.next.load(Ordering::Relaxed) != served {
+        if self.lock.next.load(Ordering::SeqCst) != served {
             // SAFETY: As in `RunLock::lock`; the helper orders the release
             // above before it looks for waiters, and wakes them.
             unsafe { sys::msrbatch_run_lock_wake(self.lock.serving.as_ptr().cast()) };
