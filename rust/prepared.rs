@@ -704,6 +704,32 @@ mod tests {
     }
 
     #[test]
+    fn tickets_wrap_around() -> Result {
+        // The lock's counts wrap at 2^32 runs (tickets are only compared for
+        // equality): a run that holds the last ticket hands the lock over to
+        // a waiter that took ticket 0, and no overflow check fires.
+        let lock = Arc::new(RunLock::new(KVVec::new()), GFP_KERNEL)?;
+        // INVARIANT: No guard: `next == serving`.
+        lock.next.store(u32::MAX, Ordering::Relaxed);
+        lock.serving.store(u32::MAX, Ordering::Relaxed);
+        let ran = Arc::new(AtomicBool::new(false), GFP_KERNEL)?;
+        let first = lock.lock();
+        let (second, done) = (lock.clone(), ran.clone());
+        kernel::workqueue::system().try_spawn(GFP_KERNEL, move || {
+            let _ops = second.lock();
+            done.store(true, Ordering::Relaxed);
+        })?;
+        let tickets = |lock: &RunLock| (lock.serving.load(Ordering::Relaxed), lock.next.load(Ordering::Relaxed));
+        assert!(within_a_second(|| tickets(&lock) == (u32::MAX, 1)));
+        fsleep(Delta::from_millis(10));
+        assert!(!ran.load(Ordering::Relaxed));
+        drop(first);
+        assert!(within_a_second(|| ran.load(Ordering::Relaxed)));
+        assert!(within_a_second(|| tickets(&lock) == (1, 1)));
+        Ok(())
+    }
+
+    #[test]
     fn runs_take_turns_in_order() -> Result {
         // A run that releases the lock while another waits, and at once
         // wants it again, gets it after the one that waited: at e154d05 it
