@@ -162,12 +162,14 @@ impl RunLock {
         unsafe {
             sys::msrbatch_run_lock_acquire()
         };
-        // (A full barrier, as `msrbatch_run_lock_wait()` and the release
-        // need: the release then sees this ticket taken, or we see it
-        // served.)
+        // SeqCst, this add and the load after it, as the release's add and
+        // load: then the release sees this ticket taken, or we see it
+        // served. (In Rust's model a `SeqCst` add is no barrier before a
+        // weaker load after it, and both could miss the other; on x86 a
+        // `SeqCst` load is a plain one, as an `Acquire` load is.) Acquire:
+        // the last run's use of the ops before ours.
         let ticket = self.next.fetch_add(1, Ordering::SeqCst);
-        // Acquire: the last run's use of the ops before ours.
-        if self.serving.load(Ordering::Acquire) != ticket {
+        if self.serving.load(Ordering::SeqCst) != ticket {
             // SAFETY: `serving` is an `atomic_t` (an `int`, as the
             // `AtomicU32` is, of the same size and alignment), valid while
             // `self` is borrowed, which lasts the call; the helper sleeps
@@ -216,11 +218,11 @@ impl Drop for RunGuard<'_> {
             sys::msrbatch_run_lock_release()
         };
         // INVARIANT: The lock serves the next ticket, and this guard ends.
-        // (Release: our use of the ops before the next run's. A full
-        // barrier: the look at `next` below comes after it, so a run that
-        // took a later ticket sees it served, or is seen and woken.)
+        // (Release: our use of the ops before the next run's. SeqCst, the
+        // add and the look at `next`, as in `RunLock::lock`: a run that took
+        // a later ticket sees it served, or is seen and woken.)
         let served = self.lock.serving.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
-        if self.lock.next.load(Ordering::Relaxed) != served {
+        if self.lock.next.load(Ordering::SeqCst) != served {
             // SAFETY: As in `RunLock::lock`; the helper orders the release
             // above before it looks for waiters, and wakes them.
             unsafe { sys::msrbatch_run_lock_wake(self.lock.serving.as_ptr().cast()) };
@@ -698,6 +700,32 @@ mod tests {
         // Free, it is taken and released in line.
         drop(lock.lock());
         assert_eq!(tickets(&lock), (3, 3));
+        Ok(())
+    }
+
+    #[test]
+    fn tickets_wrap_around() -> Result {
+        // The lock's counts wrap at 2^32 runs (tickets are only compared for
+        // equality): a run that holds the last ticket hands the lock over to
+        // a waiter that took ticket 0, and no overflow check fires.
+        let lock = Arc::new(RunLock::new(KVVec::new()), GFP_KERNEL)?;
+        // INVARIANT: No guard: `next == serving`.
+        lock.next.store(u32::MAX, Ordering::Relaxed);
+        lock.serving.store(u32::MAX, Ordering::Relaxed);
+        let ran = Arc::new(AtomicBool::new(false), GFP_KERNEL)?;
+        let first = lock.lock();
+        let (second, done) = (lock.clone(), ran.clone());
+        kernel::workqueue::system().try_spawn(GFP_KERNEL, move || {
+            let _ops = second.lock();
+            done.store(true, Ordering::Relaxed);
+        })?;
+        let tickets = |lock: &RunLock| (lock.serving.load(Ordering::Relaxed), lock.next.load(Ordering::Relaxed));
+        assert!(within_a_second(|| tickets(&lock) == (u32::MAX, 1)));
+        fsleep(Delta::from_millis(10));
+        assert!(!ran.load(Ordering::Relaxed));
+        drop(first);
+        assert!(within_a_second(|| ran.load(Ordering::Relaxed)));
+        assert!(within_a_second(|| tickets(&lock) == (1, 1)));
         Ok(())
     }
 

@@ -310,12 +310,13 @@ static void test_unprepare_during_runs(void)
 /*
  * Runs of one batch take turns (its ops are a run's scratch space), and a
  * run that waits for its turn gets it while another thread keeps rerunning
- * the batch: the lock does not hand itself over to a waiter (prepared.rs's
- * RunLock), so a woken waiter may lose it again to the thread that released
- * it and came straight back, but not for long (an uninterruptible sleep).
+ * the batch: the lock is a ticket lock (prepared.rs's RunLock), so the
+ * thread that released it and came straight back waits behind the waiter.
  * The other thread reruns a batch of 1024 ops on CPU 1 for 8 s at most;
  * this one, on another CPU, runs it 100 times meanwhile. (a96ba0c, TCG: the
- * longest wait 10 to 480 ms; with the Mutex before it, 6 to 62 ms.)
+ * longest wait 10 to 480 ms, when a release left the lock free for whoever
+ * came first; with the Mutex before it, 6 to 62 ms; 17ab4d5's ticket lock,
+ * debug kernel, 21 and 73 ms.)
  */
 static int hog_fd, hog_handle;
 static volatile int hog_stop;
