@@ -2898,29 +2898,6 @@ mod tests {
     #[test]
     fn plan_matches_a_reference_of_its_checks() -> Result {
         let possible = |cpu: u32| cpu != 3;
-        let reference = |ops: &[Op], flags: u32| -> Result<(Option<u16>, Option<u32>, u32), Rejected> {
-            let mut sums = [0u64; 8];
-            let (mut first_write, mut nr_writes) = (None, 0u32);
-            for (i, o) in ops.iter().enumerate() {
-                check_op(o).map_err(|e| Rejected::at(e, i))?;
-                if flags & uapi::F_TIMESTAMPS != 0 && !stamps_fit(o, flags) {
-                    return Err(Rejected::at(EINVAL, i));
-                }
-                if o.cpu >= 5 || !possible(o.cpu) {
-                    return Err(Rejected::at(ENODEV, i));
-                }
-                sums[o.cpu as usize] += wait_ns(o);
-                if sums[o.cpu as usize] > uapi::MAX_CPU_DELAY_NS {
-                    return Err(Rejected::at(ERANGE, i));
-                }
-                if is_write(o) {
-                    first_write = first_write.or(Some(i as u32));
-                    nr_writes += 1;
-                }
-            }
-            let uniform = ops.iter().all(|o| o.op == ops[0].op).then_some(ops[0].op);
-            Ok((uniform, first_write, nr_writes))
-        };
         let mut seed = crate::helpers::XorShift(0x9e37_79b9_7f4a_7c15);
         let mut rnd = move |n: u64| seed.below(n);
         let mut ops = KVVec::with_capacity(80, GFP_KERNEL)?;
@@ -2973,7 +2950,7 @@ mod tests {
                 // A first op of another kind.
                 ops[0] = op(opcode::RDTSC, ops[0].cpu, 0, [0, 0]);
             }
-            let want = reference(&ops, flags);
+            let want = reference_plan(&ops, flags, 5, possible);
             let got = Plan::new(&ops, flags, 5, possible);
             match (&want, &got) {
                 (Err(w), Err(g)) => {
@@ -2985,7 +2962,7 @@ mod tests {
                     }
                     assert_eq!(w, g)
                 }
-                (Ok((uniform, first_write, nr_writes)), Ok(p)) => {
+                (Ok((uniform, first_write, nr_writes, _)), Ok(p)) => {
                     assert_eq!((p.uniform, p.first_write, p.nr_writes), (*uniform, *first_write, *nr_writes));
                     let one = ops.iter().all(|o| o.cpu == ops[0].cpu);
                     match &p.targets {

@@ -677,12 +677,10 @@ mod tests {
         cond()
     }
 
-    #[test]
-    fn a_run_waits_for_the_run_before() -> Result {
-        // A second run (a worker) finds the ops locked: it takes the next
-        // ticket, sleeps while the first holds the lock, and is woken by its
-        // release; then it releases the lock in turn.
-        let lock = Arc::new(RunLock::new(KVVec::new()), GFP_KERNEL)?;
+    /// Takes `lock` for a run of its own, and starts a worker that then
+    /// wants it too: the guard, and whether that worker has had its run
+    /// (taken the lock, and released it).
+    fn waiter(lock: &Arc<RunLock>) -> Result<(RunGuard<'_>, Arc<AtomicBool>)> {
         let ran = Arc::new(AtomicBool::new(false), GFP_KERNEL)?;
         let first = lock.lock();
         let (second, done) = (lock.clone(), ran.clone());
@@ -690,7 +688,21 @@ mod tests {
             let _ops = second.lock();
             done.store(true, Ordering::Relaxed);
         })?;
-        let tickets = |lock: &RunLock| (lock.serving.load(Ordering::Relaxed), lock.next.load(Ordering::Relaxed));
+        Ok((first, ran))
+    }
+
+    /// The lock's `(serving, next)`.
+    fn tickets(lock: &RunLock) -> (u32, u32) {
+        (lock.serving.load(Ordering::Relaxed), lock.next.load(Ordering::Relaxed))
+    }
+
+    #[test]
+    fn a_run_waits_for_the_run_before() -> Result {
+        // A second run (a worker) finds the ops locked: it takes the next
+        // ticket, sleeps while the first holds the lock, and is woken by its
+        // release; then it releases the lock in turn.
+        let lock = Arc::new(RunLock::new(KVVec::new()), GFP_KERNEL)?;
+        let (first, ran) = waiter(&lock)?;
         assert!(within_a_second(|| tickets(&lock) == (0, 2)));
         fsleep(Delta::from_millis(10));
         assert!(!ran.load(Ordering::Relaxed));
@@ -712,14 +724,7 @@ mod tests {
         // INVARIANT: No guard: `next == serving`.
         lock.next.store(u32::MAX, Ordering::Relaxed);
         lock.serving.store(u32::MAX, Ordering::Relaxed);
-        let ran = Arc::new(AtomicBool::new(false), GFP_KERNEL)?;
-        let first = lock.lock();
-        let (second, done) = (lock.clone(), ran.clone());
-        kernel::workqueue::system().try_spawn(GFP_KERNEL, move || {
-            let _ops = second.lock();
-            done.store(true, Ordering::Relaxed);
-        })?;
-        let tickets = |lock: &RunLock| (lock.serving.load(Ordering::Relaxed), lock.next.load(Ordering::Relaxed));
+        let (first, ran) = waiter(&lock)?;
         assert!(within_a_second(|| tickets(&lock) == (u32::MAX, 1)));
         fsleep(Delta::from_millis(10));
         assert!(!ran.load(Ordering::Relaxed));
@@ -735,13 +740,7 @@ mod tests {
         // wants it again, gets it after the one that waited: at e154d05 it
         // took it back before the waiter woke, and could again and again.
         let lock = Arc::new(RunLock::new(KVVec::new()), GFP_KERNEL)?;
-        let ran = Arc::new(AtomicBool::new(false), GFP_KERNEL)?;
-        let first = lock.lock();
-        let (second, done) = (lock.clone(), ran.clone());
-        kernel::workqueue::system().try_spawn(GFP_KERNEL, move || {
-            let _ops = second.lock();
-            done.store(true, Ordering::Relaxed);
-        })?;
+        let (first, ran) = waiter(&lock)?;
         assert!(within_a_second(|| lock.next.load(Ordering::Relaxed) == 2));
         drop(first);
         let again = lock.lock();
