@@ -369,11 +369,12 @@ static int arm_timerfd(void *ctx)
  * its first op) falls inside it: the cheapest interruption of any kind
  * may be another (a tick, an IPI), cheaper than a sample, which would
  * make a sample look cheaper than it is. *matched: how many gaps had a
- * sample.
+ * sample (one or more).
  */
 static double sample_gap(int sfd, size_t size, int *matched)
 {
 	unsigned long long from[SAMPLE_GAPS], to[SAMPLE_GAPS], best = ~0ULL, step, prev, t, until;
+	char had[SAMPLE_GAPS] = { 0 };
 	struct msrbatch_ring *ring;
 	__u64 head, tail;
 	int n = 0;
@@ -413,7 +414,9 @@ static double sample_gap(int sfd, size_t size, int *matched)
 			continue;
 		for (int i = 0; i < n; i++) {
 			if (from[i] < s->tsc && s->tsc < to[i]) {
-				(*matched)++;
+				/* Counted once a gap, however many samples it had. */
+				*matched += !had[i];
+				had[i] = 1;
 				if (to[i] - from[i] - step < best)
 					best = to[i] - from[i] - step;
 				break;
@@ -522,8 +525,13 @@ int main(int argc, char **argv)
 		}
 	}
 
-	/* Sampler: an hrtimer expiry doing next to nothing, one sample of one RDMSR. */
-	pin(0);
+	/*
+	 * Sampler: an hrtimer expiry doing next to nothing, one sample of one
+	 * RDMSR, both on CPU 0, where the loop must run (its gaps are matched
+	 * to CPU 0's samples).
+	 */
+	if (pin(0))
+		ksft_exit_fail_msg("pinning to CPU 0: %s\n", strerror(errno));
 	{
 		int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 		double floor = tfd < 0 ? -1 : cheapest_gap(arm_timerfd, &tfd);
