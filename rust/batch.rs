@@ -334,7 +334,9 @@ impl Plan {
     /// named) and, for more than [`FEW`] ops on several CPUs, groups them by
     /// CPU. `nr_cpus` is `nr_cpu_ids` and `possible` tells whether a CPU
     /// number below it exists. Allocates only for such a batch (twice: a
-    /// table per CPU number, and the grouping).
+    /// table per CPU number, and the grouping). Only the KUnit tests call
+    /// it, with CPUs of their own: [`plan`] and [`plan_many`] take it apart.
+    #[cfg(CONFIG_KUNIT = "y")]
     #[inline(always)]
     pub(crate) fn new(
         ops: &[Op],
